@@ -1,0 +1,69 @@
+# sonde: `make help` lists the targets.
+.DEFAULT_GOAL := build
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+BUILD ?= build
+TEST_BUILD ?= build/test
+FUZZ_BUILD ?= build/fuzz
+BENCH_BUILD ?= build/bench
+FUZZ_SECONDS ?= 20
+CMAKE_GEN := -G Ninja
+
+SOURCES = $(shell git ls-files '*.cpp' '*.h' '*.c' 2>/dev/null | grep -v '^bpf/vmlinux')
+
+.PHONY: help deps build test unit-test fuzz e2e run bench fmt fmt-check lint clean
+
+help:
+	@echo "make deps       install the Debian packages (root, idempotent)"
+	@echo "make build      build $(BUILD)/bin/sonde-agent and $(BUILD)/bin/sonde-operator"
+	@echo "make test       ASan+UBSan build, unit + kernel (bpf) tests, fuzzers, e2e, format check"
+	@echo "make run        the agent standalone on this host with a demo workload"
+	@echo "make bench      benchmarks (results in bench/RESULTS.md)"
+	@echo "make fmt        clang-format the sources; make lint: format check + clang-tidy"
+
+deps:
+	@scripts/install-deps.sh
+
+build:
+	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONDE_BUILD_TESTS=OFF
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The test build keeps sanitizers on; tests labelled `bpf` need root and the real kernel.
+unit-test:
+	cmake -S . -B $(TEST_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DSONDE_SANITIZE=ON
+	cmake --build $(TEST_BUILD) -j $(JOBS)
+	cd $(TEST_BUILD) && ctest --output-on-failure --timeout 300
+
+fuzz:
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug \
+	  -DSONDE_BUILD_FUZZ=ON -DSONDE_BUILD_TESTS=OFF
+	@targets=$$(cut -d= -f1 $(FUZZ_BUILD)/fuzz-targets.txt | sed '/^$$/d'); \
+	if [ -n "$$targets" ]; then cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $$targets; fi
+	@scripts/run-fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+e2e: build
+	@scripts/run-e2e.sh $(BUILD)
+
+test: unit-test fuzz e2e fmt-check
+
+run: build
+	@scripts/run-standalone.sh $(BUILD)
+
+bench:
+	cmake -S . -B $(BENCH_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -DSONDE_BUILD_BENCH=ON \
+	  -DSONDE_BUILD_TESTS=OFF
+	cmake --build $(BENCH_BUILD) -j $(JOBS)
+	@for s in bench/*/run.sh; do [ -x "$$s" ] && "$$s" $(BENCH_BUILD) || exit 1; done
+
+fmt:
+	clang-format -i $(SOURCES)
+
+fmt-check:
+	@clang-format --dry-run -Werror $(SOURCES) && echo "fmt-check: clean"
+
+lint: fmt-check
+	cmake -S . -B $(TEST_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DSONDE_SANITIZE=ON
+	run-clang-tidy -quiet -p $(TEST_BUILD) $$(git ls-files '*.cpp' | grep -v -e '^bench/' -e '/fuzz/')
+
+clean:
+	rm -rf build

@@ -1,0 +1,350 @@
+#include "agent/doctor/doctor.h"
+
+#include <bpf/libbpf.h>
+#include <linux/capability.h>
+#include <sys/stat.h>
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include "agent/procevents/process_events.h"
+
+namespace sonde::agent {
+namespace {
+
+using Verdict = Check::Verdict;
+
+// Oldest kernel the agent supports: BPF ring buffers and tp_btf arrived in 5.8.
+constexpr KernelVersion kMinKernel{5, 8, 0};
+// From 5.11 BPF memory is charged to the memory cgroup and RLIMIT_MEMLOCK no longer applies.
+constexpr KernelVersion kMemcgAccountingKernel{5, 11, 0};
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Check kernel_check(const DoctorOptions& o) {
+  Check c{.name = "kernel version"};
+  auto release = read_file(o.proc_root + "/sys/kernel/osrelease");
+  auto v = release ? parse_kernel_version(*release) : std::nullopt;
+  if (!v) {
+    c.verdict = Verdict::kFail;
+    c.detail = "cannot read " + o.proc_root + "/sys/kernel/osrelease";
+    c.fix = "mount the host's /proc (hostPID and a /proc volume in a pod)";
+    return c;
+  }
+  c.detail = trim(*release);
+  if (*v < kMinKernel) {
+    c.verdict = Verdict::kFail;
+    c.fix = "the agent needs Linux 5.8 or newer (BPF ring buffer, BTF tracepoints)";
+  } else if (*v < kMemcgAccountingKernel) {
+    c.verdict = Verdict::kWarn;
+    c.fix = "before 5.11 BPF maps count against RLIMIT_MEMLOCK: grant CAP_SYS_RESOURCE";
+  }
+  return c;
+}
+
+Check btf_check(const DoctorOptions& o) {
+  Check c{.name = "kernel BTF"};
+  std::string path = o.sys_root + "/kernel/btf/vmlinux";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    c.verdict = Verdict::kFail;
+    c.detail = path + " missing";
+    c.fix = "use a kernel built with CONFIG_DEBUG_INFO_BTF=y (CO-RE programs need it)";
+    return c;
+  }
+  c.detail = path + " (" + std::to_string(st.st_size / 1024) + " KiB)";
+  return c;
+}
+
+struct CapSpec {
+  int cap;
+  const char* name;
+  bool required;
+  const char* why;
+};
+
+constexpr CapSpec kCaps[] = {
+    {CAP_BPF, "CAP_BPF", true, "load BPF programs and create maps"},
+    {CAP_PERFMON, "CAP_PERFMON", true, "attach uprobes/kprobes and perf-event samplers"},
+    {CAP_SYS_PTRACE, "CAP_SYS_PTRACE", true, "read /proc/<pid>/root and maps of other processes"},
+    {CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH", true, "read binaries of every container"},
+    {CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE", false, "raise RLIMIT_MEMLOCK on kernels before 5.11"},
+    {CAP_SYS_ADMIN, "CAP_SYS_ADMIN", false, "mount tracefs when a node lacks it (optional)"},
+};
+
+std::vector<Check> capability_checks(const DoctorOptions& o) {
+  std::vector<Check> out;
+  auto status = read_file(o.proc_root + "/self/status");
+  auto caps = status ? parse_effective_caps(*status) : std::nullopt;
+  if (!caps) {
+    out.push_back({.name = "capabilities",
+                   .verdict = Verdict::kFail,
+                   .detail = "cannot read CapEff from " + o.proc_root + "/self/status",
+                   .fix = "mount the host's /proc"});
+    return out;
+  }
+  // Before 5.8 CAP_BPF/CAP_PERFMON did not exist and CAP_SYS_ADMIN covered both.
+  bool has_sys_admin = (*caps >> CAP_SYS_ADMIN) & 1;
+  for (const auto& spec : kCaps) {
+    bool held = (*caps >> spec.cap) & 1;
+    bool covered = held || (has_sys_admin && (spec.cap == CAP_BPF || spec.cap == CAP_PERFMON));
+    Check c{.name = spec.name};
+    c.detail = std::string(held ? "held" : (covered ? "covered by CAP_SYS_ADMIN" : "missing")) +
+               ": " + spec.why;
+    if (!covered) {
+      c.verdict = spec.required ? Verdict::kFail : Verdict::kWarn;
+      c.fix = std::string("grant ") + spec.name +
+              " (chart: securityContext.capabilities.add) or run as root";
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Check pmu_check(const DoctorOptions& o, const std::string& pmu) {
+  Check c{.name = pmu + " PMU"};
+  std::string path = o.sys_root + "/bus/event_source/devices/" + pmu + "/type";
+  auto type = read_file(path);
+  if (!type) {
+    c.verdict = Verdict::kFail;
+    c.detail = path + " missing";
+    c.fix = "use a kernel with CONFIG_" + std::string(pmu == "uprobe" ? "UPROBE" : "KPROBE") +
+            "_EVENTS=y";
+    return c;
+  }
+  c.detail = "perf type " + trim(*type) + " (attach without tracefs)";
+  return c;
+}
+
+Check tracefs_check(const DoctorOptions& o) {
+  Check c{.name = "tracefs"};
+  auto mounts = read_file(o.proc_root + "/self/mounts");
+  if (!mounts) {
+    c.verdict = Verdict::kWarn;
+    c.detail = "cannot read " + o.proc_root + "/self/mounts";
+    c.fix = "mount the host's /proc";
+    return c;
+  }
+  std::istringstream in(*mounts);
+  std::string dev, dir, type;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    fields >> dev >> dir >> type;
+    if (type == "tracefs" || type == "debugfs") {
+      if (type == "tracefs" || c.detail.empty()) c.detail = type + " at " + dir;
+    }
+  }
+  if (c.detail.empty()) {
+    // The agent's programs (tp_btf, perf-PMU uprobes/kprobes) do not need it; tools might.
+    c.verdict = Verdict::kWarn;
+    c.detail = "not mounted (not needed by the agent's programs)";
+    c.fix = "for bpftool/perf tracepoints: mount -t tracefs nodev /sys/kernel/tracing";
+  }
+  return c;
+}
+
+Check cgroup_check(const DoctorOptions& o) {
+  Check c{.name = "cgroup version"};
+  auto mounts = read_file(o.proc_root + "/self/mounts");
+  if (!mounts) {
+    c.verdict = Verdict::kFail;
+    c.detail = "cannot read " + o.proc_root + "/self/mounts";
+    c.fix = "mount the host's /proc";
+    return c;
+  }
+  bool v1 = false;
+  std::string v2_dir;
+  std::istringstream in(*mounts);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string dev, dir, type;
+    fields >> dev >> dir >> type;
+    if (type == "cgroup2" && v2_dir.empty()) v2_dir = dir;
+    if (type == "cgroup") v1 = true;
+  }
+  if (!v2_dir.empty() && !v1) {
+    c.detail = "v2 (unified) at " + v2_dir;
+  } else if (!v2_dir.empty()) {
+    c.detail = "hybrid: v1 controllers, v2 at " + v2_dir + " (container ids from v1 paths)";
+  } else if (v1) {
+    c.detail = "v1 only: container ids from v1 paths, no cgroup-id filtering";
+    c.verdict = Verdict::kWarn;
+    c.fix =
+        "cgroup v2 gives in-kernel cgroup filtering; boot with systemd.unified_cgroup_hierarchy=1";
+  } else {
+    c.verdict = Verdict::kFail;
+    c.detail = "no cgroup filesystem mounted";
+    c.fix = "mount the host's /sys/fs/cgroup";
+  }
+  return c;
+}
+
+Check prog_type_check(const char* name, bpf_prog_type type) {
+  Check c{.name = std::string("BPF program: ") + name};
+  int r = libbpf_probe_bpf_prog_type(type, nullptr);
+  if (r == 1) {
+    c.detail = "loadable";
+  } else {
+    c.verdict = Verdict::kFail;
+    c.detail =
+        r == 0 ? "not supported by this kernel" : std::string("probe failed: ") + strerror(-r);
+    c.fix = r == 0 ? "upgrade the kernel" : "grant CAP_BPF and CAP_PERFMON (or run as root)";
+  }
+  return c;
+}
+
+Check map_type_check(const char* name, bpf_map_type type) {
+  Check c{.name = std::string("BPF map: ") + name};
+  int r = libbpf_probe_bpf_map_type(type, nullptr);
+  if (r == 1) {
+    c.detail = "creatable";
+  } else {
+    c.verdict = Verdict::kFail;
+    c.detail =
+        r == 0 ? "not supported by this kernel" : std::string("probe failed: ") + strerror(-r);
+    c.fix = r == 0 ? "upgrade the kernel" : "grant CAP_BPF (or run as root)";
+  }
+  return c;
+}
+
+// The real thing: load and attach the agent's process-event program, then detach.
+Check process_events_check() {
+  Check c{.name = "process events program"};
+  auto source = ProcessEventSource::start([](const ProcessEvent&) {});
+  if (!source.ok()) {
+    c.verdict = Verdict::kFail;
+    c.detail = source.error().message();
+    c.fix = "fix the failures above; a kernel log (dmesg) may say more";
+    return c;
+  }
+  c.detail = "loaded and attached (tp_btf sched_process_exec/exit, ring buffer)";
+  return c;
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "pass";
+    case Verdict::kWarn: return "warn";
+    case Verdict::kFail: return "fail";
+  }
+  return "?";
+}
+
+// The table shouts failures so they stand out in a long list.
+const char* verdict_label(Verdict v) {
+  return v == Verdict::kFail ? "FAIL" : verdict_name(v);
+}
+
+}  // namespace
+
+std::optional<KernelVersion> parse_kernel_version(std::string_view release) {
+  KernelVersion v;
+  const char* p = release.data();
+  const char* end = p + release.size();
+  auto number = [&](int& out) {
+    auto [next, ec] = std::from_chars(p, end, out);
+    if (ec != std::errc()) return false;
+    p = next;
+    return true;
+  };
+  if (!number(v.major) || p == end || *p != '.') return std::nullopt;
+  ++p;
+  if (!number(v.minor)) return std::nullopt;
+  if (p != end && *p == '.') {
+    ++p;
+    if (!number(v.patch)) v.patch = 0;
+  }
+  return v;
+}
+
+std::optional<uint64_t> parse_effective_caps(std::string_view status_text) {
+  constexpr std::string_view kKey = "\nCapEff:";
+  auto pos = status_text.find(kKey);
+  if (pos == std::string_view::npos) return std::nullopt;
+  auto rest = status_text.substr(pos + kKey.size());
+  while (!rest.empty() && (rest.front() == '\t' || rest.front() == ' ')) rest.remove_prefix(1);
+  uint64_t caps = 0;
+  auto [next, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), caps, 16);
+  if (ec != std::errc() || next == rest.data()) return std::nullopt;
+  return caps;
+}
+
+std::vector<Check> run_doctor(const DoctorOptions& o) {
+  std::vector<Check> checks;
+  checks.push_back(kernel_check(o));
+  checks.push_back(btf_check(o));
+  for (auto& c : capability_checks(o)) checks.push_back(std::move(c));
+  checks.push_back(pmu_check(o, "uprobe"));
+  checks.push_back(pmu_check(o, "kprobe"));
+  checks.push_back(tracefs_check(o));
+  checks.push_back(cgroup_check(o));
+  if (o.probe_kernel) {
+    // libbpf prints its own diagnostics for failed probes; the checks say it more clearly.
+    auto previous = libbpf_set_print(nullptr);
+    checks.push_back(prog_type_check("kprobe/uprobe", BPF_PROG_TYPE_KPROBE));
+    checks.push_back(prog_type_check("perf_event", BPF_PROG_TYPE_PERF_EVENT));
+    checks.push_back(prog_type_check("tracepoint", BPF_PROG_TYPE_TRACEPOINT));
+    checks.push_back(prog_type_check("tracing (tp_btf)", BPF_PROG_TYPE_TRACING));
+    checks.push_back(map_type_check("ringbuf", BPF_MAP_TYPE_RINGBUF));
+    checks.push_back(map_type_check("lru_hash", BPF_MAP_TYPE_LRU_HASH));
+    checks.push_back(map_type_check("percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY));
+    checks.push_back(process_events_check());
+    libbpf_set_print(previous);
+  }
+  return checks;
+}
+
+bool all_passed(const std::vector<Check>& checks) {
+  for (const auto& c : checks) {
+    if (c.verdict == Verdict::kFail) return false;
+  }
+  return true;
+}
+
+std::string render_table(const std::vector<Check>& checks) {
+  size_t width = 5;
+  for (const auto& c : checks) width = std::max(width, c.name.size());
+  std::ostringstream out;
+  auto pad = [&](const std::string& s) { return s + std::string(width - s.size() + 2, ' '); };
+  out << pad("CHECK") << "STATUS  DETAIL\n";
+  int failed = 0, warned = 0;
+  for (const auto& c : checks) {
+    std::string v = verdict_label(c.verdict);
+    out << pad(c.name) << v << std::string(8 - v.size(), ' ') << c.detail << "\n";
+    if (!c.fix.empty()) out << std::string(width + 10, ' ') << "fix: " << c.fix << "\n";
+    failed += c.verdict == Verdict::kFail;
+    warned += c.verdict == Verdict::kWarn;
+  }
+  out << "\n"
+      << checks.size() << " checks: " << (checks.size() - failed - warned) << " passed, " << warned
+      << " warnings, " << failed << " failed\n";
+  out << (failed ? "The agent cannot run on this node until the failures are fixed.\n"
+                 : "The agent can run on this node.\n");
+  return out.str();
+}
+
+nlohmann::json to_json(const std::vector<Check>& checks) {
+  auto list = nlohmann::json::array();
+  for (const auto& c : checks) {
+    nlohmann::json j{{"name", c.name}, {"status", verdict_name(c.verdict)}, {"detail", c.detail}};
+    if (!c.fix.empty()) j["fix"] = c.fix;
+    list.push_back(std::move(j));
+  }
+  return {{"ok", all_passed(checks)}, {"checks", std::move(list)}};
+}
+
+}  // namespace sonde::agent

@@ -1,0 +1,62 @@
+// sonde-agent: the eBPF node agent. `sonde-agent COMMAND [ARGS]`; see --help.
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "agent/commands.h"
+#include "common/version.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*main)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"doctor", sonde::agent::doctor_main, "check that this node can run the agent"},
+    {"events", sonde::agent::events_main, "print process exec/exit events from the kernel"},
+    {"symbols", sonde::agent::symbols_main, "resolve probe targets (address, returns) in a binary"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "Usage: sonde-agent COMMAND [OPTIONS]\n"
+               "\n"
+               "The sonde eBPF node agent.\n"
+               "\n"
+               "Commands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\n"
+               "Options:\n"
+               "  -h, --help      show this help\n"
+               "  -V, --version   show the version\n"
+               "\n"
+               "Run 'sonde-agent COMMAND --help' for a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string_view cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    usage(stdout);
+    return 0;
+  }
+  if (cmd == "-V" || cmd == "--version") {
+    std::printf("sonde-agent %s\n", sonde::kVersion);
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (cmd == c.name) return c.main(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "sonde-agent: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,96 @@
+// `sonde-agent events`: prints process exec/exit events as the kernel reports them, the raw
+// input of the agent's process discovery (like execsnoop, without tracefs).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "agent/commands.h"
+#include "agent/procevents/process_events.h"
+#include "common/signals.h"
+
+namespace sonde::agent {
+namespace {
+
+constexpr const char* kUsage =
+    "Usage: sonde-agent events [--json] [--duration SECONDS]\n"
+    "\n"
+    "Prints every process exec and exit on this host until interrupted (or for SECONDS).\n"
+    "\n"
+    "Options:\n"
+    "  --json              one JSON object per line\n"
+    "  --duration SECONDS  stop after this long\n"
+    "  -h, --help          show this help\n";
+
+void print(const ProcessEvent& e, bool json) {
+  bool exec = e.kind == ProcessEvent::Kind::kExec;
+  if (json) {
+    nlohmann::json j{{"event", exec ? "exec" : "exit"},
+                     {"pid", e.pid},
+                     {"ppid", e.ppid},
+                     {"comm", e.comm},
+                     {"cgroup_id", e.cgroup_id},
+                     {"timestamp_ns", e.timestamp_ns}};
+    if (exec) j["filename"] = e.filename;
+    if (!exec) j["exit_code"] = e.exit_code;
+    std::printf("%s\n", j.dump().c_str());
+  } else if (exec) {
+    std::printf("exec pid=%u ppid=%u comm=%s filename=%s\n", e.pid, e.ppid, e.comm.c_str(),
+                e.filename.c_str());
+  } else {
+    std::printf("exit pid=%u ppid=%u comm=%s status=%u\n", e.pid, e.ppid, e.comm.c_str(),
+                e.exit_code);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int events_main(int argc, char** argv) {
+  bool json = false;
+  double duration = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--json") {
+      json = true;
+    } else if (arg == "--duration" && i + 1 < argc) {
+      char* end = nullptr;
+      duration = std::strtod(argv[++i], &end);
+      if (*end != '\0' || duration <= 0) {
+        std::fprintf(stderr, "sonde-agent events: --duration needs a positive number\n");
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "sonde-agent events: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+  auto source = ProcessEventSource::start([json](const ProcessEvent& e) { print(e, json); });
+  if (!source.ok()) {
+    std::fprintf(stderr, "sonde-agent events: %s\n", source.error().message().c_str());
+    return 1;
+  }
+  StopSignals stop;
+  auto deadline = duration > 0 ? StopSignals::Clock::now() +
+                                     std::chrono::duration_cast<StopSignals::Clock::duration>(
+                                         std::chrono::duration<double>(duration))
+                               : StopSignals::Clock::time_point::max();
+  while (!stop.requested() && StopSignals::Clock::now() < deadline) {
+    auto n = (*source)->poll(100);
+    if (!n.ok()) {
+      std::fprintf(stderr, "sonde-agent events: %s\n", n.error().message().c_str());
+      return 1;
+    }
+  }
+  if (auto dropped = (*source)->dropped(); dropped > 0) {
+    std::fprintf(stderr, "sonde-agent events: %llu events dropped (ring buffer full)\n",
+                 static_cast<unsigned long long>(dropped));
+  }
+  return 0;
+}
+
+}  // namespace sonde::agent

@@ -1,0 +1,63 @@
+// ProcessEventSource: exec and exit events of every process on the host, from the kernel's
+// sched tracepoints through a BPF ring buffer (bpf/procevents.bpf.c).
+//
+// Owns its BPF skeleton and links: destroying it detaches and frees every kernel object.
+// Not thread-safe: one thread calls poll(); the callback runs on that thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+
+struct procevents_bpf;
+struct ring_buffer;
+
+namespace sonde::agent {
+
+struct ProcessEvent {
+  enum class Kind { kExec, kExit };
+  Kind kind;
+  uint32_t pid;
+  uint32_t ppid;
+  uint64_t timestamp_ns;  // CLOCK_MONOTONIC
+  uint64_t cgroup_id;
+  uint32_t exit_code;  // wait(2) status for kExit
+  std::string comm;
+  std::string filename;  // execve path for kExec
+};
+
+class ProcessEventSource {
+ public:
+  using Callback = std::function<void(const ProcessEvent&)>;
+
+  // Loads and attaches the programs. Fails with a message naming the step (open, load, attach)
+  // and the kernel's reason; nothing is left attached on failure.
+  static Result<std::unique_ptr<ProcessEventSource>> start(Callback callback);
+
+  ~ProcessEventSource();
+  ProcessEventSource(const ProcessEventSource&) = delete;
+  ProcessEventSource& operator=(const ProcessEventSource&) = delete;
+
+  // Waits up to timeout_ms for events and delivers every available one to the callback.
+  // Returns the number delivered; EINTR counts as zero events, not an error.
+  Result<int> poll(int timeout_ms);
+
+  // The ring buffer's epoll fd, to wait on it together with other fds.
+  int fd() const;
+
+  // Events the kernel could not queue because the ring buffer was full.
+  uint64_t dropped() const;
+
+ private:
+  explicit ProcessEventSource(Callback callback) : callback_(std::move(callback)) {}
+  static int on_sample(void* ctx, void* data, size_t size);
+
+  Callback callback_;
+  std::unique_ptr<procevents_bpf, void (*)(procevents_bpf*)> skel_{nullptr, nullptr};
+  std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> ring_{nullptr, nullptr};
+};
+
+}  // namespace sonde::agent

@@ -1,0 +1,107 @@
+#include "agent/doctor/doctor.h"
+
+#include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace sonde::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using Verdict = Check::Verdict;
+
+TEST(Doctor, ParsesKernelVersions) {
+  EXPECT_EQ(parse_kernel_version("6.18.44-fc-v595\n"), (KernelVersion{6, 18, 44}));
+  EXPECT_EQ(parse_kernel_version("5.10.0-28-amd64"), (KernelVersion{5, 10, 0}));
+  EXPECT_EQ(parse_kernel_version("6.1"), (KernelVersion{6, 1, 0}));
+  EXPECT_EQ(parse_kernel_version("linux"), std::nullopt);
+  EXPECT_EQ(parse_kernel_version("6"), std::nullopt);
+}
+
+TEST(Doctor, ParsesEffectiveCapabilities) {
+  EXPECT_EQ(parse_effective_caps("Name:\tx\nCapInh:\t0\nCapEff:\t000001ffffffffff\n"),
+            0x1ffffffffffull);
+  EXPECT_EQ(parse_effective_caps("Name:\tx\nCapPrm:\t1\n"), std::nullopt);
+  EXPECT_EQ(parse_effective_caps("Name:\tx\nCapEff:\tzz\n"), std::nullopt);
+}
+
+const Check* find(const std::vector<Check>& checks, const std::string& name) {
+  for (const auto& c : checks) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+class FakeRoots : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sonde-doctor-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  void write(const std::string& rel, const std::string& text) {
+    fs::create_directories((root_ / rel).parent_path());
+    std::ofstream(root_ / rel) << text;
+  }
+  DoctorOptions options() const {
+    return {.proc_root = (root_ / "proc").string(),
+            .sys_root = (root_ / "sys").string(),
+            .probe_kernel = false};
+  }
+  fs::path root_;
+};
+
+TEST_F(FakeRoots, EmptyRootsFailAndSayWhatToDo) {
+  auto checks = run_doctor(options());
+  EXPECT_FALSE(all_passed(checks));
+  for (const char* name : {"kernel version", "kernel BTF", "capabilities", "uprobe PMU"}) {
+    const Check* c = find(checks, name);
+    ASSERT_NE(c, nullptr) << name;
+    EXPECT_EQ(c->verdict, Verdict::kFail) << name;
+    EXPECT_FALSE(c->fix.empty()) << name;
+  }
+  auto json = to_json(checks);
+  EXPECT_EQ(json["ok"], false);
+  EXPECT_NE(render_table(checks).find("FAIL"), std::string::npos);
+}
+
+TEST_F(FakeRoots, HealthyNodePasses) {
+  uint64_t caps = (1ull << CAP_BPF) | (1ull << CAP_PERFMON) | (1ull << CAP_SYS_PTRACE) |
+                  (1ull << CAP_DAC_READ_SEARCH);
+  char hex[32];
+  snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(caps));
+  write("proc/sys/kernel/osrelease", "6.1.0-13-amd64\n");
+  write("proc/self/status", std::string("Name:\tsonde\nCapEff:\t") + hex + "\n");
+  write("proc/self/mounts",
+        "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\ntracefs /sys/kernel/tracing tracefs rw 0 0\n");
+  write("sys/kernel/btf/vmlinux", "BTF");
+  write("sys/bus/event_source/devices/uprobe/type", "7\n");
+  write("sys/bus/event_source/devices/kprobe/type", "6\n");
+  auto checks = run_doctor(options());
+  EXPECT_TRUE(all_passed(checks)) << render_table(checks);
+  EXPECT_EQ(find(checks, "CAP_SYS_RESOURCE")->verdict, Verdict::kWarn);
+  EXPECT_EQ(find(checks, "cgroup version")->detail, "v2 (unified) at /sys/fs/cgroup");
+}
+
+TEST_F(FakeRoots, MissingCapabilityIsNamed) {
+  write("proc/self/status", "Name:\tsonde\nCapEff:\t0000000000000000\n");
+  auto checks = run_doctor(options());
+  const Check* bpf = find(checks, "CAP_BPF");
+  ASSERT_NE(bpf, nullptr);
+  EXPECT_EQ(bpf->verdict, Verdict::kFail);
+  EXPECT_NE(bpf->fix.find("grant CAP_BPF"), std::string::npos);
+}
+
+TEST_F(FakeRoots, OldKernelFails) {
+  write("proc/sys/kernel/osrelease", "4.19.0\n");
+  auto checks = run_doctor(options());
+  EXPECT_EQ(find(checks, "kernel version")->verdict, Verdict::kFail);
+}
+
+}  // namespace
+}  // namespace sonde::agent

@@ -1,0 +1,172 @@
+#include "common/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cerrno>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/log.h"
+
+namespace sonde {
+namespace {
+
+// Walks a YAML mapping, remembering the key path for error messages and rejecting keys the
+// schema does not know.
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string path) : node_(node), path_(std::move(path)) {}
+
+  Status check(const std::set<std::string>& known) const {
+    if (!node_.IsMap()) return Error(where("") + "must be a mapping");
+    for (const auto& kv : node_) {
+      auto key = kv.first.as<std::string>();
+      if (!known.count(key)) return Error(where(key) + "unknown key");
+    }
+    return ok_status();
+  }
+
+  Status get_string(const std::string& key, std::string& out) const {
+    auto v = node_[key];
+    if (!v) return ok_status();
+    if (!v.IsScalar()) return Error(where(key) + "must be a string");
+    out = v.as<std::string>();
+    return ok_status();
+  }
+
+  Status get_bool(const std::string& key, bool& out) const {
+    auto v = node_[key];
+    if (!v) return ok_status();
+    bool b = false;
+    if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) {
+      return Error(where(key) + "must be true or false");
+    }
+    out = b;
+    return ok_status();
+  }
+
+  Status get_uint(const std::string& key, uint32_t lo, uint32_t hi, uint32_t& out) const {
+    auto v = node_[key];
+    if (!v) return ok_status();
+    long long n = 0;
+    if (!v.IsScalar() || !YAML::convert<long long>::decode(v, n)) {
+      return Error(where(key) + "must be an integer");
+    }
+    if (n < lo || n > hi) {
+      return Error(where(key) + "must be " + std::to_string(lo) + ".." + std::to_string(hi) +
+                   ", got " + std::to_string(n));
+    }
+    out = static_cast<uint32_t>(n);
+    return ok_status();
+  }
+
+  YAML::Node child(const std::string& key) const { return node_[key]; }
+  const std::string& path() const { return path_; }
+  std::string child_path(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
+
+ private:
+  std::string where(const std::string& key) const {
+    auto p = key.empty() ? path_ : child_path(key);
+    return (p.empty() ? std::string("(top level)") : p) + ": ";
+  }
+
+  YAML::Node node_;
+  std::string path_;
+};
+
+bool looks_like_hex_prefix(const std::string& s) {
+  if (s.size() < 12 || s.size() > 64) return false;
+  for (char c : s) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+Status parse_targets(const MapReader& top, std::vector<ProcessTarget>& out) {
+  auto node = top.child("targets");
+  if (!node || node.IsNull()) return ok_status();
+  if (!node.IsSequence()) return Error("targets: must be a list");
+  for (size_t i = 0; i < node.size(); ++i) {
+    MapReader r(node[i], "targets[" + std::to_string(i) + "]");
+    RETURN_IF_ERROR(r.check({"exe", "containerId"}));
+    ProcessTarget t;
+    RETURN_IF_ERROR(r.get_string("exe", t.exe_glob));
+    RETURN_IF_ERROR(r.get_string("containerId", t.container_id));
+    if (t.exe_glob.empty() && t.container_id.empty()) {
+      return Error(r.path() + ": needs exe or containerId");
+    }
+    if (!t.container_id.empty() && !looks_like_hex_prefix(t.container_id)) {
+      return Error(r.child_path("containerId") + ": must be 12 to 64 hex digits");
+    }
+    out.push_back(std::move(t));
+  }
+  return ok_status();
+}
+
+Status parse_instrumentations(const MapReader& top, InstrumentationConfig& out) {
+  auto node = top.child("instrumentations");
+  if (!node || node.IsNull()) return ok_status();
+  MapReader r(node, "instrumentations");
+  RETURN_IF_ERROR(r.check({"nodejsEventLoop", "goTLS", "cpu"}));
+  RETURN_IF_ERROR(r.get_bool("nodejsEventLoop", out.nodejs_event_loop));
+  RETURN_IF_ERROR(r.get_bool("goTLS", out.go_tls));
+  auto cpu = r.child("cpu");
+  if (cpu && !cpu.IsNull()) {
+    MapReader c(cpu, "instrumentations.cpu");
+    RETURN_IF_ERROR(c.check({"enabled", "frequencyHz"}));
+    RETURN_IF_ERROR(c.get_bool("enabled", out.cpu.enabled));
+    RETURN_IF_ERROR(c.get_uint("frequencyHz", 1, 1000, out.cpu.frequency_hz));
+  }
+  return ok_status();
+}
+
+Result<AgentConfig> parse_root(const YAML::Node& root) {
+  AgentConfig cfg;
+  if (!root || root.IsNull()) return cfg;  // an empty file means all defaults
+  MapReader top(root, "");
+  RETURN_IF_ERROR(
+      top.check({"metricsAddress", "logLevel", "symbolCache", "targets", "instrumentations"}));
+  RETURN_IF_ERROR(top.get_string("metricsAddress", cfg.metrics_address));
+  if (cfg.metrics_address.find(':') == std::string::npos) {
+    return Error("metricsAddress: must be host:port, got \"" + cfg.metrics_address + "\"");
+  }
+  RETURN_IF_ERROR(top.get_string("logLevel", cfg.log_level));
+  if (!log::parse_level(cfg.log_level)) {
+    return Error("logLevel: must be debug, info, warn or error, got \"" + cfg.log_level + "\"");
+  }
+  auto cache = top.child("symbolCache");
+  if (cache && !cache.IsNull()) {
+    MapReader c(cache, "symbolCache");
+    RETURN_IF_ERROR(c.check({"maxEntries"}));
+    RETURN_IF_ERROR(c.get_uint("maxEntries", 16, 1u << 20, cfg.symbol_cache_entries));
+  }
+  RETURN_IF_ERROR(parse_targets(top, cfg.targets));
+  RETURN_IF_ERROR(parse_instrumentations(top, cfg.instrumentations));
+  return cfg;
+}
+
+}  // namespace
+
+Result<AgentConfig> parse_agent_config(const std::string& yaml, const std::string& origin) {
+  try {
+    auto result = parse_root(YAML::Load(yaml));
+    if (!result.ok()) return result.error().wrap(origin);
+    return result;
+  } catch (const YAML::Exception& e) {
+    return Error(origin + ": invalid YAML: " + e.what());
+  }
+}
+
+Result<AgentConfig> load_agent_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return errno_error("open config " + path, errno);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_agent_config(ss.str(), path);
+}
+
+}  // namespace sonde

@@ -1,0 +1,56 @@
+// The agent's configuration file (YAML), for standalone mode and for the chart's ConfigMap.
+//
+//   metricsAddress: "0.0.0.0:9464"
+//   logLevel: info                 # debug | info | warn | error
+//   symbolCache:
+//     maxEntries: 4096             # (binary, symbol) entries kept, LRU
+//   targets:                       # which processes; omitted or empty = every process
+//     - exe: "/usr/bin/node*"      # glob on the executable path as seen by the process
+//     - containerId: "3f9a..."     # full or prefix (at least 12 hex digits)
+//   instrumentations:
+//     nodejsEventLoop: true
+//     goTLS: false
+//     cpu: {enabled: false, frequencyHz: 49}
+//
+// Loading is strict: an unknown key, a wrong type or an out-of-range value is an error naming
+// the key's path ("instrumentations.cpu.frequencyHz: must be 1..1000, got 5000"), so a typo
+// never silently falls back to a default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace sonde {
+
+struct ProcessTarget {
+  std::string exe_glob;      // empty: any executable
+  std::string container_id;  // empty: any container (or none)
+};
+
+struct CpuSamplingConfig {
+  bool enabled = false;
+  uint32_t frequency_hz = 49;
+};
+
+struct InstrumentationConfig {
+  bool nodejs_event_loop = true;
+  bool go_tls = false;
+  CpuSamplingConfig cpu;
+};
+
+struct AgentConfig {
+  std::string metrics_address = "0.0.0.0:9464";
+  std::string log_level = "info";
+  uint32_t symbol_cache_entries = 4096;
+  std::vector<ProcessTarget> targets;
+  InstrumentationConfig instrumentations;
+};
+
+// Parses YAML text; `origin` names the source in error messages (a path or "<string>").
+Result<AgentConfig> parse_agent_config(const std::string& yaml, const std::string& origin);
+Result<AgentConfig> load_agent_config(const std::string& path);
+
+}  // namespace sonde

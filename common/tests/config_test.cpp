@@ -1,0 +1,101 @@
+#include "common/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <ostream>
+
+namespace sonde {
+namespace {
+
+TEST(Config, EmptyMeansDefaults) {
+  auto cfg = parse_agent_config("", "<test>");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message();
+  EXPECT_EQ(cfg->metrics_address, "0.0.0.0:9464");
+  EXPECT_EQ(cfg->symbol_cache_entries, 4096u);
+  EXPECT_TRUE(cfg->instrumentations.nodejs_event_loop);
+  EXPECT_TRUE(cfg->targets.empty());
+}
+
+TEST(Config, FullFile) {
+  auto cfg = parse_agent_config(R"(
+metricsAddress: "127.0.0.1:9000"
+logLevel: debug
+symbolCache: {maxEntries: 128}
+targets:
+  - exe: "/usr/bin/node*"
+  - containerId: "0123456789abcdef"
+instrumentations:
+  nodejsEventLoop: false
+  goTLS: true
+  cpu: {enabled: true, frequencyHz: 99}
+)",
+                                "<test>");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message();
+  EXPECT_EQ(cfg->metrics_address, "127.0.0.1:9000");
+  EXPECT_EQ(cfg->log_level, "debug");
+  EXPECT_EQ(cfg->symbol_cache_entries, 128u);
+  ASSERT_EQ(cfg->targets.size(), 2u);
+  EXPECT_EQ(cfg->targets[0].exe_glob, "/usr/bin/node*");
+  EXPECT_EQ(cfg->targets[1].container_id, "0123456789abcdef");
+  EXPECT_FALSE(cfg->instrumentations.nodejs_event_loop);
+  EXPECT_TRUE(cfg->instrumentations.go_tls);
+  EXPECT_TRUE(cfg->instrumentations.cpu.enabled);
+  EXPECT_EQ(cfg->instrumentations.cpu.frequency_hz, 99u);
+}
+
+struct BadCase {
+  const char* yaml;
+  const char* error;
+  friend void PrintTo(const BadCase& c, std::ostream* os) { *os << '"' << c.yaml << '"'; }
+};
+
+class ConfigErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ConfigErrors, NameTheKeyAndTheProblem) {
+  auto cfg = parse_agent_config(GetParam().yaml, "f.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.error().message(), GetParam().error);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ConfigErrors,
+    ::testing::Values(
+        BadCase{"metricAddress: x", "f.yaml: metricAddress: unknown key"},
+        BadCase{"instrumentations: {cpu: {frequencyHz: 5000}}",
+                "f.yaml: instrumentations.cpu.frequencyHz: must be 1..1000, got 5000"},
+        BadCase{"instrumentations: {goTLS: maybe}",
+                "f.yaml: instrumentations.goTLS: must be true or false"},
+        BadCase{"targets: [{containerId: xyz}]",
+                "f.yaml: targets[0].containerId: must be 12 to 64 hex digits"},
+        BadCase{"targets: [{}]", "f.yaml: targets[0]: needs exe or containerId"},
+        BadCase{"logLevel: loud",
+                "f.yaml: logLevel: must be debug, info, warn or error, got \"loud\""},
+        BadCase{"metricsAddress: 9464", "f.yaml: metricsAddress: must be host:port, got \"9464\""},
+        BadCase{"- a\n- b", "f.yaml: (top level): must be a mapping"}));
+
+TEST(Config, InvalidYamlIsAnError) {
+  auto cfg = parse_agent_config("a: [1, 2", "f.yaml");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.error().message().find("f.yaml: invalid YAML"), std::string::npos);
+}
+
+TEST(Config, LoadFromFile) {
+  char path[] = "/tmp/sonde-config-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << "logLevel: warn\n";
+  auto cfg = load_agent_config(path);
+  std::remove(path);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message();
+  EXPECT_EQ(cfg->log_level, "warn");
+  auto missing = load_agent_config("/nonexistent/sonde.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message(),
+            "open config /nonexistent/sonde.yaml: No such file or directory");
+}
+
+}  // namespace
+}  // namespace sonde
