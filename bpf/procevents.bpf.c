@@ -4,13 +4,13 @@
  * BTF raw tracepoints (tp_btf) are used instead of classic tracepoints: they need no tracefs,
  * which is not mounted on every node.
  */
-#include "procevents.h"
+#include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "vmlinux.h"
+#include "procevents.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
