@@ -1,0 +1,261 @@
+// GoPclntab on a real Go binary built by the test build (and a stripped copy), compared with Go's
+// own `go tool addr2line` and, for inlined frames, with the DWARF inline records as
+// llvm-symbolizer reads them. Sections are located with binutils' readelf.
+#include "agent/symbolize/go_pclntab.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <new>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "agent/symbolize/tests/go_test_binary.h"
+
+// Counts every operator new in this test binary; lookups must not move it.
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+void* operator new(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
+
+namespace sonde::symbolize {
+namespace {
+
+using testing::readelf_section;
+using testing::run_command;
+
+struct Loaded {
+  std::vector<uint8_t> file;
+  testing::Section pclntab;
+  testing::Section text;
+  testing::Section noptrdata;
+  testing::Section rodata;
+};
+
+Loaded load(const std::string& binary) {
+  Loaded l;
+  l.file = testing::read_file(binary);
+  auto p = readelf_section(binary, ".gopclntab");
+  auto t = readelf_section(binary, ".text");
+  auto n = readelf_section(binary, ".noptrdata");
+  auto r = readelf_section(binary, ".rodata");
+  EXPECT_TRUE(p && t && n && r) << binary;
+  if (p) l.pclntab = *p;
+  if (t) l.text = *t;
+  if (n) l.noptrdata = *n;
+  if (r) l.rodata = *r;
+  return l;
+}
+
+std::span<const uint8_t> bytes_of(const Loaded& l, const testing::Section& s) {
+  return std::span<const uint8_t>(l.file).subspan(s.offset, s.size);
+}
+
+// Go 1.18+ writes "[...]" for type arguments and array lengths in pclntab names where DWARF
+// spells them out ("main.collect[go.shape.int_0]"); both are collapsed for comparison.
+std::string collapse_brackets(std::string_view name) {
+  std::string out;
+  int depth = 0;
+  for (char c : name) {
+    if (c == '[') {
+      if (depth++ == 0) out += "[...]";
+    } else if (c == ']') {
+      if (depth > 0) --depth;
+    } else if (depth == 0) {
+      out += c;
+    }
+  }
+  return out;
+}
+
+class GoBinary : public ::testing::TestWithParam<const char*> {};
+
+// Function and file:line of 20,000 random addresses plus every function entry, against
+// `go tool addr2line` (debug/gosym underneath: physical function, innermost position).
+TEST_P(GoBinary, AgreesWithGoToolAddr2line) {
+  const std::string binary = GetParam();
+  Loaded l = load(binary);
+  GoPclntabOptions options;
+  options.text_start = l.text.addr;
+  auto table = GoPclntab::parse(bytes_of(l, l.pclntab), options);
+  ASSERT_TRUE(table.ok()) << table.error().message();
+  EXPECT_EQ(table->layout(), GoPclntabLayout::kGo118);
+  ASSERT_GT(table->function_count(), 1000u);
+
+  std::vector<uint64_t> pcs;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    pcs.push_back(table->min_pc() + rng() % (table->max_pc() - table->min_pc()));
+  }
+  for (uint32_t i = 0; i < table->function_count(); ++i)
+    pcs.push_back(table->function_at(i)->entry);
+
+  std::string in_path = ::testing::TempDir() + "/sonde-addrs.txt";
+  {
+    std::ofstream in(in_path);
+    for (uint64_t pc : pcs) in << "0x" << std::hex << pc << "\n";
+  }
+  std::istringstream out(
+      run_command(std::string(SONDE_GO_TOOLDIR) + "/addr2line '" + binary + "' < " + in_path));
+
+  size_t agree = 0, disagree = 0;
+  std::string want_func, want_pos;
+  for (uint64_t pc : pcs) {
+    ASSERT_TRUE(std::getline(out, want_func) && std::getline(out, want_pos)) << "short output";
+    auto got = table->lookup(pc);
+    std::string got_func = got ? std::string(got->function) : "?";
+    // addr2line prints ":-1" where the pc tables have no position (padding after a
+    // function's code), "?:0" where no function contains the pc.
+    std::string got_pos =
+        !got ? "?:0"
+             : std::string(got->file) + ":" + std::to_string(got->line == 0 ? -1 : got->line);
+    if (got_func == want_func && got_pos == want_pos) {
+      ++agree;
+    } else if (++disagree <= 10) {
+      std::cout << "disagreement: " << std::hex << "0x" << pc << ": got " << got_func << " "
+                << got_pos << ", go tool addr2line says " << want_func << " " << want_pos << "\n";
+    }
+  }
+  double rate = static_cast<double>(agree) / static_cast<double>(pcs.size());
+  RecordProperty("agreement", std::to_string(rate));
+  EXPECT_GE(rate, 0.999) << agree << " of " << pcs.size();
+}
+
+TEST_P(GoBinary, FindsTableByMagicAndModuleData) {
+  const std::string binary = GetParam();
+  Loaded l = load(binary);
+  auto at = find_pclntab_by_magic(l.file);
+  ASSERT_TRUE(at);
+  EXPECT_EQ(*at, l.pclntab.offset);
+
+  auto md = find_go_moduledata(bytes_of(l, l.pclntab), l.pclntab.addr,
+                               {bytes_of(l, l.noptrdata), l.noptrdata.addr});
+  ASSERT_TRUE(md);
+  EXPECT_EQ(md->text, l.text.addr);
+  // Ground truth from the unstripped binary's symbols, as Go's nm prints them.
+  EXPECT_EQ(md->vaddr, testing::go_nm_address(SONDE_GO_TOOLDIR, SONDE_GO_TEST_BINARY,
+                                              "runtime.firstmoduledata"));
+  EXPECT_EQ(md->gofunc,
+            testing::go_nm_address(SONDE_GO_TOOLDIR, SONDE_GO_TEST_BINARY, "go.func.*"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Binaries, GoBinary,
+                         ::testing::Values(SONDE_GO_TEST_BINARY, SONDE_GO_TEST_BINARY_STRIPPED));
+
+// Inline expansion against DWARF: for each sampled pc, the chain of function names and lines
+// from llvm-symbolizer --inlines. The pclntab and DWARF are written by the same compiler
+// from the same positions, so they should tell the same story. One known difference: an
+// autogenerated pointer-receiver wrapper that inlines its value method has that inlined call in
+// the pclntab tree (reported here, as "<autogenerated>:1" for the wrapper) but not in DWARF.
+TEST(GoPclntabInline, InlinedFramesAgreeWithDwarf) {
+  Loaded l = load(SONDE_GO_TEST_BINARY);
+  GoPclntabOptions options;
+  options.text_start = l.text.addr;
+  options.funcdata = {bytes_of(l, l.rodata), l.rodata.addr};
+  auto md = find_go_moduledata(bytes_of(l, l.pclntab), l.pclntab.addr,
+                               {bytes_of(l, l.noptrdata), l.noptrdata.addr});
+  ASSERT_TRUE(md);
+  options.gofunc = md->gofunc;
+  auto table = GoPclntab::parse(bytes_of(l, l.pclntab), options);
+  ASSERT_TRUE(table.ok());
+
+  std::vector<uint64_t> pcs;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 5000; ++i) {
+    pcs.push_back(table->min_pc() + rng() % (table->max_pc() - table->min_pc()));
+  }
+  std::string in_path = ::testing::TempDir() + "/sonde-inline-addrs.txt";
+  {
+    std::ofstream in(in_path);
+    for (uint64_t pc : pcs) in << "0x" << std::hex << pc << "\n";
+  }
+  std::istringstream out(run_command("llvm-symbolizer --inlines --obj='" +
+                                     std::string(SONDE_GO_TEST_BINARY) + "' < " + in_path));
+
+  size_t agree = 0, with_inlines = 0, compared = 0;
+  std::string line;
+  for (uint64_t pc : pcs) {
+    std::vector<std::pair<std::string, int>> want;
+    while (std::getline(out, line) && !line.empty()) {
+      std::string pos;
+      if (!std::getline(out, pos)) break;
+      size_t c2 = pos.rfind(':');
+      size_t c1 = pos.rfind(':', c2 - 1);
+      // DWARF names assembly functions with their ABI ("runtime.memmove.abi0"); the pclntab
+      // does not.
+      if (line.ends_with(".abi0")) line.resize(line.size() - 5);
+      want.emplace_back(collapse_brackets(line),
+                        std::atoi(pos.substr(c1 + 1, c2 - c1 - 1).c_str()));
+    }
+    // DWARF has nothing for some runtime assembly: not a comparison.
+    if (want.empty() || want[0].first == "??") continue;
+    std::array<GoFrame, 16> frames;
+    size_t n = table->lookup_frames(pc, frames);
+    ++compared;
+    if (want.size() > 1) ++with_inlines;
+    bool same = n == want.size();
+    for (size_t i = 0; same && i < n; ++i) {
+      same = collapse_brackets(frames[i].function) == want[i].first &&
+             frames[i].line == want[i].second;
+    }
+    if (same) {
+      ++agree;
+    } else if (compared - agree <= 12) {
+      std::ostringstream msg;
+      msg << std::hex << "0x" << pc << std::dec << ": got";
+      for (size_t i = 0; i < n; ++i) msg << " " << frames[i].function << ":" << frames[i].line;
+      msg << "; DWARF";
+      for (auto& [f, ln] : want) msg << " " << f << ":" << ln;
+      std::cout << "disagreement: " << msg.str() << "\n";
+    }
+  }
+  EXPECT_GT(with_inlines, 100u);
+  double rate = static_cast<double>(agree) / static_cast<double>(compared);
+  RecordProperty("inline_agreement", std::to_string(rate));
+  EXPECT_GE(rate, 0.995) << agree << " of " << compared;
+}
+
+TEST(GoPclntabInline, LookupsAllocateNothing) {
+  Loaded l = load(SONDE_GO_TEST_BINARY_STRIPPED);
+  GoPclntabOptions options;
+  options.funcdata = {bytes_of(l, l.rodata), l.rodata.addr};
+  auto md = find_go_moduledata(bytes_of(l, l.pclntab), l.pclntab.addr,
+                               {bytes_of(l, l.noptrdata), l.noptrdata.addr});
+  ASSERT_TRUE(md);
+  options.gofunc = md->gofunc;
+  auto table = GoPclntab::parse(bytes_of(l, l.pclntab), options);
+  ASSERT_TRUE(table.ok());
+  std::vector<uint64_t> pcs;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 10000; ++i) {
+    pcs.push_back(table->min_pc() + rng() % (table->max_pc() - table->min_pc()));
+  }
+  std::array<GoFrame, 8> frames;
+  size_t found = 0;
+  uint64_t before = g_allocations.load();
+  for (uint64_t pc : pcs) {
+    if (table->lookup(pc)) ++found;
+    found += table->lookup_frames(pc, frames) > 1 ? 1 : 0;
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0u);
+  EXPECT_GT(found, 10000u);
+}
+
+}  // namespace
+}  // namespace sonde::symbolize

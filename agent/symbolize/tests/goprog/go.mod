@@ -1,0 +1,3 @@
+module sonde.test/goprog
+
+go 1.19
