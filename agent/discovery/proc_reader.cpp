@@ -1,0 +1,157 @@
+#include "agent/discovery/proc_reader.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace sonde::agent {
+namespace {
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return errno_error("read " + path, errno ? errno : ENOENT);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool is_hex64(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// One path segment: "cri-containerd-<id>.scope", "crio-<id>.scope", "docker-<id>.scope",
+// "libpod-<id>.scope" or a bare "<id>" (cgroupfs driver).
+std::string id_from_segment(std::string_view seg) {
+  if (seg.ends_with(".scope")) seg.remove_suffix(6);
+  auto dash = seg.rfind('-');
+  if (dash != std::string_view::npos) seg.remove_prefix(dash + 1);
+  return is_hex64(seg) ? std::string(seg) : std::string();
+}
+
+}  // namespace
+
+std::string container_id_from_cgroup(std::string_view text) {
+  // Lines are "hierarchy:controllers:path"; the innermost segment naming a container wins.
+  while (!text.empty()) {
+    auto eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    auto second_colon = line.find(':', line.find(':') + 1);
+    if (second_colon == std::string_view::npos) continue;
+    std::string_view path = line.substr(second_colon + 1);
+    std::string found;
+    while (!path.empty()) {
+      auto slash = path.find('/');
+      std::string_view seg = path.substr(0, slash);
+      path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+      if (auto id = id_from_segment(seg); !id.empty()) found = id;
+    }
+    if (!found.empty()) return found;
+  }
+  return {};
+}
+
+std::optional<uint64_t> parse_stat_start_time(std::string_view stat) {
+  auto close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  // After "pid (comm)" come fields 3..; start time is field 22, the 20th after the paren.
+  std::string_view rest = stat.substr(close + 1);
+  int field = 2;
+  size_t pos = 0;
+  while (pos < rest.size()) {
+    while (pos < rest.size() && rest[pos] == ' ') ++pos;
+    size_t end = rest.find(' ', pos);
+    if (end == std::string_view::npos) end = rest.size();
+    if (pos < end && ++field == 22) {
+      uint64_t v = 0;
+      auto [p, ec] = std::from_chars(rest.data() + pos, rest.data() + end, v);
+      if (ec != std::errc() || p != rest.data() + end) return std::nullopt;
+      return v;
+    }
+    pos = end;
+  }
+  return std::nullopt;
+}
+
+std::vector<pid_t> ProcReader::list_pids() const {
+  std::vector<pid_t> pids;
+  DIR* dir = opendir(root_.c_str());
+  if (!dir) return pids;
+  while (dirent* e = readdir(dir)) {
+    pid_t pid = 0;
+    auto [p, ec] = std::from_chars(e->d_name, e->d_name + strlen(e->d_name), pid);
+    if (ec == std::errc() && *p == '\0' && pid > 0) pids.push_back(pid);
+  }
+  closedir(dir);
+  return pids;
+}
+
+Result<uint64_t> ProcReader::start_time(pid_t pid) const {
+  ASSIGN_OR_RETURN(auto stat, read_text(root_ + "/" + std::to_string(pid) + "/stat"));
+  auto t = parse_stat_start_time(stat);
+  if (!t) return Error("malformed " + root_ + "/" + std::to_string(pid) + "/stat");
+  return *t;
+}
+
+std::string ProcReader::exe_path(pid_t pid) const {
+  return root_ + "/" + std::to_string(pid) + "/exe";
+}
+
+Result<ProcessInfo> ProcReader::read(pid_t pid) const {
+  ProcessInfo info;
+  info.pid = pid;
+  std::string dir = root_ + "/" + std::to_string(pid);
+  ASSIGN_OR_RETURN(info.start_time, start_time(pid));
+  ASSIGN_OR_RETURN(auto comm, read_text(dir + "/comm"));
+  while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  info.comm = std::move(comm);
+  char buf[4096];
+  ssize_t n = ::readlink((dir + "/exe").c_str(), buf, sizeof buf - 1);
+  if (n < 0) return errno_error("readlink " + dir + "/exe", errno);
+  info.exe.assign(buf, static_cast<size_t>(n));
+  ASSIGN_OR_RETURN(auto cgroup, read_text(dir + "/cgroup"));
+  info.container_id = container_id_from_cgroup(cgroup);
+  return info;
+}
+
+Result<BlockedSyscall> ProcReader::syscall_of(pid_t pid, pid_t tid) const {
+  ASSIGN_OR_RETURN(auto text, read_text(root_ + "/" + std::to_string(pid) + "/task/" +
+                                        std::to_string(tid) + "/syscall"));
+  BlockedSyscall s;
+  if (text.starts_with("running")) return s;
+  std::istringstream in(text);
+  std::string arg0;
+  in >> s.nr >> arg0;
+  if (!in || s.nr < 0) return s;
+  s.arg0 = std::strtoull(arg0.c_str(), nullptr, 16);
+  return s;
+}
+
+Result<uint64_t> ProcReader::exe_load_base(pid_t pid) const {
+  std::string dir = root_ + "/" + std::to_string(pid);
+  char buf[4096];
+  ssize_t n = ::readlink((dir + "/exe").c_str(), buf, sizeof buf - 1);
+  if (n < 0) return errno_error("readlink " + dir + "/exe", errno);
+  std::string exe(buf, static_cast<size_t>(n));
+  ASSIGN_OR_RETURN(auto maps, read_text(dir + "/maps"));
+  std::istringstream in(maps);
+  std::string line;
+  while (std::getline(in, line)) {
+    // "start-end perms offset dev inode path"
+    if (!line.ends_with(" " + exe)) continue;
+    return std::strtoull(line.c_str(), nullptr, 16);
+  }
+  return Error("no mapping of " + exe + " in " + dir + "/maps", ENOENT);
+}
+
+}  // namespace sonde::agent

@@ -1,0 +1,66 @@
+// ProcReader: what the agent reads about a process from /proc, and the container it runs in.
+//
+// The /proc root is a parameter so tests can use fixture trees and a containerized agent can
+// use the host's /proc mounted elsewhere. Every read is a likely failure (the process may
+// exit at any moment): errors carry ENOENT/ESRCH so callers can tell "gone" from "denied".
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace sonde::agent {
+
+struct ProcessInfo {
+  pid_t pid = 0;
+  uint64_t start_time = 0;  // clock ticks since boot (field 22 of stat): pid + start = identity
+  std::string comm;
+  std::string exe;           // readlink of /proc/<pid>/exe, in the process's mount namespace
+  std::string container_id;  // 64 hex digits, empty when not in a container
+};
+
+// The syscall a thread is blocked in, from /proc/<pid>/task/<tid>/syscall.
+struct BlockedSyscall {
+  long nr = -1;         // -1: running (not in a system call)
+  uint64_t arg0 = 0;
+};
+
+class ProcReader {
+ public:
+  explicit ProcReader(std::string proc_root = "/proc") : root_(std::move(proc_root)) {}
+
+  const std::string& root() const { return root_; }
+
+  // Every numeric entry of the /proc root.
+  std::vector<pid_t> list_pids() const;
+
+  Result<ProcessInfo> read(pid_t pid) const;
+  Result<uint64_t> start_time(pid_t pid) const;
+  Result<BlockedSyscall> syscall_of(pid_t pid, pid_t tid) const;
+
+  // Path through which the process's executable can be opened from the agent's namespace
+  // (/proc/<pid>/exe, valid while the process lives).
+  std::string exe_path(pid_t pid) const;
+
+  // Base address of the first mapping of the executable (for position-independent binaries).
+  Result<uint64_t> exe_load_base(pid_t pid) const;
+
+ private:
+  std::string root_;
+};
+
+// Container id from /proc/<pid>/cgroup text: containerd (cri-containerd-<id>.scope or
+// .../<id>), CRI-O (crio-<id>.scope), Docker (docker-<id>.scope or /docker/<id>), Podman
+// (libpod-<id>.scope), cgroup v1 and v2. Empty when the process is in no container.
+std::string container_id_from_cgroup(std::string_view cgroup_text);
+
+// start_time from /proc/<pid>/stat text (the comm field may hold spaces and parentheses).
+std::optional<uint64_t> parse_stat_start_time(std::string_view stat_text);
+
+}  // namespace sonde::agent

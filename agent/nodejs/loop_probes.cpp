@@ -1,0 +1,151 @@
+#include "agent/nodejs/loop_probes.h"
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <sys/syscall.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "common/log.h"
+#include "nodejs.h"
+#include "nodejs.skel.h"
+
+namespace sonde::agent {
+namespace {
+
+// do_epoll_wait is static and may be inlined on some kernels: then fentry cannot attach, and
+// the raw syscall tracepoints (which fire on every syscall, so cost more) take over.
+bool kernel_can_trace_do_epoll_wait() {
+  return libbpf_find_vmlinux_btf_id("do_epoll_wait", BPF_TRACE_FENTRY) > 0;
+}
+
+uint64_t value_now(const sonde_loop_state& s, uint64_t now) {
+  uint64_t v = s.blocked_ns;
+  if (s.phase == SONDE_LOOP_BUSY && now > s.busy_since_ns) v += now - s.busy_since_ns;
+  return v;
+}
+
+}  // namespace
+
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+UprobeLink::~UprobeLink() { bpf_link__destroy(link_); }
+
+Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
+  if (source != WaitSource::kAuto) return load_with(source);
+  // fentry needs the function in BTF and BPF trampolines (DYNAMIC_FTRACE_WITH_DIRECT_CALLS),
+  // which some kernels lack; trying is the only reliable probe.
+  if (kernel_can_trace_do_epoll_wait()) {
+    auto probes = load_with(WaitSource::kFentry);
+    if (probes.ok()) return probes;
+    log::info("fentry on do_epoll_wait unavailable, using raw syscall tracepoints",
+              {{"reason", probes.error().message()}});
+  }
+  return load_with(WaitSource::kSyscallTracepoints);
+}
+
+Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
+  std::unique_ptr<LoopProbes> self(new LoopProbes());
+  self->skel_ = {nodejs_bpf__open(), nodejs_bpf__destroy};
+  if (!self->skel_) return errno_error("nodejs probes: open BPF object", errno);
+  auto* skel = self->skel_.get();
+  self->source_ = source;
+  bool fentry = source == WaitSource::kFentry;
+  bpf_program__set_autoload(skel->progs.epoll_wait_enter, fentry);
+  bpf_program__set_autoload(skel->progs.epoll_wait_exit, fentry);
+  bpf_program__set_autoload(skel->progs.sys_enter_wait, !fentry);
+  bpf_program__set_autoload(skel->progs.sys_exit_wait, !fentry);
+#ifdef SYS_epoll_wait
+  skel->rodata->nr_epoll_wait = SYS_epoll_wait;  // arm64 has only epoll_pwait
+#endif
+  skel->rodata->nr_epoll_pwait = SYS_epoll_pwait;
+  skel->rodata->nr_epoll_pwait2 = 441;  // the same number on every architecture
+
+  if (int err = nodejs_bpf__load(skel); err) {
+    return errno_error(std::string("nodejs probes: load ") + self->wait_source() +
+                           " programs (run 'sonde-agent doctor')",
+                       -err);
+  }
+  // The uprobe program is attached per binary by attach_uprobe(); only the wait hooks here.
+  bpf_program__set_autoattach(skel->progs.uv_io_poll_enter, false);
+  if (int err = nodejs_bpf__attach(skel); err) {
+    return errno_error(std::string("nodejs probes: attach ") + self->wait_source(), -err);
+  }
+  return self;
+}
+
+LoopProbes::~LoopProbes() = default;
+
+const char* LoopProbes::wait_source() const {
+  return source_ == WaitSource::kFentry ? "fentry/do_epoll_wait" : "tp_btf/sys_enter+sys_exit";
+}
+
+Result<std::unique_ptr<UprobeLink>> LoopProbes::attach_uprobe(const std::string& path,
+                                                              uint64_t file_offset) {
+  bpf_link* link = bpf_program__attach_uprobe(skel_->progs.uv_io_poll_enter, false, -1,
+                                              path.c_str(), file_offset);
+  if (!link) {
+    return errno_error("attach uprobe " + path + "+0x" + [&] {
+      char b[32];
+      snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(file_offset));
+      return std::string(b);
+    }(), errno);
+  }
+  return std::make_unique<UprobeLink>(link);
+}
+
+Status LoopProbes::track(pid_t pid, const Start& start) {
+  sonde_loop_state s{};
+  s.default_loop = start.default_loop;
+  s.loop_epfd = -1;
+  s.flags = start.any_epfd ? SONDE_LOOP_ANY_EPFD : 0;
+  switch (start.now) {
+    case Start::Now::kUnknown: s.phase = SONDE_LOOP_UNKNOWN; break;
+    case Start::Now::kWaiting:
+      s.phase = SONDE_LOOP_IDLE;
+      s.loop_epfd = start.epfd;
+      break;
+    case Start::Now::kBusy:
+      s.phase = SONDE_LOOP_BUSY;
+      s.busy_since_ns = monotonic_ns();
+      break;
+  }
+  auto key = static_cast<uint32_t>(pid);
+  if (bpf_map__update_elem(skel_->maps.loops, &key, sizeof key, &s, sizeof s, BPF_ANY) != 0) {
+    return errno_error("track pid " + std::to_string(pid) + " in nodejs loops map", errno);
+  }
+  return ok_status();
+}
+
+Result<uint64_t> LoopProbes::blocked_ns_at(pid_t pid, uint64_t now_ns) const {
+  auto key = static_cast<uint32_t>(pid);
+  sonde_loop_state a{}, b{};
+  // A lookup copies the value while the kernel may be writing it; two equal copies in a row
+  // cannot both be torn the same way.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    if (bpf_map__lookup_elem(skel_->maps.loops, &key, sizeof key, &a, sizeof a, 0) != 0) {
+      return errno_error("read nodejs loop state of pid " + std::to_string(pid), errno);
+    }
+    if (bpf_map__lookup_elem(skel_->maps.loops, &key, sizeof key, &b, sizeof b, 0) != 0) {
+      return errno_error("read nodejs loop state of pid " + std::to_string(pid), errno);
+    }
+    if (std::memcmp(&a, &b, sizeof a) == 0) break;
+  }
+  return value_now(b, now_ns);
+}
+
+Result<uint64_t> LoopProbes::untrack(pid_t pid, uint64_t end_ns) {
+  auto value = blocked_ns_at(pid, end_ns);
+  auto key = static_cast<uint32_t>(pid);
+  bpf_map__delete_elem(skel_->maps.loops, &key, sizeof key, 0);
+  return value;
+}
+
+}  // namespace sonde::agent

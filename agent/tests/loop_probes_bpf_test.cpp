@@ -1,0 +1,159 @@
+// Event-loop accounting against injected blocking, on the real kernel and /usr/bin/node.
+// Needs root (ctest label: bpf).
+#include "agent/nodejs/loop_probes.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "agent/tests/child_process.h"
+
+namespace sonde::agent {
+namespace {
+
+using sonde::testing::ChildProcess;
+using std::chrono::milliseconds;
+using Source = LoopProbes::WaitSource;
+
+constexpr const char* kNode = "/usr/bin/node";
+const std::string kBlocker = std::string(SONDE_SOURCE_DIR) + "/e2e/workloads/blocker.js";
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// Ground truth from binutils, not from sonde's own ELF reader.
+uint64_t readelf_symbol(const std::string& name) {
+  std::istringstream in(run(std::string("readelf -sW ") + kNode));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string num, value, size, type, bind, vis, ndx, sym;
+    f >> num >> value >> size >> type >> bind >> vis >> ndx >> sym;
+    if (sym == name) return std::stoull(value, nullptr, 16);
+  }
+  return 0;
+}
+
+uint64_t readelf_file_offset(uint64_t vaddr) {
+  std::istringstream in(run(std::string("readelf -lW ") + kNode));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string type, off, va, pa, filesz;
+    f >> type >> off >> va >> pa >> filesz;
+    if (type != "LOAD") continue;
+    uint64_t o = std::stoull(off, nullptr, 16), v = std::stoull(va, nullptr, 16),
+             sz = std::stoull(filesz, nullptr, 16);
+    if (vaddr >= v && vaddr < v + sz) return vaddr - v + o;
+  }
+  return 0;
+}
+
+class LoopProbesTest : public ::testing::TestWithParam<Source> {
+ protected:
+  void SetUp() override {
+    auto p = LoopProbes::load(GetParam());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    probes_ = std::move(p).value();
+    std::printf("wait source: %s\n", probes_->wait_source());
+  }
+
+  // Attaches the uv__io_poll uprobe and returns the default loop's address.
+  uint64_t attach_uv_io_poll() {
+    uint64_t poll = readelf_symbol("uv__io_poll");
+    uint64_t loop = readelf_symbol("default_loop_struct");
+    EXPECT_NE(poll, 0u);
+    EXPECT_NE(loop, 0u);
+    auto link = probes_->attach_uprobe(kNode, readelf_file_offset(poll));
+    EXPECT_TRUE(link.ok()) << link.error().message();
+    if (link.ok()) link_ = std::move(link).value();
+    return loop;  // /usr/bin/node is ET_EXEC: link-time address = runtime address
+  }
+
+  // Runs the blocker, tracked from its exec; returns the blocked seconds counted between its
+  // "ready" (set-up done) and a moment after "blocking done".
+  double measure(const std::string& kind, int count, int ms, const LoopProbes::Start& start) {
+    ChildProcess node({kNode, kBlocker, kind, std::to_string(count), std::to_string(ms)});
+    EXPECT_TRUE(probes_->track(node.pid(), start).ok());
+    EXPECT_TRUE(node.wait_for_line("ready", milliseconds(10000)));
+    auto baseline = probes_->blocked_ns(node.pid());
+    EXPECT_TRUE(node.wait_for_line("blocking done", milliseconds(30000)));
+    std::this_thread::sleep_for(milliseconds(200));  // back in its idle wait
+    auto v = probes_->untrack(node.pid(), monotonic_ns());
+    EXPECT_TRUE(baseline.ok() && v.ok());
+    return baseline.ok() && v.ok() ? static_cast<double>(*v - *baseline) / 1e9 : -1;
+  }
+
+  std::unique_ptr<LoopProbes> probes_;
+  std::unique_ptr<UprobeLink> link_;
+};
+
+// ±5% or ±20 ms, whichever is larger (the accuracy bar).
+void expect_near(double got, double want) {
+  double tolerance = std::max(0.05 * want, 0.020);
+  EXPECT_NEAR(got, want, tolerance) << "measured " << got << " s, injected " << want << " s";
+}
+
+TEST_P(LoopProbesTest, TimerBlockingWithoutSymbols) {
+  expect_near(measure("timer", 5, 100, {.any_epfd = true}), 0.5);
+}
+
+TEST_P(LoopProbesTest, EveryCallbackKindWithTheLoopUprobe) {
+  uint64_t loop = attach_uv_io_poll();
+  for (const char* kind : {"timer", "immediate", "tcp", "readfile", "udp"}) {
+    SCOPED_TRACE(kind);
+    expect_near(measure(kind, 4, 100, {.default_loop = loop}), 0.4);
+  }
+}
+
+TEST_P(LoopProbesTest, NestedLoopOfSpawnSyncIsBlocking) {
+  uint64_t loop = attach_uv_io_poll();
+  // execFileSync blocks for the sleep and for spawning and reaping the child on top of it.
+  double got = measure("spawnsync", 3, 200, {.default_loop = loop});
+  EXPECT_GE(got, 0.6);
+  EXPECT_LE(got, 0.6 + 3 * 0.025);
+}
+
+TEST_P(LoopProbesTest, IdleProcessStaysNearZero) {
+  uint64_t loop = attach_uv_io_poll();
+  ChildProcess node({kNode, kBlocker, "idle", "0", "0"});
+  ASSERT_TRUE(probes_->track(node.pid(), {.default_loop = loop}).ok());
+  ASSERT_TRUE(node.wait_for_line("blocking done", milliseconds(10000)));
+  auto before = probes_->blocked_ns(node.pid());
+  std::this_thread::sleep_for(milliseconds(2000));
+  auto after = probes_->blocked_ns(node.pid());
+  ASSERT_TRUE(before.ok() && after.ok());
+  double idle_share = static_cast<double>(*after - *before) / 2e9;
+  EXPECT_LT(idle_share, 0.01) << "idle loop counted " << idle_share * 100 << "% blocked";
+}
+
+TEST_P(LoopProbesTest, BlockInProgressIsVisible) {
+  uint64_t loop = attach_uv_io_poll();
+  ChildProcess node({kNode, kBlocker, "forever", "1", "3000"});
+  ASSERT_TRUE(probes_->track(node.pid(), {.default_loop = loop}).ok());
+  ASSERT_TRUE(node.wait_for_line("ready", milliseconds(10000)));
+  std::this_thread::sleep_for(milliseconds(1500));  // the block started 50 ms after "ready"
+  auto v = probes_->blocked_ns(node.pid());
+  ASSERT_TRUE(v.ok());
+  EXPECT_GE(static_cast<double>(*v) / 1e9, 1.3);
+  EXPECT_LE(static_cast<double>(*v) / 1e9, 1.6);
+}
+
+INSTANTIATE_TEST_SUITE_P(WaitSources, LoopProbesTest,
+                         // kAuto: fentry where the kernel has BPF trampolines, else syscalls.
+                         ::testing::Values(Source::kAuto, Source::kSyscallTracepoints),
+                         [](const auto& info) {
+                           return info.param == Source::kAuto ? "auto" : "syscalls";
+                         });
+
+}  // namespace
+}  // namespace sonde::agent

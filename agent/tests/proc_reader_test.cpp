@@ -1,0 +1,75 @@
+#include "agent/discovery/proc_reader.h"
+
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace sonde::agent {
+namespace {
+
+constexpr const char* kId = "3f9a1b2c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8";
+
+TEST(ContainerId, RuntimesAndCgroupVersions) {
+  std::string id = kId;
+  // containerd + systemd driver, cgroup v2
+  EXPECT_EQ(container_id_from_cgroup("0::/kubepods.slice/kubepods-burstable.slice/"
+                                     "kubepods-burstable-pod1234.slice/cri-containerd-" +
+                                     id + ".scope\n"),
+            id);
+  // CRI-O
+  EXPECT_EQ(container_id_from_cgroup("0::/kubepods.slice/kubepods-pod1.slice/crio-" + id +
+                                     ".scope\n"),
+            id);
+  // Docker, systemd driver
+  EXPECT_EQ(container_id_from_cgroup("0::/system.slice/docker-" + id + ".scope\n"), id);
+  // cgroupfs driver, cgroup v1 (containerd or docker)
+  EXPECT_EQ(container_id_from_cgroup("12:pids:/kubepods/besteffort/pod5f2e/" + id +
+                                     "\n11:memory:/kubepods/besteffort/pod5f2e/" + id + "\n"),
+            id);
+  EXPECT_EQ(container_id_from_cgroup("4:cpu:/docker/" + id + "\n"), id);
+  // Podman
+  EXPECT_EQ(container_id_from_cgroup("0::/machine.slice/libpod-" + id + ".scope/container\n"),
+            id);
+}
+
+TEST(ContainerId, HostProcessesHaveNone) {
+  EXPECT_EQ(container_id_from_cgroup("0::/user.slice/user-0.slice/session-1.scope\n"), "");
+  EXPECT_EQ(container_id_from_cgroup("0::/\n"), "");
+  EXPECT_EQ(container_id_from_cgroup(""), "");
+  EXPECT_EQ(container_id_from_cgroup("garbage"), "");
+  // 63 hex digits is not an id
+  EXPECT_EQ(container_id_from_cgroup("0::/docker/" + std::string(kId).substr(1) + "\n"), "");
+}
+
+TEST(StatParsing, CommWithSpacesAndParens) {
+  std::string stat = "42 (my (odd) name) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
+                     "987654 1000 10";
+  EXPECT_EQ(parse_stat_start_time(stat), 987654u);
+  EXPECT_EQ(parse_stat_start_time("42 (x) S 1"), std::nullopt);
+  EXPECT_EQ(parse_stat_start_time("no paren"), std::nullopt);
+}
+
+TEST(ProcReader, ReadsThisProcess) {
+  ProcReader reader;
+  auto info = reader.read(getpid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  EXPECT_EQ(info->pid, getpid());
+  EXPECT_GT(info->start_time, 0u);
+  EXPECT_EQ(info->comm, "proc_reader_tes");  // comm is cut at 15 characters
+  EXPECT_NE(info->exe.find("proc_reader_test"), std::string::npos);
+  auto pids = reader.list_pids();
+  EXPECT_NE(std::find(pids.begin(), pids.end(), getpid()), pids.end());
+  auto sys = reader.syscall_of(getpid(), getpid());
+  ASSERT_TRUE(sys.ok());
+  EXPECT_EQ(sys->nr, SYS_read);  // the thread is in the read() of its own syscall file
+}
+
+TEST(ProcReader, GoneProcessIsENOENT) {
+  ProcReader reader;
+  auto info = reader.read(999999999);
+  ASSERT_FALSE(info.ok());
+  EXPECT_EQ(info.error().code(), ENOENT);
+}
+
+}  // namespace
+}  // namespace sonde::agent

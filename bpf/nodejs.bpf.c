@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Node.js event-loop blocked time.
+ *
+ * The main thread's event loop is idle only while it waits in epoll_wait on the loop's own
+ * epoll fd. Everything else -- timers, immediates, I/O callbacks of every kind (including
+ * libuv callbacks that leave through tail calls and so have no return to probe), microtasks,
+ * synchronous calls, nested loops such as spawnSync's -- is blocked time. So the accounting
+ * hooks the kernel's epoll wait (fentry/fexit on do_epoll_wait, or raw syscall tracepoints
+ * where that function is not traceable), and one uprobe on libuv's uv__io_poll tells which
+ * epoll fd belongs to the default loop.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "nodejs.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Syscall numbers of the epoll waits, for the raw-tracepoint fallback; set before load. */
+const volatile __s64 nr_epoll_wait = -1;
+const volatile __s64 nr_epoll_pwait = -1;
+const volatile __s64 nr_epoll_pwait2 = -1;
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, SONDE_NODEJS_MAX_PROCESSES);
+  __type(key, __u32); /* tgid */
+  __type(value, struct sonde_loop_state);
+} loops SEC(".maps");
+
+/* The tracked process's state when the current task is its main thread, else NULL. */
+static __always_inline struct sonde_loop_state* main_thread_state(void) {
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  if ((__u32)id != tgid) return NULL;
+  return bpf_map_lookup_elem(&loops, &tgid);
+}
+
+static __always_inline bool is_loop_wait(struct sonde_loop_state* s, int epfd) {
+  if (s->flags & SONDE_LOOP_ANY_EPFD) return true;
+  if (s->learn_epfd) {
+    s->loop_epfd = epfd;
+    s->learn_epfd = 0;
+  }
+  return s->loop_epfd >= 0 && epfd == s->loop_epfd;
+}
+
+static __always_inline void wait_begins(int epfd) {
+  struct sonde_loop_state* s = main_thread_state();
+  if (!s || !is_loop_wait(s, epfd)) return;
+  __u64 now = bpf_ktime_get_ns();
+  if (s->phase == SONDE_LOOP_BUSY && now > s->busy_since_ns) {
+    s->blocked_ns += now - s->busy_since_ns;
+  }
+  s->phase = SONDE_LOOP_IDLE;
+  s->waits += 1;
+}
+
+/* The main thread runs one system call at a time, so while the phase is IDLE the next
+ * system call exit is the end of the loop's wait (a return, a timeout or a signal). */
+static __always_inline void wait_ends(void) {
+  struct sonde_loop_state* s = main_thread_state();
+  if (!s || s->phase != SONDE_LOOP_IDLE) return;
+  s->busy_since_ns = bpf_ktime_get_ns();
+  s->phase = SONDE_LOOP_BUSY;
+}
+
+SEC("fentry/do_epoll_wait")
+int BPF_PROG(epoll_wait_enter, int epfd) {
+  wait_begins(epfd);
+  return 0;
+}
+
+SEC("fexit/do_epoll_wait")
+int BPF_PROG(epoll_wait_exit) {
+  wait_ends();
+  return 0;
+}
+
+/* Fallback for kernels where do_epoll_wait is inlined: the raw syscall tracepoints. */
+static __always_inline bool is_epoll_wait_nr(long nr) {
+  return nr == nr_epoll_wait || nr == nr_epoll_pwait || nr == nr_epoll_pwait2;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter_wait, struct pt_regs* regs, long id) {
+  if (!is_epoll_wait_nr(id)) return 0;
+  wait_begins((int)PT_REGS_PARM1_CORE_SYSCALL(regs));
+  return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit_wait) {
+  wait_ends();
+  return 0;
+}
+
+/* Entry of libuv's uv__io_poll(loop, timeout): when the loop is the default loop, the next
+ * epoll wait of the main thread is on that loop's epoll fd. Attached once per binary and
+ * shared by every process running it; untracked processes return at the map lookup. */
+SEC("uprobe")
+int BPF_KPROBE(uv_io_poll_enter, void* loop) {
+  struct sonde_loop_state* s = main_thread_state();
+  if (!s) return 0;
+  if (s->default_loop && (__u64)loop != s->default_loop) return 0;
+  s->learn_epfd = 1;
+  return 0;
+}

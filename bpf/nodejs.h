@@ -1,0 +1,39 @@
+/* Node.js event-loop accounting, shared by bpf/nodejs.bpf.c and the agent (C only).
+ *
+ * Blocked time is the wall time the main thread spends outside the epoll waits of its event
+ * loop. The kernel side keeps, per tracked process, the sum of finished busy periods and the
+ * start of the current one; user space adds the in-progress part at scrape time.
+ */
+#ifndef SONDE_BPF_NODEJS_H
+#define SONDE_BPF_NODEJS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+enum sonde_loop_phase {
+  SONDE_LOOP_UNKNOWN = 0, /* not seen a loop wait yet (start-up, or just tracked) */
+  SONDE_LOOP_IDLE = 1,    /* inside the loop's epoll wait */
+  SONDE_LOOP_BUSY = 2,    /* running callbacks, timers, JS: blocked since busy_since_ns */
+};
+
+enum sonde_loop_flags {
+  /* No libuv symbols: every epoll wait of the main thread counts as the loop's wait. */
+  SONDE_LOOP_ANY_EPFD = 1,
+};
+
+struct sonde_loop_state {
+  __u64 blocked_ns;    /* sum of finished busy periods */
+  __u64 busy_since_ns; /* bpf_ktime_get_ns() when the current busy period began */
+  __u64 waits;         /* loop waits seen, for self-checks and the iteration cost bench */
+  __u64 default_loop;  /* runtime address of libuv's default loop; 0 = unknown */
+  __s32 loop_epfd;     /* epoll fd of the main loop, -1 until learned */
+  __u32 phase;         /* enum sonde_loop_phase */
+  __u32 flags;         /* enum sonde_loop_flags */
+  __u32 learn_epfd;    /* set by the uv__io_poll uprobe: the next wait reveals loop_epfd */
+};
+
+/* Processes tracked at once; LRU, so a full map evicts the stalest entry, never refuses. */
+#define SONDE_NODEJS_MAX_PROCESSES 16384
+
+#endif

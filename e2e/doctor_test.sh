@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `sonde-agent doctor` passes on this machine (root, BTF kernel) and, pointed at empty host
+# folders, names the failing checks and exits 1.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+agent="$SONDE_BIN/sonde-agent"
+
+out="$("$agent" doctor)" || fail "doctor failed on this machine:"$'\n'"$out"
+expect_contains "$out" "The agent can run on this node." "doctor table"
+json="$("$agent" doctor --json)"
+[[ "$(jq -r .ok <<<"$json")" == true ]] || fail "doctor --json ok != true: $json"
+[[ "$(jq -r '[.checks[] | select(.status == "fail")] | length' <<<"$json")" == 0 ]] ||
+  fail "failed checks in: $json"
+[[ "$(jq -r '.checks[] | select(.name == "process events program") | .status' <<<"$json")" == pass ]] ||
+  fail "process events program did not load"
+
+empty="$SONDE_E2E_TMP/empty"
+mkdir -p "$empty"
+set +e
+out="$("$agent" doctor --proc-root "$empty" --sys-root "$empty")"
+rc=$?
+set -e
+[[ $rc == 1 ]] || fail "broken setup: exit $rc, want 1"
+for check in "kernel version" "kernel BTF" "capabilities" "uprobe PMU"; do
+  grep -E "^$check +FAIL" <<<"$out" >/dev/null || fail "broken setup: '$check' not FAIL:"$'\n'"$out"
+done
+expect_contains "$out" "fix: " "broken setup"
+expect_contains "$out" "cannot run on this node" "broken setup"
+
+# Without privileges: drop every capability (setpriv from util-linux).
+set +e
+out="$(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all \
+  "$agent" doctor 2>&1)"
+rc=$?
+set -e
+[[ $rc == 1 ]] || fail "unprivileged: exit $rc, want 1:"$'\n'"$out"
+grep -E "^CAP_BPF +FAIL" <<<"$out" >/dev/null || fail "unprivileged: CAP_BPF not FAIL:"$'\n'"$out"
+
+"$agent" --version | grep -E '^sonde-agent [0-9]+\.[0-9]+\.[0-9]+$' >/dev/null || fail "--version"
+"$agent" doctor --help | grep -q -- '--proc-root' || fail "doctor --help"
+echo "doctor: ok"

@@ -1,0 +1,129 @@
+// Blocks the Node.js event loop for known durations inside one kind of callback, then idles.
+//
+//   node blocker.js KIND COUNT MS [IDLE_MS]
+//
+// KIND: timer | immediate | tcp | readfile | udp | spawnsync | idle | forever
+//   timer      COUNT setTimeout callbacks each busy for MS
+//   immediate  COUNT setImmediate callbacks each busy for MS
+//   tcp        COUNT socket 'data' callbacks (loopback client → server) each busy for MS
+//   readfile   COUNT fs.readFile completion callbacks (thread pool) each busy for MS
+//   udp        COUNT UDP 'message' callbacks each busy for MS
+//   spawnsync  COUNT execFileSync('sleep', MS) calls: the loop waits on a nested loop
+//   idle       no blocking at all (a timer every 100 ms keeps the process alive)
+//   forever    one callback that blocks for MS (used for "blocked right now")
+// Prints "ready <pid>" once its loop runs, "blocking done" after the last block, then stays
+// idle for IDLE_MS (default: until killed).
+'use strict';
+const fs = require('fs');
+const net = require('net');
+const dgram = require('dgram');
+const cp = require('child_process');
+
+const [kind, countArg, msArg, idleArg] = process.argv.slice(2);
+const count = Number(countArg || 0);
+const ms = Number(msArg || 0);
+const idleMs = idleArg === undefined ? -1 : Number(idleArg);
+
+function busy(duration) {
+  const end = process.hrtime.bigint() + BigInt(Math.round(duration * 1e6));
+  while (process.hrtime.bigint() < end) { /* spin: the loop is blocked */ }
+}
+
+let remaining = count;
+function blocked() {
+  busy(ms);
+  remaining -= 1;
+  if (remaining === 0) finish();
+}
+
+const keepAlive = setInterval(() => {}, 100);
+function finish() {
+  console.log('blocking done');
+  if (idleMs >= 0) setTimeout(() => { clearInterval(keepAlive); process.exit(0); }, idleMs);
+}
+
+// Leave time between blocks so each one is a separate callback of its kind.
+const gap = 50;
+
+// Each kind sets up what it needs (servers, sockets), then calls start(run); `run` injects
+// the blocking. "ready" is printed between the two, so a reader of the blocked-time counter
+// can take its baseline after set-up.
+const kinds = {
+  timer(start) {
+    start(() => { for (let i = 0; i < count; i++) setTimeout(blocked, gap * (i + 1) + ms * i); });
+  },
+  immediate(start) {
+    start(() => {
+      let i = 0;
+      const next = () => {
+        if (i++ >= count) return;
+        setImmediate(() => { blocked(); setTimeout(next, gap); });
+      };
+      next();
+    });
+  },
+  tcp(start) {
+    const server = net.createServer((sock) => sock.on('data', () => blocked()));
+    server.listen(0, '127.0.0.1', () => {
+      const client = net.connect(server.address().port, '127.0.0.1', () => {
+        client.setNoDelay(true);
+        start(() => {
+          let i = 0;
+          const send = () => { if (i++ < count) { client.write('x'); setTimeout(send, gap + ms); } };
+          send();
+        });
+      });
+    });
+  },
+  readfile(start) {
+    start(() => {
+      let i = 0;
+      const next = () => {
+        if (i++ >= count) return;
+        fs.readFile(__filename, () => { blocked(); setTimeout(next, gap); });
+      };
+      next();
+    });
+  },
+  udp(start) {
+    const server = dgram.createSocket('udp4');
+    server.on('message', () => blocked());
+    server.bind(0, '127.0.0.1', () => {
+      const client = dgram.createSocket('udp4');
+      client.connect(server.address().port, '127.0.0.1', () => {
+        start(() => {
+          let i = 0;
+          const send = () => { if (i++ < count) { client.send('x'); setTimeout(send, gap + ms); } };
+          send();
+        });
+      });
+    });
+  },
+  spawnsync(start) {
+    start(() => {
+      let i = 0;
+      const next = () => {
+        if (i++ >= count) return;
+        cp.execFileSync('sleep', [String(ms / 1000)]);
+        remaining -= 1;
+        if (remaining === 0) finish();
+        setTimeout(next, gap);
+      };
+      setTimeout(next, gap);
+    });
+  },
+  idle(start) { start(finish); },
+  forever(start) { start(() => setTimeout(() => busy(ms), gap)); },
+};
+
+if (!kinds[kind]) {
+  console.error(`unknown kind ${kind}; one of ${Object.keys(kinds).join(', ')}`);
+  process.exit(2);
+}
+// BLOCKER_START_DELAY_MS: a pause before blocking starts, so an agent can find the process
+// while its loop waits.
+const startDelay = Number(process.env.BLOCKER_START_DELAY_MS || 100);
+kinds[kind]((run) => setTimeout(() => {
+  console.log(`ready ${process.pid}`);
+  setTimeout(run, 0);
+}, startDelay));
