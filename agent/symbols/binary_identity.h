@@ -1,0 +1,82 @@
+// BinaryIdentity: which real file a path leads to, independent of the path and of the mount it
+// was reached through. It keys the probe-target cache.
+//
+// Why these fields. The same executable reaches the agent as /usr/bin/node,
+// /proc/<pid>/root/usr/bin/node for every pid, and through one overlay mount per pod of an
+// image. Overlay mounts over one read-only lower layer report the lower file's st_ino but their
+// own st_dev, and a uprobe attached through any of them lands on the lower inode. So:
+//   - the path is not used at all;
+//   - st_dev is not used: it names the mount, not the file (overlay views must share a key);
+//   - st_ino, st_size and st_mtim (ns) are used: a hard link shares all three, a copy gets a new
+//     inode, a rewrite in place changes size or mtime, a rename-over replacement is a new inode;
+//   - a content digest is added, because st_ino alone is only unique per filesystem: the GNU
+//     build-id when present (it changes with every rebuild), else the Go build-id note, else a
+//     64-bit FNV-1a digest of the file's first 4 KiB (ELF, program and usually section headers).
+// Two distinct files could still collide only by sharing inode number, size, mtime to the
+// nanosecond and build-id (or header page) — then they are the same build, and the cached
+// answers (addresses, offsets, return sites) are the same too. Attachment dedup needs more than
+// this for that corner case: the same content on two filesystems is two inodes for the kernel.
+//
+// Cost of open_binary(): open + fstat + mmap + a header and note parse + munmap, a few
+// microseconds; nothing of the file is read beyond the headers and notes.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "agent/symbols/elf_file.h"
+#include "common/result.h"
+
+namespace sonde::symbols {
+
+struct BinaryIdentity {
+  enum class DigestKind : uint8_t { kGnuBuildId, kGoBuildId, kHeaderDigest };
+
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  DigestKind digest_kind = DigestKind::kHeaderDigest;
+  uint8_t digest_size = 0;  // bytes of digest in use
+  // A GNU build-id of up to 20 bytes verbatim; longer ones, Go build-ids and header digests
+  // folded to 8 bytes.
+  std::array<uint8_t, 20> digest{};
+
+  bool operator==(const BinaryIdentity&) const = default;
+  // "inode=.. size=.. mtime_ns=.. gnu-build-id=<hex>" (or go-build-id-digest / header-digest).
+  std::string to_string() const;
+  const char* digest_kind_name() const;
+  std::string digest_hex() const;
+};
+
+struct BinaryIdentityHash {
+  size_t operator()(const BinaryIdentity& id) const;
+};
+
+// The identity of a file given its stat and bytes (elf may be null for non-ELF files).
+BinaryIdentity identify(const struct stat& st, std::span<const uint8_t> bytes, const ElfFile* elf);
+
+// An open, mapped binary together with its identity, so the identity and any later parse see
+// the same file even if the path is replaced in between. Move-only; unmaps on destruction.
+class OpenBinary {
+ public:
+  static Result<OpenBinary> open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const BinaryIdentity& identity() const { return identity_; }
+  std::span<const uint8_t> bytes() const { return mapping_.bytes(); }
+
+ private:
+  OpenBinary(std::string path, MappedFile mapping, BinaryIdentity identity)
+      : path_(std::move(path)), mapping_(std::move(mapping)), identity_(identity) {}
+
+  std::string path_;
+  MappedFile mapping_;
+  BinaryIdentity identity_;
+};
+
+}  // namespace sonde::symbols

@@ -1,0 +1,173 @@
+// ElfFile: a bounds-checked, read-only view of an ELF64 little-endian file (x86-64, aarch64 and
+// any other machine for symbol lookup), and MappedFile, the read-only mapping it usually views.
+//
+// The view never copies the file: it holds a span over bytes owned by someone else (a
+// MappedFile, a test buffer, a fuzzer input) and must not outlive them. Every offset, size and
+// count read from the file is checked against the span before use, so a truncated or hostile
+// file yields an Error — never an out-of-bounds read, a hang or an allocation sized by the file.
+// Structures are read with memcpy, so misaligned tables in hostile files are harmless.
+//
+// parse() validates the header, the program and section header tables, the section name table,
+// every section with file contents and every PT_LOAD segment; later accessors can therefore rely
+// on those ranges. Symbol and string tables are described, not copied: iterating symbols costs
+// no allocation. ELF32 and big-endian files are rejected with a message saying so.
+//
+// Thread-safety: an ElfFile is immutable after parse(); concurrent reads are safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace sonde::symbols {
+
+// A read-only private mapping of a whole file, unmapped on destruction. Move-only.
+class MappedFile {
+ public:
+  // Maps the file open on fd (not taken over). An empty file maps to an empty span.
+  static Result<MappedFile> map(int fd, const std::string& what);
+  // Opens path read-only, maps it and closes the descriptor again.
+  static Result<MappedFile> open(const std::string& path);
+
+  MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  ~MappedFile();
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+ private:
+  MappedFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  void reset();
+
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The ELF machines whose instructions sonde decodes.
+enum class Machine : uint8_t { kX86_64, kAarch64, kOther };
+
+const char* machine_name(Machine machine);
+
+struct ElfSection {
+  uint32_t index = 0;
+  std::string_view name;  // points into the section name table; "" when unnamed
+  uint32_t type = 0;
+  uint64_t flags = 0;
+  uint64_t addr = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint32_t link = 0;
+  uint64_t entsize = 0;
+};
+
+struct ElfSegment {
+  uint32_t type = 0;
+  uint32_t flags = 0;
+  uint64_t offset = 0;
+  uint64_t vaddr = 0;
+  uint64_t filesz = 0;
+  uint64_t memsz = 0;
+};
+
+// One entry of a symbol table, with its name still an offset into the string table.
+struct ElfSymbol {
+  uint32_t name_offset = 0;
+  uint8_t info = 0;
+  uint16_t section_index = 0;
+  uint64_t value = 0;
+  uint64_t size = 0;
+
+  uint8_t type() const { return info & 0xf; }
+  uint8_t binding() const { return info >> 4; }
+};
+
+// A symbol table (.symtab or .dynsym) and its linked string table, both validated spans.
+class SymbolTable {
+ public:
+  SymbolTable(std::span<const uint8_t> entries, std::span<const uint8_t> strings)
+      : entries_(entries), strings_(strings) {}
+
+  size_t size() const { return entries_.size() / kEntrySize; }
+  ElfSymbol symbol(size_t i) const;
+  // The NUL-terminated name at offset, or nullopt when it is out of range or unterminated.
+  std::optional<std::string_view> name(uint32_t offset) const;
+  // The raw string table, for callers that compare names without measuring them first.
+  std::span<const uint8_t> strings() const { return strings_; }
+
+  static constexpr size_t kEntrySize = 24;  // sizeof(Elf64_Sym)
+
+ private:
+  std::span<const uint8_t> entries_;
+  std::span<const uint8_t> strings_;
+};
+
+// A build identifier found in an ELF note: GNU (NT_GNU_BUILD_ID, raw bytes, usually 20) or Go
+// (the linker's "Go" note of type 4, an ASCII string).
+struct BuildId {
+  enum class Kind : uint8_t { kGnu, kGo };
+  Kind kind = Kind::kGnu;
+  std::span<const uint8_t> bytes;
+
+  // Lowercase hex for GNU build-ids, the string itself for Go build-ids.
+  std::string to_string() const;
+};
+
+class ElfFile {
+ public:
+  // Validates bytes as an ELF64 little-endian file; see the header comment for what is checked.
+  static Result<ElfFile> parse(std::span<const uint8_t> bytes);
+
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  Machine machine() const { return machine_; }
+  uint16_t raw_machine() const { return raw_machine_; }
+  uint16_t type() const { return type_; }
+
+  size_t section_count() const { return section_count_; }
+  ElfSection section(size_t index) const;  // index < section_count()
+  std::optional<ElfSection> find_section(std::string_view name) const;
+
+  size_t segment_count() const { return segment_count_; }
+  ElfSegment segment(size_t index) const;  // index < segment_count()
+
+  // The table of the first section of type SHT_SYMTAB or SHT_DYNSYM, nullopt when there is
+  // none; an Error when its entry size, link or string table is malformed.
+  Result<std::optional<SymbolTable>> symbol_table(uint32_t section_type) const;
+
+  // The first GNU build-id note, else the first Go build-id note, from PT_NOTE segments and
+  // SHT_NOTE sections. Malformed notes are skipped, not reported.
+  std::optional<BuildId> build_id() const;
+
+  // The file offset of vaddr through the executable PT_LOAD segment whose file-backed part
+  // holds it: what a uprobe attached by offset (libbpf's func_offset, perf's uprobe_path
+  // offset) needs. An Error when no executable segment covers vaddr.
+  Result<uint64_t> file_offset_of(uint64_t vaddr) const;
+
+  // The bytes at [vaddr, vaddr + size) inside one executable PT_LOAD segment.
+  Result<std::span<const uint8_t>> code_at(uint64_t vaddr, uint64_t size) const;
+
+ private:
+  ElfFile() = default;
+  std::optional<BuildId> find_note(std::span<const uint8_t> notes, bool want_go) const;
+  std::optional<BuildId> scan_notes(bool want_go) const;
+  std::optional<ElfSegment> executable_segment_for(uint64_t vaddr) const;
+
+  std::span<const uint8_t> bytes_;
+  Machine machine_ = Machine::kOther;
+  uint16_t raw_machine_ = 0;
+  uint16_t type_ = 0;
+  uint64_t section_table_offset_ = 0;
+  size_t section_count_ = 0;
+  uint64_t segment_table_offset_ = 0;
+  size_t segment_count_ = 0;
+  std::span<const uint8_t> section_names_;
+};
+
+}  // namespace sonde::symbols

@@ -1,0 +1,113 @@
+#include "agent/symbols/probe_target_cache.h"
+
+#include <functional>
+
+namespace sonde::symbols {
+
+size_t ProbeTargetCache::KeyHash::operator()(const Key& k) const {
+  const size_t h = BinaryIdentityHash{}(*k.identity);
+  return h ^ (std::hash<std::string_view>{}(k.name) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+}
+
+ProbeTargetCache::ProbeTargetCache(size_t max_entries)
+    : max_entries_(max_entries == 0 ? 1 : max_entries) {}
+
+const ProbeTarget* ProbeTargetCache::find_locked(const BinaryIdentity& identity,
+                                                 std::string_view name) {
+  auto it = index_.find(Key{&identity, name});
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return &it->second->target;
+}
+
+void ProbeTargetCache::insert_locked(const BinaryIdentity& identity, ProbeTarget target) {
+  if (auto it = index_.find(Key{&identity, target.name}); it != index_.end()) {
+    // Another thread resolved the same name meanwhile; keep one entry.
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return;
+  }
+  lru_.push_front(Entry{identity, std::move(target)});
+  Entry& e = lru_.front();
+  index_.emplace(Key{&e.identity, e.target.name}, lru_.begin());
+  while (lru_.size() > max_entries_) {
+    Entry& victim = lru_.back();
+    index_.erase(Key{&victim.identity, victim.target.name});
+    lru_.pop_back();
+    ++stats_.evictions;
+  }
+}
+
+std::optional<std::vector<ProbeTarget>> ProbeTargetCache::lookup(
+    const BinaryIdentity& identity, std::span<const std::string> names) {
+  std::vector<ProbeTarget> out;
+  out.reserve(names.size());
+  std::lock_guard lock(mu_);
+  for (const auto& name : names) {
+    const ProbeTarget* t = find_locked(identity, name);
+    if (t == nullptr) {
+      ++stats_.misses;
+      return std::nullopt;
+    }
+    ++stats_.hits;
+    out.push_back(*t);
+  }
+  return out;
+}
+
+Result<std::vector<ProbeTarget>> ProbeTargetCache::resolve(const std::string& path,
+                                                           std::span<const std::string> names) {
+  auto binary = OpenBinary::open(path);
+  if (!binary.ok()) {
+    std::lock_guard lock(mu_);
+    ++stats_.errors;
+    return binary.error();
+  }
+  return resolve(*binary, names);
+}
+
+Result<std::vector<ProbeTarget>> ProbeTargetCache::resolve(const OpenBinary& binary,
+                                                           std::span<const std::string> names) {
+  const BinaryIdentity& identity = binary.identity();
+  std::vector<ProbeTarget> out(names.size());
+  std::vector<size_t> missing;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (const ProbeTarget* t = find_locked(identity, names[i])) {
+        ++stats_.hits;
+        out[i] = *t;
+      } else {
+        ++stats_.misses;
+        missing.push_back(i);
+      }
+    }
+  }
+  if (missing.empty()) return out;
+
+  std::vector<std::string> wanted;
+  wanted.reserve(missing.size());
+  for (size_t i : missing) wanted.push_back(names[i]);
+  auto elf = ElfFile::parse(binary.bytes());
+  Result<std::vector<ProbeTarget>> resolved =
+      elf.ok() ? symbols::resolve(*elf, wanted) : Result<std::vector<ProbeTarget>>(elf.error());
+  std::lock_guard lock(mu_);
+  if (!resolved.ok()) {
+    ++stats_.errors;
+    return resolved.error().wrap(binary.path());
+  }
+  ++stats_.parses;
+  for (size_t j = 0; j < missing.size(); ++j) {
+    out[missing[j]] = (*resolved)[j];
+    insert_locked(identity, std::move((*resolved)[j]));
+  }
+  return out;
+}
+
+ProbeTargetCacheStats ProbeTargetCache::stats() const {
+  std::lock_guard lock(mu_);
+  ProbeTargetCacheStats s = stats_;
+  s.entries = lru_.size();
+  return s;
+}
+
+}  // namespace sonde::symbols

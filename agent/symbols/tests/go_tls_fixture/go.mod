@@ -1,0 +1,3 @@
+module sonde.test/gotlsfixture
+
+go 1.19
