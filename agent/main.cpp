@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "agent/commands.h"
+#include "agent/standalone/standalone.h"
 #include "common/version.h"
 
 namespace {
@@ -22,9 +23,11 @@ constexpr Command kCommands[] = {
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "Usage: sonde-agent COMMAND [OPTIONS]\n"
+               "Usage: sonde-agent --standalone [OPTIONS]\n"
+               "       sonde-agent COMMAND [OPTIONS]\n"
                "\n"
-               "The sonde eBPF node agent.\n"
+               "The sonde eBPF node agent. --standalone runs it on this host without Kubernetes\n"
+               "(see 'sonde-agent --standalone --help').\n"
                "\n"
                "Commands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
@@ -45,6 +48,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string_view cmd = argv[1];
+  if (cmd == "--standalone") return sonde::agent::standalone_main(argc - 1, argv + 1);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     usage(stdout);
     return 0;

@@ -9,3 +9,67 @@ wait_until() {
   for ((i = 0; i < tries; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
   return 1
 }
+
+# A free TCP port on loopback.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# Starts the agent standalone in the background: start_agent PORT [ARGS...]; sets AGENT_PID.
+start_agent() {
+  local port="$1"; shift
+  "$SONDE_BIN/sonde-agent" --standalone --metrics-address "127.0.0.1:$port" "$@" \
+    >"$SONDE_E2E_TMP/agent.log" 2>&1 &
+  AGENT_PID=$!
+  wait_until 300 curl -sf "http://127.0.0.1:$port/metrics" ||
+    { cat "$SONDE_E2E_TMP/agent.log"; fail "agent did not serve /metrics on $port"; }
+}
+
+stop_agent() {
+  [[ -n "${AGENT_PID:-}" ]] || return 0
+  kill -INT "$AGENT_PID" 2>/dev/null || true
+  wait "$AGENT_PID" 2>/dev/null || true
+  AGENT_PID=
+}
+
+# Starts Debian's Prometheus scraping 127.0.0.1:AGENT_PORT every second: start_prometheus
+# AGENT_PORT; sets PROM_URL and PROM_PID.
+start_prometheus() {
+  local agent_port="$1" port
+  port="$(free_port)"
+  cat >"$SONDE_E2E_TMP/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: sonde-agent
+    static_configs: [{targets: ["127.0.0.1:$agent_port"]}]
+YAML
+  prometheus --config.file="$SONDE_E2E_TMP/prometheus.yml" \
+    --storage.tsdb.path="$SONDE_E2E_TMP/tsdb" --web.listen-address="127.0.0.1:$port" \
+    >"$SONDE_E2E_TMP/prometheus.log" 2>&1 &
+  PROM_PID=$!
+  PROM_URL="http://127.0.0.1:$port"
+  wait_until 300 curl -sf "$PROM_URL/-/ready" ||
+    { tail -20 "$SONDE_E2E_TMP/prometheus.log"; fail "prometheus did not start"; }
+}
+
+stop_prometheus() {
+  [[ -n "${PROM_PID:-}" ]] || return 0
+  kill "$PROM_PID" 2>/dev/null || true
+  wait "$PROM_PID" 2>/dev/null || true
+  PROM_PID=
+}
+
+# Instant query through Prometheus's HTTP API; prints the first sample's value or "none".
+prom_query() {
+  curl -sf --get "$PROM_URL/api/v1/query" --data-urlencode "query=$1" |
+    jq -r 'if (.data.result | length) > 0 then .data.result[0].value[1] else "none" end'
+}
+
+# The agent's own /metrics value of a series (exact label match on the given selector text).
+agent_metric() {  # agent_metric PORT 'name{labels}'
+  curl -sf "http://127.0.0.1:$1/metrics" | awk -v s="$2" 'index($0, s" ") == 1 { print $2 }'
+}
+
+# float comparisons: within VALUE WANT TOL → exit 0 when |VALUE-WANT| <= TOL
+within() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v - w; if (d < 0) d = -d; exit !(d <= t) }'; }
+at_least() { awk -v v="$1" -v w="$2" 'BEGIN { exit !(v >= w) }'; }

@@ -27,7 +27,7 @@ struct ProcessInfo {
 
 // The syscall a thread is blocked in, from /proc/<pid>/task/<tid>/syscall.
 struct BlockedSyscall {
-  long nr = -1;         // -1: running (not in a system call)
+  long nr = -1;  // -1: running (not in a system call)
   uint64_t arg0 = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
 
 namespace sonde::agent {
@@ -113,15 +114,19 @@ std::vector<Check> capability_checks(const DoctorOptions& o) {
   return out;
 }
 
+// uprobes are required (Node.js, Go TLS); kprobes only speed up following kernel symbols of
+// BPF programs, which falls back to re-reading /proc/kallsyms without them.
 Check pmu_check(const DoctorOptions& o, const std::string& pmu) {
+  bool required = pmu == "uprobe";
   Check c{.name = pmu + " PMU"};
   std::string path = o.sys_root + "/bus/event_source/devices/" + pmu + "/type";
   auto type = read_file(path);
   if (!type) {
-    c.verdict = Verdict::kFail;
-    c.detail = path + " missing";
-    c.fix = "use a kernel with CONFIG_" + std::string(pmu == "uprobe" ? "UPROBE" : "KPROBE") +
-            "_EVENTS=y";
+    c.verdict = required ? Verdict::kFail : Verdict::kWarn;
+    c.detail = path + " missing" + (required ? "" : " (optional)");
+    c.fix = required ? "use a kernel with CONFIG_UPROBE_EVENTS=y"
+                     : "CONFIG_KPROBE_EVENTS=y lets the agent follow BPF program symbols "
+                       "incrementally";
     return c;
   }
   c.detail = "perf type " + trim(*type) + " (attach without tracefs)";
@@ -235,6 +240,25 @@ Check process_events_check() {
   return c;
 }
 
+// Loads the Node.js wait hooks the way the agent will and reports which ones the kernel took.
+Check event_loop_hook_check() {
+  Check c{.name = "event-loop wait hook"};
+  auto probes = LoopProbes::load(LoopProbes::WaitSource::kAuto);
+  if (!probes.ok()) {
+    c.verdict = Verdict::kFail;
+    c.detail = probes.error().message();
+    c.fix = "fix the failures above; Node.js event-loop metrics need this hook";
+    return c;
+  }
+  c.detail = (*probes)->wait_source();
+  if (std::string_view(c.detail).starts_with("tp_btf")) {
+    c.verdict = Verdict::kWarn;
+    c.detail += " (no fentry: a BPF program runs on every system call)";
+    c.fix = "kernels with DYNAMIC_FTRACE_WITH_DIRECT_CALLS use the cheaper fentry hook";
+  }
+  return c;
+}
+
 const char* verdict_name(Verdict v) {
   switch (v) {
     case Verdict::kPass: return "pass";
@@ -298,11 +322,11 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
     checks.push_back(prog_type_check("kprobe/uprobe", BPF_PROG_TYPE_KPROBE));
     checks.push_back(prog_type_check("perf_event", BPF_PROG_TYPE_PERF_EVENT));
     checks.push_back(prog_type_check("tracepoint", BPF_PROG_TYPE_TRACEPOINT));
-    checks.push_back(prog_type_check("tracing (tp_btf)", BPF_PROG_TYPE_TRACING));
     checks.push_back(map_type_check("ringbuf", BPF_MAP_TYPE_RINGBUF));
     checks.push_back(map_type_check("lru_hash", BPF_MAP_TYPE_LRU_HASH));
     checks.push_back(map_type_check("percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY));
     checks.push_back(process_events_check());
+    checks.push_back(event_loop_hook_check());
     libbpf_set_print(previous);
   }
   return checks;

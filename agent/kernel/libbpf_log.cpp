@@ -24,6 +24,8 @@ int forward(enum libbpf_print_level level, const char* format, va_list args) {
 
 }  // namespace
 
-void route_libbpf_log() { libbpf_set_print(forward); }
+void route_libbpf_log() {
+  libbpf_set_print(forward);
+}
 
 }  // namespace sonde::agent

@@ -36,14 +36,19 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-UprobeLink::~UprobeLink() { bpf_link__destroy(link_); }
+UprobeLink::~UprobeLink() {
+  bpf_link__destroy(link_);
+}
 
 Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
   if (source != WaitSource::kAuto) return load_with(source);
   // fentry needs the function in BTF and BPF trampolines (DYNAMIC_FTRACE_WITH_DIRECT_CALLS),
   // which some kernels lack; trying is the only reliable probe.
   if (kernel_can_trace_do_epoll_wait()) {
+    // libbpf would print the expected verifier refusal as a warning; the log line below says it.
+    auto previous = libbpf_set_print(nullptr);
     auto probes = load_with(WaitSource::kFentry);
+    libbpf_set_print(previous);
     if (probes.ok()) return probes;
     log::info("fentry on do_epoll_wait unavailable, using raw syscall tracepoints",
               {{"reason", probes.error().message()}});
@@ -92,11 +97,14 @@ Result<std::unique_ptr<UprobeLink>> LoopProbes::attach_uprobe(const std::string&
   bpf_link* link = bpf_program__attach_uprobe(skel_->progs.uv_io_poll_enter, false, -1,
                                               path.c_str(), file_offset);
   if (!link) {
-    return errno_error("attach uprobe " + path + "+0x" + [&] {
-      char b[32];
-      snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(file_offset));
-      return std::string(b);
-    }(), errno);
+    return errno_error(
+        "attach uprobe " + path + "+0x" +
+            [&] {
+              char b[32];
+              snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(file_offset));
+              return std::string(b);
+            }(),
+        errno);
   }
   return std::make_unique<UprobeLink>(link);
 }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "agent/attach/shared_uprobes.h"
 #include "common/result.h"
 
 struct nodejs_bpf;
@@ -21,10 +22,10 @@ struct bpf_link;
 namespace sonde::agent {
 
 // A uprobe attachment: detaches when destroyed, never throws.
-class UprobeLink {
+class UprobeLink : public Attachment {
  public:
   explicit UprobeLink(bpf_link* link) : link_(link) {}
-  ~UprobeLink();
+  ~UprobeLink() override;
   UprobeLink(const UprobeLink&) = delete;
   UprobeLink& operator=(const UprobeLink&) = delete;
 
@@ -47,8 +48,7 @@ class LoopProbes {
 
   // Attaches the uv__io_poll entry program at `file_offset` of the binary at `path`, for every
   // process running it (filtering happens in the kernel through the tracked-process map).
-  Result<std::unique_ptr<UprobeLink>> attach_uprobe(const std::string& path,
-                                                    uint64_t file_offset);
+  Result<std::unique_ptr<UprobeLink>> attach_uprobe(const std::string& path, uint64_t file_offset);
 
   struct Start {
     enum class Now {

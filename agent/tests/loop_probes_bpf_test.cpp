@@ -1,13 +1,12 @@
 // Event-loop accounting against injected blocking, on the real kernel and /usr/bin/node.
 // Needs root (ctest label: bpf).
-#include "agent/nodejs/loop_probes.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <sstream>
 #include <thread>
 
+#include "agent/nodejs/loop_probes.h"
 #include "agent/tests/child_process.h"
 
 namespace sonde::agent {

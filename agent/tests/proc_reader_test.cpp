@@ -17,9 +17,9 @@ TEST(ContainerId, RuntimesAndCgroupVersions) {
                                      id + ".scope\n"),
             id);
   // CRI-O
-  EXPECT_EQ(container_id_from_cgroup("0::/kubepods.slice/kubepods-pod1.slice/crio-" + id +
-                                     ".scope\n"),
-            id);
+  EXPECT_EQ(
+      container_id_from_cgroup("0::/kubepods.slice/kubepods-pod1.slice/crio-" + id + ".scope\n"),
+      id);
   // Docker, systemd driver
   EXPECT_EQ(container_id_from_cgroup("0::/system.slice/docker-" + id + ".scope\n"), id);
   // cgroupfs driver, cgroup v1 (containerd or docker)
@@ -28,8 +28,7 @@ TEST(ContainerId, RuntimesAndCgroupVersions) {
             id);
   EXPECT_EQ(container_id_from_cgroup("4:cpu:/docker/" + id + "\n"), id);
   // Podman
-  EXPECT_EQ(container_id_from_cgroup("0::/machine.slice/libpod-" + id + ".scope/container\n"),
-            id);
+  EXPECT_EQ(container_id_from_cgroup("0::/machine.slice/libpod-" + id + ".scope/container\n"), id);
 }
 
 TEST(ContainerId, HostProcessesHaveNone) {
@@ -42,8 +41,9 @@ TEST(ContainerId, HostProcessesHaveNone) {
 }
 
 TEST(StatParsing, CommWithSpacesAndParens) {
-  std::string stat = "42 (my (odd) name) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
-                     "987654 1000 10";
+  std::string stat =
+      "42 (my (odd) name) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
+      "987654 1000 10";
   EXPECT_EQ(parse_stat_start_time(stat), 987654u);
   EXPECT_EQ(parse_stat_start_time("42 (x) S 1"), std::nullopt);
   EXPECT_EQ(parse_stat_start_time("no paren"), std::nullopt);
