@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/symbolize/go_binary.h"
 #include "agent/symbolize/tests/go_test_binary.h"
 
 // Counts every operator new in this test binary; lookups must not move it.
@@ -84,11 +86,11 @@ std::string collapse_brackets(std::string_view name) {
   return out;
 }
 
-class GoBinary : public ::testing::TestWithParam<const char*> {};
+class GoTestBinaries : public ::testing::TestWithParam<const char*> {};
 
 // Function and file:line of 20,000 random addresses plus every function entry, against
 // `go tool addr2line` (debug/gosym underneath: physical function, innermost position).
-TEST_P(GoBinary, AgreesWithGoToolAddr2line) {
+TEST_P(GoTestBinaries, AgreesWithGoToolAddr2line) {
   const std::string binary = GetParam();
   Loaded l = load(binary);
   GoPclntabOptions options;
@@ -137,7 +139,7 @@ TEST_P(GoBinary, AgreesWithGoToolAddr2line) {
   EXPECT_GE(rate, 0.999) << agree << " of " << pcs.size();
 }
 
-TEST_P(GoBinary, FindsTableByMagicAndModuleData) {
+TEST_P(GoTestBinaries, FindsTableByMagicAndModuleData) {
   const std::string binary = GetParam();
   Loaded l = load(binary);
   auto at = find_pclntab_by_magic(l.file);
@@ -155,7 +157,7 @@ TEST_P(GoBinary, FindsTableByMagicAndModuleData) {
             testing::go_nm_address(SONDE_GO_TOOLDIR, SONDE_GO_TEST_BINARY, "go.func.*"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Binaries, GoBinary,
+INSTANTIATE_TEST_SUITE_P(Binaries, GoTestBinaries,
                          ::testing::Values(SONDE_GO_TEST_BINARY, SONDE_GO_TEST_BINARY_STRIPPED));
 
 // Inline expansion against DWARF: for each sampled pc, the chain of function names and lines
@@ -229,6 +231,61 @@ TEST(GoPclntabInline, InlinedFramesAgreeWithDwarf) {
   double rate = static_cast<double>(agree) / static_cast<double>(compared);
   RecordProperty("inline_agreement", std::to_string(rate));
   EXPECT_GE(rate, 0.995) << agree << " of " << compared;
+}
+
+// GoBinary finds the table three ways; each must give the same answers as the section itself.
+// The other two are forced by editing a copy of the binary: renaming the section (leaving the
+// runtime.pclntab symbol) and removing the section headers (leaving only the magic).
+TEST(GoBinaryLocate, SectionSymbolAndMagicScanAgree) {
+  std::vector<uint8_t> original = testing::read_file(SONDE_GO_TEST_BINARY);
+  auto by_section = GoBinary::open(SONDE_GO_TEST_BINARY);
+  ASSERT_TRUE(by_section.ok()) << by_section.error().message();
+  EXPECT_EQ((*by_section)->found_by(), GoBinary::Found::kSection);
+  EXPECT_TRUE((*by_section)->has_inline_trees());
+
+  std::vector<uint8_t> renamed = original;
+  auto shstrtab = readelf_section(SONDE_GO_TEST_BINARY, ".shstrtab");
+  ASSERT_TRUE(shstrtab);
+  std::string names(renamed.begin() + shstrtab->offset,
+                    renamed.begin() + shstrtab->offset + shstrtab->size);
+  size_t at = names.find(".gopclntab");
+  ASSERT_NE(at, std::string::npos);
+  renamed[shstrtab->offset + at + 9] = 'X';
+  auto by_symbol = GoBinary::from_bytes(renamed);
+  ASSERT_TRUE(by_symbol.ok()) << by_symbol.error().message();
+  EXPECT_EQ((*by_symbol)->found_by(), GoBinary::Found::kSymbol);
+
+  std::vector<uint8_t> headerless = testing::read_file(SONDE_GO_TEST_BINARY_STRIPPED);
+  std::fill(headerless.begin() + 0x28, headerless.begin() + 0x30, 0);  // e_shoff
+  std::fill(headerless.begin() + 0x3c, headerless.begin() + 0x40, 0);  // e_shnum, e_shstrndx
+  auto by_magic = GoBinary::from_bytes(headerless);
+  ASSERT_TRUE(by_magic.ok()) << by_magic.error().message();
+  EXPECT_EQ((*by_magic)->found_by(), GoBinary::Found::kMagicScan);
+  EXPECT_TRUE((*by_magic)->has_inline_trees()) << "module data not found by scanning";
+
+  const GoPclntab& want = (*by_section)->pclntab();
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 5000; ++i) {
+    uint64_t pc = want.min_pc() + rng() % (want.max_pc() - want.min_pc());
+    std::array<GoFrame, 8> a, b, c;
+    size_t na = want.lookup_frames(pc, a);
+    size_t nb = (*by_symbol)->pclntab().lookup_frames(pc, b);
+    size_t nc = (*by_magic)->pclntab().lookup_frames(pc, c);
+    ASSERT_EQ(na, nb) << std::hex << pc;
+    ASSERT_EQ(na, nc) << std::hex << pc;
+    for (size_t k = 0; k < na; ++k) {
+      ASSERT_EQ(a[k].function, b[k].function);
+      ASSERT_EQ(a[k].function, c[k].function);
+      ASSERT_EQ(a[k].line, c[k].line);
+      ASSERT_EQ(a[k].file, c[k].file);
+    }
+  }
+}
+
+TEST(GoBinaryLocate, NonGoBinaryIsAnError) {
+  auto r = GoBinary::open("/bin/true");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("no Go pclntab"), std::string::npos) << r.error().message();
 }
 
 TEST(GoPclntabInline, LookupsAllocateNothing) {
