@@ -17,20 +17,20 @@
 // answers (addresses, offsets, return sites) are the same too. Attachment dedup needs more than
 // this for that corner case: the same content on two filesystems is two inodes for the kernel.
 //
-// Cost of open_binary(): open + fstat + mmap + a header and note parse + munmap, a few
-// microseconds; nothing of the file is read beyond the headers and notes.
+// Cost of OpenBinary::open(): open + fstat + one 4 KiB pread (plus one per far-away note
+// segment), a few microseconds; the file is not mapped until a parse needs it.
 #pragma once
-
-#include <sys/stat.h>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "agent/symbols/elf_file.h"
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace sonde::symbols {
 
@@ -57,26 +57,36 @@ struct BinaryIdentityHash {
   size_t operator()(const BinaryIdentity& id) const;
 };
 
-// The identity of a file given its stat and bytes (elf may be null for non-ELF files).
-BinaryIdentity identify(const struct stat& st, std::span<const uint8_t> bytes, const ElfFile* elf);
+// The identity of the file open on fd: fstat plus a read of its first 4 KiB and, when they lie
+// further out, of its PT_NOTE segments (at most 64 KiB each). Build-ids are looked for in
+// PT_NOTE segments only; files without any (relocatable objects, some stripped builds) fall
+// back to the header digest.
+Result<BinaryIdentity> identify(int fd, const std::string& what);
 
-// An open, mapped binary together with its identity, so the identity and any later parse see
-// the same file even if the path is replaced in between. Move-only; unmaps on destruction.
+// An open binary and its identity. The descriptor stays open so that a later map() sees the
+// very file that was identified, even if the path is replaced in between. Move-only.
 class OpenBinary {
  public:
   static Result<OpenBinary> open(const std::string& path);
 
   const std::string& path() const { return path_; }
   const BinaryIdentity& identity() const { return identity_; }
-  std::span<const uint8_t> bytes() const { return mapping_.bytes(); }
+  // Maps the whole file read-only; needed only to parse it (a cache miss). The caller owns the
+  // mapping and decides how long it lives.
+  Result<MappedFile> map() const { return MappedFile::map(fd_.get(), path_); }
+  // The whole file, mapped on the first call and kept until this OpenBinary is destroyed; an
+  // empty span when it cannot be mapped (ElfFile::parse then reports "not an ELF file"). Lazy
+  // so that identifying a binary never maps it; not safe to call from two threads at once.
+  std::span<const uint8_t> bytes() const;
 
  private:
-  OpenBinary(std::string path, MappedFile mapping, BinaryIdentity identity)
-      : path_(std::move(path)), mapping_(std::move(mapping)), identity_(identity) {}
+  OpenBinary(std::string path, UniqueFd fd, BinaryIdentity identity)
+      : path_(std::move(path)), fd_(std::move(fd)), identity_(identity) {}
 
   std::string path_;
-  MappedFile mapping_;
+  UniqueFd fd_;
   BinaryIdentity identity_;
+  mutable std::optional<MappedFile> mapping_;
 };
 
 }  // namespace sonde::symbols

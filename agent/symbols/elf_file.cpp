@@ -286,7 +286,7 @@ Result<std::optional<SymbolTable>> ElfFile::symbol_table(uint32_t section_type) 
   return std::optional<SymbolTable>();
 }
 
-std::optional<BuildId> ElfFile::find_note(std::span<const uint8_t> notes, bool want_go) const {
+std::optional<BuildId> find_build_id_note(std::span<const uint8_t> notes, BuildId::Kind kind) {
   // Notes are 4-byte aligned in ELF64 files produced by every toolchain we care about; the
   // gABI's 8-byte variant is only used for .note.gnu.property, which holds no build-id.
   uint64_t pos = 0;
@@ -306,35 +306,37 @@ std::optional<BuildId> ElfFile::find_note(std::span<const uint8_t> notes, bool w
         std::string_view(reinterpret_cast<const char*>(notes.data()) + name_at, nhdr.n_namesz);
     if (nhdr.n_descsz == 0) continue;
     const auto desc = notes.subspan(desc_at, nhdr.n_descsz);
-    if (!want_go && nhdr.n_type == NT_GNU_BUILD_ID && name == std::string_view("GNU\0", 4)) {
+    if (kind == BuildId::Kind::kGnu && nhdr.n_type == NT_GNU_BUILD_ID &&
+        name == std::string_view("GNU\0", 4)) {
       return BuildId{BuildId::Kind::kGnu, desc};
     }
     // The Go linker's build-id note: name "Go" (NUL-padded to 4), type 4.
     constexpr uint32_t kGoBuildIdTag = 4;
-    if (want_go && nhdr.n_type == kGoBuildIdTag && name == std::string_view("Go\0\0", 4)) {
+    if (kind == BuildId::Kind::kGo && nhdr.n_type == kGoBuildIdTag &&
+        name == std::string_view("Go\0\0", 4)) {
       return BuildId{BuildId::Kind::kGo, desc};
     }
   }
   return std::nullopt;
 }
 
-std::optional<BuildId> ElfFile::scan_notes(bool want_go) const {
+std::optional<BuildId> ElfFile::scan_notes(BuildId::Kind kind) const {
   for (size_t i = 0; i < segment_count_; ++i) {
     const ElfSegment seg = segment(i);
     if (seg.type != PT_NOTE || !in_bounds(bytes_.size(), seg.offset, seg.filesz)) continue;
-    if (auto id = find_note(bytes_.subspan(seg.offset, seg.filesz), want_go)) return id;
+    if (auto id = find_build_id_note(bytes_.subspan(seg.offset, seg.filesz), kind)) return id;
   }
   for (size_t i = 1; i < section_count_; ++i) {
     const ElfSection s = section(i);
     if (s.type != SHT_NOTE) continue;
-    if (auto id = find_note(bytes_.subspan(s.offset, s.size), want_go)) return id;
+    if (auto id = find_build_id_note(bytes_.subspan(s.offset, s.size), kind)) return id;
   }
   return std::nullopt;
 }
 
 std::optional<BuildId> ElfFile::build_id() const {
-  if (auto gnu = scan_notes(/*want_go=*/false)) return gnu;
-  return scan_notes(/*want_go=*/true);
+  if (auto gnu = scan_notes(BuildId::Kind::kGnu)) return gnu;
+  return scan_notes(BuildId::Kind::kGo);
 }
 
 std::optional<ElfSegment> ElfFile::executable_segment_for(uint64_t vaddr) const {

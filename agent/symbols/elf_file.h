@@ -120,6 +120,10 @@ struct BuildId {
   std::string to_string() const;
 };
 
+// The first build-id note of kind in a note area (a PT_NOTE segment or SHT_NOTE section);
+// malformed notes end the search. The result points into notes.
+std::optional<BuildId> find_build_id_note(std::span<const uint8_t> notes, BuildId::Kind kind);
+
 class ElfFile {
  public:
   // Validates bytes as an ELF64 little-endian file; see the header comment for what is checked.
@@ -155,8 +159,7 @@ class ElfFile {
 
  private:
   ElfFile() = default;
-  std::optional<BuildId> find_note(std::span<const uint8_t> notes, bool want_go) const;
-  std::optional<BuildId> scan_notes(bool want_go) const;
+  std::optional<BuildId> scan_notes(BuildId::Kind kind) const;
   std::optional<ElfSegment> executable_segment_for(uint64_t vaddr) const;
 
   std::span<const uint8_t> bytes_;

@@ -3,6 +3,20 @@
 #include <functional>
 
 namespace sonde::symbols {
+namespace {
+
+// Maps the binary only for the duration of the parse: the mapping is gone on return.
+Result<std::vector<ProbeTarget>> parse_and_resolve(const OpenBinary& binary,
+                                                   std::span<const std::string> names) {
+  ASSIGN_OR_RETURN(MappedFile mapping, binary.map());
+  auto elf = ElfFile::parse(mapping.bytes());
+  if (!elf.ok()) return elf.error().wrap(binary.path());
+  auto targets = resolve(*elf, names);
+  if (!targets.ok()) return targets.error().wrap(binary.path());
+  return targets;
+}
+
+}  // namespace
 
 size_t ProbeTargetCache::KeyHash::operator()(const Key& k) const {
   const size_t h = BinaryIdentityHash{}(*k.identity);
@@ -87,13 +101,11 @@ Result<std::vector<ProbeTarget>> ProbeTargetCache::resolve(const OpenBinary& bin
   std::vector<std::string> wanted;
   wanted.reserve(missing.size());
   for (size_t i : missing) wanted.push_back(names[i]);
-  auto elf = ElfFile::parse(binary.bytes());
-  Result<std::vector<ProbeTarget>> resolved =
-      elf.ok() ? symbols::resolve(*elf, wanted) : Result<std::vector<ProbeTarget>>(elf.error());
+  Result<std::vector<ProbeTarget>> resolved = parse_and_resolve(binary, wanted);
   std::lock_guard lock(mu_);
   if (!resolved.ok()) {
     ++stats_.errors;
-    return resolved.error().wrap(binary.path());
+    return resolved.error();
   }
   ++stats_.parses;
   for (size_t j = 0; j < missing.size(); ++j) {

@@ -41,7 +41,8 @@ std::string offsets_text(const std::vector<uint32_t>& offsets) {
   std::string out;
   for (uint32_t o : offsets) {
     if (!out.empty()) out += ' ';
-    out += "+" + hex(o);
+    out += '+';
+    out += hex(o);
   }
   return out;
 }
@@ -140,7 +141,12 @@ int symbols_main(int argc, char** argv) {
     std::fprintf(stderr, "sonde-agent symbols: %s\n", binary.error().message().c_str());
     return 1;
   }
-  auto elf = symbols::ElfFile::parse(binary->bytes());
+  auto mapping = binary->map();
+  if (!mapping.ok()) {
+    std::fprintf(stderr, "sonde-agent symbols: %s\n", mapping.error().message().c_str());
+    return 1;
+  }
+  auto elf = symbols::ElfFile::parse(mapping->bytes());
   if (!elf.ok()) {
     std::fprintf(stderr, "sonde-agent symbols: %s: %s\n", path.c_str(),
                  elf.error().message().c_str());

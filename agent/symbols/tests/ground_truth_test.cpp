@@ -82,7 +82,9 @@ TEST(GroundTruth, NodeBuildIdMatchesReadelf) {
   if (!have_node()) GTEST_SKIP() << kNode << " is not installed";
   auto binary = OpenBinary::open(kNode);
   ASSERT_TRUE(binary.ok()) << binary.error().message();
-  auto elf = ElfFile::parse(binary->bytes());
+  auto mapping = binary->map();
+  ASSERT_TRUE(mapping.ok()) << mapping.error().message();
+  auto elf = ElfFile::parse(mapping->bytes());
   ASSERT_TRUE(elf.ok()) << elf.error().message();
   const auto id = elf->build_id();
   ASSERT_TRUE(id.has_value());
@@ -138,6 +140,9 @@ TEST(GroundTruth, GoBuildIdMatchesGoTool) {
       testing::run_command(std::string(SONDE_GO) + " tool buildid '" + fixture + "'");
   while (!expected.empty() && expected.back() == '\n') expected.pop_back();
   EXPECT_EQ(id->to_string(), expected);
+  auto binary = OpenBinary::open(fixture);
+  ASSERT_TRUE(binary.ok());
+  EXPECT_EQ(binary->identity().digest_kind, BinaryIdentity::DigestKind::kGoBuildId);
 }
 
 }  // namespace
