@@ -94,11 +94,6 @@ const char* machine_name(Machine machine) {
   return "other";
 }
 
-ElfSymbol SymbolTable::symbol(size_t i) const {
-  const auto raw = load<Elf64_Sym>(entries_, i * kEntrySize);
-  return ElfSymbol{raw.st_name, raw.st_info, raw.st_shndx, raw.st_value, raw.st_size};
-}
-
 std::optional<std::string_view> SymbolTable::name(uint32_t offset) const {
   if (offset >= strings_.size()) return std::nullopt;
   const auto* start = reinterpret_cast<const char*>(strings_.data()) + offset;

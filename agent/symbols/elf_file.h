@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -96,7 +97,18 @@ class SymbolTable {
       : entries_(entries), strings_(strings) {}
 
   size_t size() const { return entries_.size() / kEntrySize; }
-  ElfSymbol symbol(size_t i) const;
+  // Inline: the resolver calls this for every entry of tables with 100k+ symbols.
+  ElfSymbol symbol(size_t i) const {
+    // Elf64_Sym: st_name u32, st_info u8, st_other u8, st_shndx u16, st_value u64, st_size u64.
+    const uint8_t* p = entries_.data() + i * kEntrySize;
+    ElfSymbol s;
+    std::memcpy(&s.name_offset, p, 4);
+    s.info = p[4];
+    std::memcpy(&s.section_index, p + 6, 2);
+    std::memcpy(&s.value, p + 8, 8);
+    std::memcpy(&s.size, p + 16, 8);
+    return s;
+  }
   // The NUL-terminated name at offset, or nullopt when it is out of range or unterminated.
   std::optional<std::string_view> name(uint32_t offset) const;
   // The raw string table, for callers that compare names without measuring them first.
