@@ -1,6 +1,9 @@
 #include "agent/symbolize/go_pclntab.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 namespace sonde::symbolize {
 namespace {
@@ -21,6 +24,15 @@ constexpr size_t kInlinedCallSize120 = 16;
 // Deeper inline chains than this do not come out of the Go compiler (its inlining budget stops
 // far earlier); the bound keeps a corrupt tree that points back at itself from looping.
 constexpr size_t kMaxInlineDepth = 64;
+
+// Every this many steps of a long pc-value table the index keeps the decoder's state, so a
+// lookup walks at most this many steps (instead of up to thousands in large functions) at 12
+// bytes per checkpoint.
+constexpr uint32_t kCheckpointStride = 16;
+// Function lookup buckets cover 4 KiB of text each (the runtime's findfunctab uses the same
+// granularity); a table spanning more than 2^24 buckets (64 GiB) gets none.
+constexpr unsigned kBucketShift = 12;
+constexpr uint64_t kMaxBuckets = uint64_t{1} << 24;
 
 // Word index of moduledata.text and moduledata.gofunc (runtime/symtab.go): 1.20 inserted
 // covctrs/ecovctrs before `end`, shifting gofunc by two words.
@@ -65,6 +77,7 @@ uint64_t load(const uint8_t* p, size_t width, bool big_endian) {
 
 // A runtime._func record whose fixed part was checked to lie inside the table.
 struct GoPclntab::Func {
+  uint32_t index;  // in the functab
   uint64_t entry;
   uint32_t nameoff;
   uint32_t pcfile;
@@ -153,6 +166,7 @@ Result<GoPclntab> GoPclntab::parse(std::span<const uint8_t> table,
   uint64_t lo = t.functab_pc(0, &ok);
   uint64_t hi = t.functab_pc(t.nfunc_, &ok);
   if (!ok || hi < lo) return Error("gopclntab: function table not sorted by address");
+  if (options.build_index) t.build_index();
   return t;
 }
 
@@ -176,8 +190,16 @@ std::optional<uint32_t> GoPclntab::find_index(uint64_t pc) const {
   bool ok = true;
   if (pc < functab_pc(0, &ok) || pc >= functab_pc(nfunc_, &ok) || !ok) return std::nullopt;
   // Last entry whose pc <= target; the functab ends with a sentinel end pc at index nfunc.
+  // The index's buckets narrow the search to the functions overlapping one 4 KiB of text.
   uint32_t lo = 0;
   uint32_t hi = nfunc_;
+  if (index_ != nullptr && !index_->buckets.empty()) {
+    uint64_t b = (pc - index_->bucket_base) >> kBucketShift;
+    if (b < index_->buckets.size()) {
+      lo = index_->buckets[b];
+      if (b + 1 < index_->buckets.size()) hi = std::min(hi, index_->buckets[b + 1] + 1);
+    }
+  }
   while (hi - lo > 1) {
     uint32_t mid = lo + (hi - lo) / 2;
     if (functab_pc(mid, &ok) <= pc) {
@@ -204,6 +226,7 @@ std::optional<GoPclntab::Func> GoPclntab::func_at(uint32_t index) const {
   if (fixed > data_.size() - off) return std::nullopt;
 
   Func f{};
+  f.index = index;
   if (layout_ >= GoPclntabLayout::kGo118) {
     f.entry = read_uint(off, 4, &ok) + text_start_;
   } else {
@@ -222,12 +245,17 @@ std::optional<GoPclntab::Func> GoPclntab::func_at(uint32_t index) const {
   return f;
 }
 
-int32_t GoPclntab::pcvalue(uint32_t table_offset, uint64_t entry, uint64_t pc) const {
-  // Offset 0 means "no table" (runtime.pcvalue treats it so too).
-  if (table_offset == 0 || table_offset >= data_.size() - pctab_) return -1;
-  const uint8_t* p = data_.data() + pctab_ + table_offset;
+// One (value delta, pc delta) step of a pc-value table at data_[*pos]. False at the table's end
+// marker or when the bytes run out. Every step consumes at least two bytes, so a walk ends
+// within the table even when its pcs never pass the target.
+bool GoPclntab::step(size_t* pos, uint32_t* value, uint64_t* cur, bool first) const {
+  const uint8_t* p = data_.data() + *pos;
   const uint8_t* end = data_.data() + data_.size();
   auto varint = [&](uint32_t* out) {
+    if (p != end && *p < 0x80) {  // most deltas fit one byte
+      *out = *p++;
+      return true;
+    }
     uint32_t v = 0;
     for (int shift = 0; shift < 35; shift += 7) {
       if (p == end) return false;
@@ -240,23 +268,127 @@ int32_t GoPclntab::pcvalue(uint32_t table_offset, uint64_t entry, uint64_t pc) c
     }
     return false;
   };
-  // Each (value delta, pc delta) step consumes at least two bytes, so the walk ends within
-  // the table even when the encoded pcs never pass the target.
+  uint32_t uv = 0;
+  uint32_t pcdelta = 0;
+  if (!varint(&uv)) return false;
+  if (uv == 0 && !first) return false;
+  *value += (uv & 1) ? ~(uv >> 1) : (uv >> 1);  // zig-zag, wrapping like the int32 it encodes
+  if (!varint(&pcdelta)) return false;
+  *cur += uint64_t{pcdelta} * quantum_;
+  *pos = static_cast<size_t>(p - data_.data());
+  return true;
+}
+
+int32_t GoPclntab::pcvalue(const Func& f, TableKind kind, uint32_t table_offset,
+                           uint64_t pc) const {
+  // Offset 0 means "no table" (runtime.pcvalue treats it so too).
+  if (table_offset == 0 || table_offset >= data_.size() - pctab_) return -1;
+  const uint64_t entry = f.entry;
+  size_t pos = pctab_ + table_offset;
   uint32_t value = UINT32_MAX;  // -1 in two's complement, the encoding's initial value
   uint64_t cur = entry;
-  bool first = true;
-  for (;;) {
-    uint32_t uv = 0;
-    uint32_t pcdelta = 0;
-    if (!varint(&uv)) return -1;
-    if (uv == 0 && !first) return -1;
-    uint32_t delta = (uv & 1) ? ~(uv >> 1) : (uv >> 1);
-    value += delta;
-    if (!varint(&pcdelta)) return -1;
-    cur += uint64_t{pcdelta} * quantum_;
-    if (pc < cur) return static_cast<int32_t>(value);
-    first = cur == entry;
+  if (pc >= entry) {
+    // The range was built from this same _func record, so it belongs to table_offset.
+    if (const Checkpoint* c = checkpoint_for(f.index, kind, pc - entry)) {
+      pos = pctab_ + c->pos;
+      value = c->value;
+      cur = entry + c->pc;
+    }
   }
+  for (;;) {
+    if (!step(&pos, &value, &cur, cur == entry)) return -1;
+    if (pc < cur) return static_cast<int32_t>(value);
+  }
+}
+
+const GoPclntab::Checkpoint* GoPclntab::checkpoint_for(uint32_t func, TableKind kind,
+                                                       uint64_t pc_delta) const {
+  if (index_ == nullptr) return nullptr;
+  const Range& r = index_->ranges[size_t{func} * kTableKinds + static_cast<size_t>(kind)];
+  if (r.count == 0) return nullptr;
+  auto first = index_->checkpoints.begin() + r.first;
+  auto last = first + r.count;
+  auto c = std::upper_bound(first, last, pc_delta,
+                            [](uint64_t d, const Checkpoint& x) { return d < x.pc; });
+  if (c == first) return nullptr;
+  return &*(c - 1);
+}
+
+void GoPclntab::build_index() {
+  if (data_.size() - pctab_ > UINT32_MAX) return;  // checkpoint positions are 32-bit
+  auto index = std::make_unique<Index>();
+
+  // Function buckets: for each 4 KiB of text, the first function overlapping it.
+  uint64_t lo = min_pc();
+  uint64_t hi = max_pc();
+  if (((hi - lo) >> kBucketShift) < kMaxBuckets) {
+    index->bucket_base = lo;
+    index->buckets.resize(((hi - lo) >> kBucketShift) + 1);
+    uint32_t f = 0;
+    bool ok = true;
+    for (size_t b = 0; b < index->buckets.size(); ++b) {
+      uint64_t start = lo + (uint64_t{b} << kBucketShift);
+      while (f + 1 < nfunc_ && functab_pc(f + 1, &ok) <= start) ++f;
+      index->buckets[b] = f;
+    }
+  }
+
+  // Every table a lookup walks: pcfile, pcln and the inline-tree index of each function.
+  // Identical tables are shared between functions by the linker; each is indexed once.
+  // table_of[i * kTableKinds + kind]: the pctab offset of that table of function i (0: none).
+  std::vector<uint32_t> table_of(size_t{nfunc_} * kTableKinds);
+  for (uint32_t i = 0; i < nfunc_; ++i) {
+    auto f = func_at(i);
+    if (!f) continue;
+    uint32_t* t = &table_of[size_t{i} * kTableKinds];
+    t[static_cast<size_t>(TableKind::kFile)] = f->pcfile;
+    t[static_cast<size_t>(TableKind::kLine)] = f->pcln;
+    if (layout_ != GoPclntabLayout::kGo12 && f->npcdata > kPcdataInlTreeIndex) {
+      bool ok = true;
+      auto inl = static_cast<uint32_t>(read_uint(f->pcdata + kPcdataInlTreeIndex * 4, 4, &ok));
+      if (ok) t[static_cast<size_t>(TableKind::kInline)] = inl;
+    }
+  }
+  std::vector<uint32_t> offsets = table_of;
+  std::sort(offsets.begin(), offsets.end());
+  offsets.erase(std::unique(offsets.begin(), offsets.end()), offsets.end());
+
+  std::vector<Range> by_offset(offsets.size());
+  // A hostile table could make every offset start a long walk over the same bytes; the budget
+  // keeps indexing linear in the table size. Past it, lookups just walk from the start.
+  uint64_t budget = 8 * uint64_t{data_.size()};
+  for (size_t t = 0; t < offsets.size() && budget > 0; ++t) {
+    uint32_t off = offsets[t];
+    if (off == 0 || off >= data_.size() - pctab_) continue;
+    size_t pos = pctab_ + off;
+    uint32_t value = UINT32_MAX;
+    uint64_t cur = 0;
+    size_t first = index->checkpoints.size();
+    uint32_t steps = 0;
+    while (budget > 0 && step(&pos, &value, &cur, cur == 0)) {
+      --budget;
+      if (cur > UINT32_MAX) break;
+      if (++steps % kCheckpointStride == 0) {
+        index->checkpoints.push_back(
+            Checkpoint{static_cast<uint32_t>(cur), value, static_cast<uint32_t>(pos - pctab_)});
+      }
+    }
+    by_offset[t].first = static_cast<uint32_t>(first);
+    by_offset[t].count = static_cast<uint32_t>(index->checkpoints.size() - first);
+  }
+  index->ranges.resize(table_of.size());
+  for (size_t i = 0; i < table_of.size(); ++i) {
+    auto it = std::lower_bound(offsets.begin(), offsets.end(), table_of[i]);
+    index->ranges[i] = by_offset[static_cast<size_t>(it - offsets.begin())];
+  }
+  index->checkpoints.shrink_to_fit();
+  index_ = std::move(index);
+}
+
+size_t GoPclntab::index_bytes() const {
+  if (index_ == nullptr) return 0;
+  return index_->checkpoints.capacity() * sizeof(Checkpoint) +
+         index_->ranges.capacity() * sizeof(Range) + index_->buckets.capacity() * sizeof(uint32_t);
 }
 
 std::string_view GoPclntab::c_string(size_t base, size_t end, uint64_t offset) const {
@@ -291,8 +423,8 @@ GoFrame GoPclntab::frame_at(const Func& f, uint64_t pc, std::string_view functio
   GoFrame frame;
   frame.function = function;
   frame.entry = f.entry;
-  frame.file = file_name(f, pcvalue(f.pcfile, f.entry, pc));
-  int32_t line = pcvalue(f.pcln, f.entry, pc);
+  frame.file = file_name(f, pcvalue(f, TableKind::kFile, f.pcfile, pc));
+  int32_t line = pcvalue(f, TableKind::kLine, f.pcln, pc);
   frame.line = line < 0 ? 0 : line;
   return frame;
 }
@@ -351,7 +483,7 @@ size_t GoPclntab::lookup_frames(uint64_t pc, std::span<GoFrame> out) const {
     size_t name_at = layout_ == GoPclntabLayout::kGo120 ? 4 : 12;
     size_t parent_pc_at = layout_ == GoPclntabLayout::kGo120 ? 8 : 16;
     for (size_t depth = 0; depth < kMaxInlineDepth && n < out.size(); ++depth) {
-      int32_t ix = pcvalue(tree_pcdata, f->entry, trace_pc);
+      int32_t ix = pcvalue(*f, TableKind::kInline, tree_pcdata, trace_pc);
       if (ix < 0) break;
       uint64_t at = tree + static_cast<uint64_t>(ix) * call_size;
       if (at < region.vaddr || at - region.vaddr > region.bytes.size() ||
@@ -379,14 +511,18 @@ std::optional<size_t> find_pclntab_by_magic(std::span<const uint8_t> bytes) {
       continue;
     }
     if (!sniff_header(bytes.subspan(i))) continue;
-    if (GoPclntab::parse(bytes.subspan(i)).ok()) return i;
+    GoPclntabOptions probe;
+    probe.build_index = false;
+    if (GoPclntab::parse(bytes.subspan(i), probe).ok()) return i;
   }
   return std::nullopt;
 }
 
 std::optional<GoModuleData> find_go_moduledata(std::span<const uint8_t> table, uint64_t table_vaddr,
                                                GoMemoryRegion data) {
-  auto parsed = GoPclntab::parse(table);
+  GoPclntabOptions probe;
+  probe.build_index = false;
+  auto parsed = GoPclntab::parse(table, probe);
   if (!parsed.ok() || parsed->layout() < GoPclntabLayout::kGo118) return std::nullopt;
   auto header = sniff_header(table);
   size_t ptr = table[7];

@@ -6,8 +6,10 @@
 // the mapped table (and optionally over the region holding the functions' funcdata), which must
 // outlive it. Parsing checks the header and that every table it points to lies inside the span;
 // lookups bounds-check every offset they follow, so corrupt tables yield "not found", never a
-// crash. Lookups allocate nothing: names and files are string_views into the table. Immutable
-// after parse; safe to use from several threads.
+// crash. Lookups allocate nothing: names and files are string_views into the table. Parsing
+// builds a checkpoint index (a few hundred KiB for a 16 MB binary, index_bytes()) so a lookup
+// decodes a bounded number of pc-table steps. Immutable after parse; safe to use from several
+// threads.
 //
 // Inlined frames come from the function's inline tree (FUNCDATA_InlTree, PCDATA_InlTreeIndex),
 // available for the 1.16+ layouts when the caller supplies the memory that holds the inline
@@ -16,9 +18,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -41,6 +45,9 @@ struct GoPclntabOptions {
   // addresses. Without a region lookups still work, they just report no inlined frames.
   GoMemoryRegion funcdata;
   uint64_t gofunc = 0;
+  // Build the checkpoint index that bounds the pc-table walk of a lookup (see index_bytes()).
+  // Costs one pass over the tables at parse; off only for throwaway parses.
+  bool build_index = true;
 };
 
 // One source frame. Views point into the table's bytes.
@@ -72,18 +79,42 @@ class GoPclntab {
   // [min_pc, max_pc): the address range the function table covers.
   uint64_t min_pc() const;
   uint64_t max_pc() const;
+  // Heap bytes of the checkpoint index (0 without one).
+  size_t index_bytes() const;
   // Entry address and name of function number `index` < function_count() (for tests, tools).
   std::optional<GoFrame> function_at(uint32_t index) const;
 
  private:
   struct Func;  // a validated view of one runtime._func record
+  // Decoder state after a step of a pc-value table: pc relative to the function entry, value,
+  // and the table position (from pctab_) of the next step.
+  struct Checkpoint {
+    uint32_t pc;
+    uint32_t value;
+    uint32_t pos;
+  };
+  enum class TableKind : uint8_t { kFile, kLine, kInline };
+  static constexpr size_t kTableKinds = 3;
+  struct Range {
+    uint32_t first = 0;  // a table's checkpoints: index->checkpoints[first, first + count)
+    uint32_t count = 0;
+  };
+  struct Index {
+    std::vector<Range> ranges;  // kTableKinds per function, in functab order
+    std::vector<Checkpoint> checkpoints;
+    uint64_t bucket_base = 0;
+    std::vector<uint32_t> buckets;  // first function overlapping each 4 KiB from bucket_base
+  };
   GoPclntab() = default;
 
+  void build_index();
+  const Checkpoint* checkpoint_for(uint32_t func, TableKind kind, uint64_t pc_delta) const;
+  bool step(size_t* pos, uint32_t* value, uint64_t* cur, bool first) const;
   uint64_t read_uint(size_t offset, size_t width, bool* ok) const;
   uint64_t functab_pc(uint32_t index, bool* ok) const;
   std::optional<Func> func_at(uint32_t index) const;
   std::optional<uint32_t> find_index(uint64_t pc) const;
-  int32_t pcvalue(uint32_t table_offset, uint64_t entry, uint64_t pc) const;
+  int32_t pcvalue(const Func& f, TableKind kind, uint32_t table_offset, uint64_t pc) const;
   std::string_view c_string(size_t base, size_t end, uint64_t offset) const;
   std::string_view func_name(uint64_t nameoff) const;
   std::string_view file_name(const Func& f, int32_t file_index) const;
@@ -106,6 +137,8 @@ class GoPclntab {
   size_t funcdata_ = 0;
   size_t functab_ = 0;
   size_t functab_field_ = 4;
+  // Shared so that copies of a parsed table (it is a cheap view) share one index.
+  std::shared_ptr<const Index> index_;
 };
 
 // Offset of the first plausible pclntab header in `bytes` (magic, zero pad, quantum, pointer
@@ -120,6 +153,9 @@ struct GoModuleData {
   uint64_t vaddr = 0;  // of the moduledata record
   uint64_t text = 0;
   uint64_t gofunc = 0;
+  // Build the checkpoint index that bounds the pc-table walk of a lookup (see index_bytes()).
+  // Costs one pass over the tables at parse; off only for throwaway parses.
+  bool build_index = true;
 };
 std::optional<GoModuleData> find_go_moduledata(std::span<const uint8_t> table, uint64_t table_vaddr,
                                                GoMemoryRegion data);

@@ -1,0 +1,3 @@
+module sonde.bench/gosym
+
+go 1.19

@@ -1,0 +1,154 @@
+// Go pclntab lookups (name + file + line, and with inlined frames) and kallsyms build/lookup.
+// Allocations are counted by replacing operator new in this binary and reported per lookup.
+//
+// Inputs: SONDE_BENCH_GO_BINARY (default: Debian's stripped Go 1.19 compiler, a 16 MB Go
+// binary) and /proc/kallsyms (root sees real addresses).
+#include <benchmark/benchmark.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "agent/symbolize/go_binary.h"
+#include "agent/symbolize/kallsyms.h"
+
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+// noinline: with the replacements visible, GCC's -Wmismatched-new-delete pairs the inlined
+// malloc with the inlined free and warns.
+__attribute__((noinline)) void* operator new(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+__attribute__((noinline)) void operator delete(void* p) noexcept {
+  std::free(p);
+}
+__attribute__((noinline)) void operator delete(void* p, size_t) noexcept {
+  std::free(p);
+}
+
+namespace sonde::symbolize {
+namespace {
+
+std::string go_binary_path() {
+  const char* env = std::getenv("SONDE_BENCH_GO_BINARY");
+  return env ? env : "/usr/lib/go-1.19/pkg/tool/linux_amd64/compile";
+}
+
+const GoBinary& go_binary() {
+  static auto binary = GoBinary::open(go_binary_path());
+  if (!binary.ok()) {
+    fprintf(stderr, "%s\n", binary.error().message().c_str());
+    std::abort();
+  }
+  return **binary;
+}
+
+std::vector<uint64_t> random_pcs(const GoPclntab& t, size_t n) {
+  std::mt19937_64 rng(1);
+  std::vector<uint64_t> pcs(n);
+  for (auto& pc : pcs) pc = t.min_pc() + rng() % (t.max_pc() - t.min_pc());
+  return pcs;
+}
+
+void BM_GoLookup(benchmark::State& state) {
+  const GoPclntab& t = go_binary().pclntab();
+  auto pcs = random_pcs(t, 10000);
+  size_t i = 0;
+  uint64_t before = g_allocations.load();
+  for (auto _ : state) {
+    auto f = t.lookup(pcs[i++ % pcs.size()]);
+    benchmark::DoNotOptimize(f);
+  }
+  state.counters["allocs_per_lookup"] = benchmark::Counter(
+      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations()));
+  state.counters["functions"] = t.function_count();
+}
+BENCHMARK(BM_GoLookup);
+
+void BM_GoLookupWithInlinedFrames(benchmark::State& state) {
+  const GoPclntab& t = go_binary().pclntab();
+  auto pcs = random_pcs(t, 10000);
+  std::array<GoFrame, 16> frames;
+  size_t i = 0, total = 0;
+  uint64_t before = g_allocations.load();
+  for (auto _ : state) {
+    total += t.lookup_frames(pcs[i++ % pcs.size()], frames);
+    benchmark::DoNotOptimize(frames);
+  }
+  state.counters["allocs_per_lookup"] = benchmark::Counter(
+      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations()));
+  state.counters["frames_per_lookup"] =
+      static_cast<double>(total) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_GoLookupWithInlinedFrames);
+
+void BM_GoOpen(benchmark::State& state) {
+  for (auto _ : state) {
+    auto b = GoBinary::open(go_binary_path());
+    benchmark::DoNotOptimize(b);
+  }
+}
+BENCHMARK(BM_GoOpen)->Unit(benchmark::kMillisecond);
+
+const std::string& kallsyms_text() {
+  static std::string text = [] {
+    auto t = read_proc_file("/proc/kallsyms");
+    return t.ok() ? *t : std::string();
+  }();
+  return text;
+}
+
+void BM_KallsymsParse(benchmark::State& state) {
+  size_t symbols = 0, table_bytes = 0, name_bytes = 0;
+  for (auto _ : state) {
+    auto t = KallsymsTable::parse(kallsyms_text());
+    symbols = t->size();
+    table_bytes = t->table_bytes();
+    name_bytes = t->name_bytes();
+  }
+  state.counters["symbols"] = static_cast<double>(symbols);
+  state.counters["table_bytes_per_symbol"] =
+      static_cast<double>(table_bytes) / static_cast<double>(symbols);
+  state.counters["name_bytes_per_symbol"] =
+      static_cast<double>(name_bytes) / static_cast<double>(symbols);
+}
+BENCHMARK(BM_KallsymsParse)->Unit(benchmark::kMillisecond);
+
+void BM_KallsymsReadAndParse(benchmark::State& state) {
+  for (auto _ : state) {
+    auto t = KallsymsTable::read("/proc");
+    benchmark::DoNotOptimize(t);
+  }
+}
+BENCHMARK(BM_KallsymsReadAndParse)->Unit(benchmark::kMillisecond);
+
+void BM_KallsymsLookup(benchmark::State& state) {
+  static auto table = KallsymsTable::parse(kallsyms_text());
+  std::mt19937_64 rng(2);
+  std::vector<uint64_t> addrs(10000);
+  for (auto& a : addrs) {
+    auto s = table->at(rng() % table->size());
+    a = s.address + rng() % 64;
+  }
+  size_t i = 0;
+  uint64_t before = g_allocations.load();
+  for (auto _ : state) {
+    auto s = table->lookup(addrs[i++ % addrs.size()]);
+    benchmark::DoNotOptimize(s);
+  }
+  state.counters["allocs_per_lookup"] = benchmark::Counter(
+      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations()));
+}
+BENCHMARK(BM_KallsymsLookup);
+
+}  // namespace
+}  // namespace sonde::symbolize
+
+BENCHMARK_MAIN();
