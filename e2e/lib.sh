@@ -5,7 +5,7 @@ expect_contains() {  # expect_contains TEXT NEEDLE WHAT
 }
 # Waits until a command succeeds, up to N tenths of a second.
 wait_until() {
-  local tries="$1"; shift
+  local tries="$1" i; shift
   for ((i = 0; i < tries; i++)); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
   return 1
 }

@@ -54,11 +54,23 @@ echo "stuck loop: rate $stuck_rate s/s"
 within "$stuck_rate" 1.0 0.1 || fail "a fully blocked loop has rate $stuck_rate, want 1"
 
 sleep 1.5  # let Prometheus scrape the final values
+# Two references: the injected blocking, and Node's own event-loop utilization (libuv's
+# idle-time metrics) printed by the workload. On a quiet machine they agree; when other work
+# competes for the CPUs, a loop that waits for a CPU is blocked too, Node's own number grows
+# past the injected one, and the agent must follow Node's.
 for k in "${kinds[@]}"; do
   v="$(prom_query "$metric{container=\"node-$k\"}")"
-  echo "$k: injected 1.000 s, measured $v s"
+  elu="$(sed -n 's/.*elu_active_ms=\([0-9.]*\).*/\1/p' "$tmp/$k.out" | awk '{ print $1 / 1000 }')"
+  echo "$k: injected 1.000 s, node's own ${elu:-none} s, agent via Prometheus $v s"
   [[ "$v" != none ]] || fail "$k: no series in Prometheus"
-  within "$v" 1.0 0.05 || fail "$k: measured $v s, injected 1.0 s (tolerance 5%)"
+  within "$v" "$elu" "$(awk -v e="$elu" 'BEGIN { t = 0.05 * e; print (t > 0.02 ? t : 0.02) }')" ||
+    fail "$k: agent $v s, node's own $elu s (tolerance 5%)"
+  at_least "$v" 0.95 || fail "$k: agent $v s, injected 1.0 s"
+  if within "$elu" 1.0 0.05; then
+    within "$v" 1.0 0.05 || fail "$k: agent $v s, injected 1.0 s (tolerance 5%)"
+  else
+    echo "  (machine busy: node itself saw ${elu} s of loop activity)"
+  fi
 done
 idle_rate="$(prom_query "rate($metric{container=\"node-idle\"}[5s])")"
 echo "idle: rate $idle_rate s/s"

@@ -11,8 +11,9 @@
 //   spawnsync  COUNT execFileSync('sleep', MS) calls: the loop waits on a nested loop
 //   idle       no blocking at all (a timer every 100 ms keeps the process alive)
 //   forever    one callback that blocks for MS (used for "blocked right now")
-// Prints "ready <pid>" once its loop runs, "blocking done" after the last block, then stays
-// idle for IDLE_MS (default: until killed).
+//   periodic   one timer callback busy for MS every second, COUNT times (0: forever): the demo
+// Prints "ready <pid>" once its loop runs, "blocking done elu_active_ms=<ms>" after the last
+// block, then stays idle for IDLE_MS (default: until killed).
 'use strict';
 const fs = require('fs');
 const net = require('net');
@@ -36,9 +37,13 @@ function blocked() {
   if (remaining === 0) finish();
 }
 
-const keepAlive = setInterval(() => {}, 100);
+// Keeps the process alive without waking its loop (a wake-up is a little busy time too).
+const keepAlive = setInterval(() => {}, 2 ** 30);
+// "blocking done" carries Node's own view: the event loop's active (not idle in epoll)
+// milliseconds since the loop started, from libuv's idle-time metrics.
+const { performance } = require('perf_hooks');
 function finish() {
-  console.log('blocking done');
+  console.log(`blocking done elu_active_ms=${performance.eventLoopUtilization().active.toFixed(3)}`);
   if (idleMs >= 0) setTimeout(() => { clearInterval(keepAlive); process.exit(0); }, idleMs);
 }
 
@@ -114,6 +119,14 @@ const kinds = {
   },
   idle(start) { start(finish); },
   forever(start) { start(() => setTimeout(() => busy(ms), gap)); },
+  periodic(start) {
+    start(() => {
+      const tick = setInterval(() => {
+        busy(ms);
+        if (count > 0 && --remaining === 0) { clearInterval(tick); finish(); }
+      }, 1000);
+    });
+  },
 };
 
 if (!kinds[kind]) {

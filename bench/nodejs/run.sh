@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Node.js event-loop instrumentation costs, with the release agent (make build):
+#   1. added cost per event-loop iteration of an instrumented process (ns);
+#   2. added cost per system call of any process on the node (the wait hook runs on every
+#      syscall when the kernel lacks fentry);
+#   3. the agent's CPU and RSS while 50 node processes are instrumented.
+# Usage: bench/nodejs/run.sh [BUILD_DIR]   (root; prints a Markdown table)
+set -euo pipefail
+build="${1:-build}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+agent="$(cd "$build/bin" && pwd)/sonde-agent"
+[[ -x "$agent" ]] || { echo "bench: $agent missing; run 'make build' first" >&2; exit 1; }
+tmp="$(mktemp -d /tmp/sonde-bench-node-XXXXXX)"
+port=19499
+pids=()
+agent_pid=
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [[ -n "$agent_pid" ]] && kill -INT "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+cc -O2 -o "$tmp/syscalls" "$here/syscalls.c"
+
+iterations=200000
+runs=7
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+loop_ns() {  # median ns per iteration over $runs runs
+  for _ in $(seq $runs); do
+    node "$here/loop_iterations.js" $iterations
+  done | awk -v n=$iterations '{ print $1 / n }' | median
+}
+syscall_ns() { for _ in $(seq $runs); do "$tmp/syscalls" 2000000; done | median; }
+
+base_loop="$(loop_ns)"
+base_sys="$(syscall_ns)"
+
+"$agent" --standalone --metrics-address "127.0.0.1:$port" --log-level warn >"$tmp/agent.log" 2>&1 &
+agent_pid=$!
+for _ in $(seq 100); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
+wait_source="$(curl -sf "127.0.0.1:$port/metrics" | sed -n 's/^sonde_agent_info{.*wait_source="\([^"]*\)".*/\1/p')"
+agent_loop="$(loop_ns)"
+agent_sys="$(syscall_ns)"
+
+# 50 instrumented node processes, each running 20 ms of work every second.
+for i in $(seq 50); do
+  node "$here/../../e2e/workloads/blocker.js" periodic 0 20 >/dev/null 2>&1 &
+  pids+=($!)
+done
+sleep 5
+ticks() { awk '{ print $14 + $15 }' "/proc/$agent_pid/stat"; }
+t0="$(ticks)"; s0="$(date +%s.%N)"
+sleep 30
+t1="$(ticks)"; s1="$(date +%s.%N)"
+hz="$(getconf CLK_TCK)"
+cpu="$(awk -v a="$t0" -v b="$t1" -v s="$s0" -v e="$s1" -v hz="$hz" 'BEGIN { printf "%.2f", 100 * (b - a) / hz / (e - s) }')"
+metrics="$(curl -sf "127.0.0.1:$port/metrics")"
+rss="$(awk '/^sonde_agent_resident_memory_bytes / { printf "%.1f", $2 / 1048576 }' <<<"$metrics")"
+procs="$(awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s }' <<<"$metrics")"
+attach="$(awk '/^sonde_agent_uprobe_attachments / { print $2 }' <<<"$metrics")"
+
+cat <<TABLE
+| measure | without agent | with agent | added |
+|---|---|---|---|
+| event-loop iteration (setImmediate, instrumented process) | $(printf %.0f "$base_loop") ns | $(printf %.0f "$agent_loop") ns | $(awk -v a="$agent_loop" -v b="$base_loop" 'BEGIN { printf "%.0f ns", a - b }') |
+| getppid() system call (any process) | $base_sys ns | $agent_sys ns | $(awk -v a="$agent_sys" -v b="$base_sys" 'BEGIN { printf "%.1f ns", a - b }') |
+
+wait hook: $wait_source; median of $runs runs of $iterations iterations / 2,000,000 calls.
+
+| 50 instrumented node processes (20 ms of work per second each) | value |
+|---|---|
+| processes instrumented | $procs |
+| uprobe attachments | $attach |
+| agent CPU (30 s average) | $cpu % of one core |
+| agent RSS | $rss MiB |
+TABLE
