@@ -1,0 +1,3 @@
+module sonde.bench/godebugelf
+
+go 1.19
