@@ -1,0 +1,180 @@
+#include "common/kube/leader_election.h"
+
+#include <cmath>
+#include <ctime>
+#include <random>
+
+#include "common/log.h"
+
+namespace sonde::kube {
+
+std::string format_micro_time(WallTime t) {
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  const std::time_t seconds = static_cast<std::time_t>(micros / 1000000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char buf[64];
+  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &utc);
+  std::snprintf(buf + n, sizeof(buf) - n, ".%06lldZ", static_cast<long long>(micros % 1000000));
+  return buf;
+}
+
+Status validate(const LeaderElectionConfig& config) {
+  if (config.lease_name.empty() || config.lease_namespace.empty() || config.identity.empty()) {
+    return Error("leader election needs a lease name, a lease namespace and an identity");
+  }
+  if (config.renew_deadline >= config.lease_duration) {
+    return Error("leader election: renew deadline must be shorter than the lease duration");
+  }
+  if (config.retry_period >= config.renew_deadline) {
+    return Error("leader election: retry period must be shorter than the renew deadline");
+  }
+  return ok_status();
+}
+
+LeaderElector::LeaderElector(ApiClient& client, LeaderElectionConfig config, const Clock& clock)
+    : client_(client), config_(std::move(config)), clock_(clock) {}
+
+std::string LeaderElector::observed_leader() const {
+  std::lock_guard lock(mu_);
+  return observed_holder_;
+}
+
+bool LeaderElector::try_acquire_or_renew() {
+  const std::string now = format_micro_time(clock_.wall_now());
+  // leaseDurationSeconds is whole seconds on the wire; round up so others never see a
+  // shorter lease than we keep.
+  const int64_t lease_seconds = std::max<int64_t>(
+      1, static_cast<int64_t>(
+             std::ceil(std::chrono::duration<double>(config_.lease_duration).count())));
+
+  auto current = client_.get(kLeases, config_.lease_namespace, config_.lease_name);
+  if (!current.ok() && is_not_found(current.error())) {
+    Json lease = {
+        {"apiVersion", "coordination.k8s.io/v1"},
+        {"kind", "Lease"},
+        {"metadata", {{"name", config_.lease_name}, {"namespace", config_.lease_namespace}}},
+        {"spec",
+         {{"holderIdentity", config_.identity},
+          {"leaseDurationSeconds", lease_seconds},
+          {"acquireTime", now},
+          {"renewTime", now},
+          {"leaseTransitions", 0}}}};
+    auto created = client_.create(kLeases, config_.lease_namespace, lease);
+    if (!created.ok()) {
+      if (!is_conflict(created.error())) {
+        log::warn("creating the leader lease failed", {{"error", created.error().message()}});
+      }
+      return false;
+    }
+    std::lock_guard lock(mu_);
+    observed_spec_ = (*created)["spec"];
+    observed_at_ = clock_.now();
+    observed_holder_ = config_.identity;
+    return true;
+  }
+  if (!current.ok()) {
+    log::warn("reading the leader lease failed", {{"error", current.error().message()}});
+    return false;
+  }
+
+  Json spec = current->value("spec", Json::object());
+  const std::string holder = spec.value("holderIdentity", "");
+  {
+    std::lock_guard lock(mu_);
+    if (spec != observed_spec_) {
+      observed_spec_ = spec;
+      observed_at_ = clock_.now();
+    }
+    observed_holder_ = holder;
+    const Duration their_duration = std::chrono::seconds(spec.value("leaseDurationSeconds", 0));
+    if (!holder.empty() && holder != config_.identity &&
+        clock_.now() < observed_at_ + their_duration) {
+      return false;  // held by someone else and not yet expired
+    }
+  }
+
+  Json updated = *current;
+  Json& new_spec = updated["spec"];
+  new_spec["holderIdentity"] = config_.identity;
+  new_spec["leaseDurationSeconds"] = lease_seconds;
+  new_spec["renewTime"] = now;
+  if (holder != config_.identity) {
+    new_spec["acquireTime"] = now;
+    new_spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + (holder.empty() ? 0 : 1);
+  }
+  auto written = client_.replace(kLeases, config_.lease_namespace, config_.lease_name, updated);
+  if (!written.ok()) {
+    if (!is_conflict(written.error())) {
+      log::warn("updating the leader lease failed", {{"error", written.error().message()}});
+    }
+    return false;
+  }
+  std::lock_guard lock(mu_);
+  observed_spec_ = (*written)["spec"];
+  observed_at_ = clock_.now();
+  observed_holder_ = config_.identity;
+  return true;
+}
+
+void LeaderElector::release() {
+  auto current = client_.get(kLeases, config_.lease_namespace, config_.lease_name);
+  if (!current.ok() || (*current)["spec"].value("holderIdentity", "") != config_.identity) return;
+  Json updated = *current;
+  updated["spec"]["holderIdentity"] = "";
+  updated["spec"]["leaseDurationSeconds"] = 1;
+  updated["spec"]["renewTime"] = format_micro_time(clock_.wall_now());
+  auto written = client_.replace(kLeases, config_.lease_namespace, config_.lease_name, updated);
+  if (!written.ok()) {
+    log::warn("releasing the leader lease failed", {{"error", written.error().message()}});
+  }
+}
+
+bool LeaderElector::run(StopSignal& stop, const LeaderCallbacks& callbacks) {
+  std::mt19937_64 rng{std::random_device{}()};
+  // client-go spreads candidates' retries by up to 20% so they do not collide in step.
+  std::uniform_real_distribution<double> jitter(1.0, 1.2);
+  std::string last_reported;
+  auto report_leader = [&] {
+    const std::string leader = observed_leader();
+    if (leader != last_reported) {
+      last_reported = leader;
+      if (callbacks.on_new_leader && !leader.empty()) callbacks.on_new_leader(leader);
+    }
+  };
+
+  while (!try_acquire_or_renew()) {
+    report_leader();
+    const auto wait = std::chrono::duration_cast<Duration>(config_.retry_period * jitter(rng));
+    if (!stop.sleep_for(clock_, wait)) return false;
+  }
+  leading_.store(true);
+  report_leader();
+  log::info("became leader", {{"lease", config_.lease_name}, {"identity", config_.identity}});
+  if (callbacks.on_started_leading) callbacks.on_started_leading();
+
+  SteadyTime last_renew = clock_.now();
+  bool lost = false;
+  while (stop.sleep_for(clock_, config_.retry_period)) {
+    if (try_acquire_or_renew()) {
+      last_renew = clock_.now();
+      continue;
+    }
+    if (clock_.now() - last_renew >= config_.renew_deadline) {
+      lost = true;
+      break;
+    }
+  }
+  leading_.store(false);
+  if (lost) {
+    log::warn("lost leadership: lease not renewed within the renew deadline",
+              {{"lease", config_.lease_name}, {"identity", config_.identity}});
+  } else {
+    release();
+  }
+  if (callbacks.on_stopped_leading) callbacks.on_stopped_leading();
+  return lost;
+}
+
+}  // namespace sonde::kube

@@ -1,0 +1,732 @@
+#!/usr/bin/env python3
+"""A fake Kubernetes API server for sonde's tests. Test-only; listens on loopback.
+
+It speaks the parts of the real wire protocol that sonde uses, for any resource path:
+
+  GET    /api/v1[/namespaces/NS]/PLURAL                      list (labelSelector, fieldSelector,
+  GET    /apis/G/V[/namespaces/NS]/PLURAL                     limit/continue, resourceVersion)
+  GET    ...PLURAL?watch=true&resourceVersion=RV              watch: chunked newline-delimited JSON
+                                                              events, BOOKMARKs when
+                                                              allowWatchBookmarks=true,
+                                                              timeoutSeconds honoured
+  POST   ...PLURAL                                            create (409 AlreadyExists)
+  GET/PUT/PATCH/DELETE ...PLURAL/NAME[/status]                PUT and PATCH (merge patch only)
+                                                              check metadata.resourceVersion and
+                                                              answer 409 Conflict when stale
+
+Resource versions are one global revision counter, written in an opaque non-numeric form
+("x1f") so a client that compares or parses them breaks in tests. Every write is kept in a
+history that watches replay from; compaction (/_fake/compact or a watch "expire") drops it, after
+which watching or listing from an older version answers 410 Gone.
+
+Test control (JSON bodies), never part of the Kubernetes API:
+  POST /_fake/config         {"split_events": bool, "bookmark_interval": seconds,
+                              "status_subresources": [plural, ...]}
+  POST /_fake/faults         {"method": "GET", "path": regex, "watch": bool (optional),
+                              "query": regex, "status": 429, "retry_after": 1, "times": n,
+                              "drop": bool}
+                              answers the next n matching requests with that error (or drops the
+                              connection without answering); {"clear": true} removes all rules
+  POST /_fake/watch_control  {"action": "bookmark" | "drop" | "drop_partial" | "expire"}
+                              on every open watch: send a bookmark now; close the connection
+                              without the final chunk; write half of the next event then close;
+                              send an ERROR event carrying 410 and compact the history
+  POST /_fake/compact        forget history up to now and expire continue tokens
+  GET  /_fake/requests       the request log; DELETE clears it
+  GET  /_fake/watches        number of open watches
+"""
+
+import argparse
+import bisect
+import copy
+import datetime
+import json
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+KINDS = {
+    "pods": "Pod",
+    "nodes": "Node",
+    "leases": "Lease",
+    "profilingpolicies": "ProfilingPolicy",
+    "profilingnodereports": "ProfilingNodeReport",
+    "podmonitors": "PodMonitor",
+    "customresourcedefinitions": "CustomResourceDefinition",
+}
+
+
+def rv_str(rev):
+    return "x%x" % rev
+
+
+def rv_parse(text):
+    if not re.fullmatch(r"x[0-9a-f]+", text or ""):
+        return None
+    return int(text[1:], 16)
+
+
+def now_rfc3339():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status_body(code, reason, message):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+
+
+def merge_patch(target, patch):
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def split_top_level(text):
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        parts.append(cur)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def label_matcher(selector):
+    reqs = []
+    for part in split_top_level(selector or ""):
+        m = re.fullmatch(r"([^\s!=]+)\s+(in|notin)\s+\((.*)\)", part)
+        if m:
+            values = {v.strip() for v in m.group(3).split(",")}
+            reqs.append((m.group(2), m.group(1), values))
+        elif "!=" in part:
+            k, v = part.split("!=", 1)
+            reqs.append(("!=", k.strip(), v.strip()))
+        elif "=" in part:
+            k, v = part.split("==", 1) if "==" in part else part.split("=", 1)
+            reqs.append(("=", k.strip(), v.strip()))
+        elif part.startswith("!"):
+            reqs.append(("!exists", part[1:].strip(), None))
+        else:
+            reqs.append(("exists", part, None))
+
+    def match(labels):
+        for op, key, value in reqs:
+            present = key in labels
+            if op == "=" and labels.get(key) != value:
+                return False
+            if op == "!=" and labels.get(key) == value:
+                return False
+            if op == "in" and labels.get(key) not in value:
+                return False
+            if op == "notin" and present and labels[key] in value:
+                return False
+            if op == "exists" and not present:
+                return False
+            if op == "!exists" and present:
+                return False
+        return True
+    return match
+
+
+def field_matcher(selector):
+    reqs = []
+    for part in split_top_level(selector or ""):
+        if "!=" in part:
+            k, v = part.split("!=", 1)
+            reqs.append((False, k.strip(), v.strip()))
+        else:
+            k, v = part.split("==", 1) if "==" in part else part.split("=", 1)
+            reqs.append((True, k.strip(), v.strip()))
+
+    def lookup(obj, path):
+        for seg in path.split("."):
+            if not isinstance(obj, dict):
+                return ""
+            obj = obj.get(seg, "")
+        return "" if obj is None else str(obj)
+
+    def match(obj):
+        return all((lookup(obj, k) == v) == eq for eq, k, v in reqs)
+    return match
+
+
+class Watcher:
+    def __init__(self):
+        self.actions = []
+        self.drop_partial = False  # cut the next event in half, then close
+
+
+class State:
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.rev = 1
+        self.objects = {}    # (group, version, plural) -> {(namespace, name): object}
+        self.history = []    # (rev, gvr, type, old, new), ordered by rev
+        self.history_revs = []
+        self.compacted = 0   # history at or below this revision is gone
+        self.status_subresources = {"profilingpolicies", "pods"}
+        self.split_events = False
+        self.bookmark_interval = 0.0
+        self.faults = []
+        self.watchers = set()
+        self.continues = {}
+        self.requests = []
+
+    def commit(self, gvr, etype, old, new):
+        self.rev += 1
+        if new is not None:
+            new["metadata"]["resourceVersion"] = rv_str(self.rev)
+        record = copy.deepcopy(new if new is not None else old)
+        if etype == "DELETED":
+            record["metadata"]["resourceVersion"] = rv_str(self.rev)
+        self.history.append((self.rev, gvr, etype, old, record))
+        self.history_revs.append(self.rev)
+        self.cond.notify_all()
+
+    def compact(self):
+        self.compacted = self.rev
+        self.history = []
+        self.history_revs = []
+        self.continues = {}
+
+
+STATE = State()
+
+
+def parse_path(path):
+    segs = [s for s in path.split("/") if s]
+    if segs[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", segs[2:]
+    elif len(segs) >= 3 and segs[0] == "apis":
+        group, version, rest = segs[1], segs[2], segs[3:]
+    else:
+        return None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if not rest or len(rest) > 3:
+        return None
+    return {"gvr": (group, version, rest[0]), "namespace": namespace,
+            "name": rest[1] if len(rest) > 1 else None,
+            "sub": rest[2] if len(rest) > 2 else None}
+
+
+def api_version(gvr):
+    return gvr[1] if not gvr[0] else "%s/%s" % (gvr[0], gvr[1])
+
+
+def strip_volatile(obj):
+    clean = copy.deepcopy(obj)
+    clean.get("metadata", {}).pop("resourceVersion", None)
+    return clean
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def setup(self):
+        super().setup()
+        # Headers and body go out in separate writes; without this, Nagle's algorithm and the
+        # client's delayed ACK add ~40 ms to every response.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    # ---- plumbing ----
+    def read_body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        return json.loads(raw)
+
+    def send_json(self, code, body, headers=None):
+        data = json.dumps(body).encode()
+        # Logged before answering, so a client that has its answer finds it in the log.
+        self.log_request_entry(code)
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_status(self, code, reason, message, headers=None):
+        self.send_json(code, status_body(code, reason, message), headers)
+
+    def log_request_entry(self, code):
+        url = urlsplit(self.path)
+        with STATE.cond:
+            STATE.requests.append({
+                "method": self.command, "path": url.path,
+                "query": {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()},
+                "status": code, "userAgent": self.headers.get("User-Agent", ""),
+                "time": time.time()})
+
+    def drop(self):
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def do_GET(self):
+        self.dispatch()
+
+    def do_POST(self):
+        self.dispatch()
+
+    def do_PUT(self):
+        self.dispatch()
+
+    def do_PATCH(self):
+        self.dispatch()
+
+    def do_DELETE(self):
+        self.dispatch()
+
+    def dispatch(self):
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        try:
+            if url.path.startswith("/_fake/"):
+                return self.control(url.path, query)
+            body = self.read_body() if self.command in ("POST", "PUT", "PATCH") else None
+            if self.apply_fault(url.path, query):
+                return
+            route = parse_path(url.path)
+            if route is None:
+                return self.send_status(404, "NotFound", "the server could not find the requested resource")
+            if self.command == "GET" and route["name"] is None:
+                if query.get("watch") in ("true", "1"):
+                    return self.watch(route, query)
+                return self.list(route, query)
+            if self.command == "POST" and route["name"] is None:
+                return self.create(route, body)
+            if route["name"] is None:
+                return self.send_status(405, "MethodNotAllowed", "method not allowed on a collection")
+            if self.command == "GET":
+                return self.get(route)
+            if self.command == "PUT":
+                return self.update(route, body)
+            if self.command == "PATCH":
+                return self.patch(route, body)
+            if self.command == "DELETE":
+                return self.delete(route)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        return None
+
+    def apply_fault(self, path, query):
+        is_watch = query.get("watch") in ("true", "1")
+        with STATE.cond:
+            for rule in STATE.faults:
+                if rule["times"] <= 0:
+                    continue
+                if rule.get("method", "*") not in ("*", self.command):
+                    continue
+                if "watch" in rule and rule["watch"] != is_watch:
+                    continue
+                if not re.search(rule.get("path", ""), path):
+                    continue
+                if not re.search(rule.get("query", ""), self.path.partition("?")[2]):
+                    continue
+                rule["times"] -= 1
+                break
+            else:
+                return False
+        if rule.get("drop"):
+            self.log_request_entry(0)
+            self.drop()
+            return True
+        code = rule.get("status", 500)
+        headers = {}
+        if "retry_after" in rule:
+            headers["Retry-After"] = str(rule["retry_after"])
+        reasons = {410: "Expired", 429: "TooManyRequests", 500: "InternalError",
+                   503: "ServiceUnavailable", 409: "Conflict"}
+        message = rule.get("message", "injected failure")
+        self.send_status(code, rule.get("reason", reasons.get(code, "Unknown")), message, headers)
+        return True
+
+    # ---- control ----
+    def control(self, path, query):
+        body = self.read_body() if self.command in ("POST", "PUT") else None
+        body = body or {}
+        with STATE.cond:
+            if path == "/_fake/config" and self.command == "POST":
+                if "split_events" in body:
+                    STATE.split_events = bool(body["split_events"])
+                if "bookmark_interval" in body:
+                    STATE.bookmark_interval = float(body["bookmark_interval"])
+                if "status_subresources" in body:
+                    STATE.status_subresources = set(body["status_subresources"])
+                result = {}
+            elif path == "/_fake/faults" and self.command == "POST":
+                if body.get("clear"):
+                    STATE.faults = []
+                else:
+                    body.setdefault("times", 1)
+                    STATE.faults.append(body)
+                result = {}
+            elif path == "/_fake/watch_control" and self.command == "POST":
+                action = body.get("action")
+                if action not in ("bookmark", "drop", "drop_partial", "expire"):
+                    return self.send_json(400, {"error": "unknown action"})
+                for w in STATE.watchers:
+                    if action == "drop_partial":
+                        w.drop_partial = True
+                    else:
+                        w.actions.append(action)
+                if action == "expire":
+                    STATE.compact()
+                STATE.cond.notify_all()
+                result = {"watches": len(STATE.watchers)}
+            elif path == "/_fake/compact" and self.command == "POST":
+                STATE.compact()
+                result = {"compacted": rv_str(STATE.compacted)}
+            elif path == "/_fake/requests" and self.command == "GET":
+                result = {"requests": list(STATE.requests)}
+            elif path == "/_fake/requests" and self.command == "DELETE":
+                STATE.requests = []
+                result = {}
+            elif path == "/_fake/watches":
+                result = {"watches": len(STATE.watchers)}
+            else:
+                return self.send_json(404, {"error": "unknown control path"})
+        data = json.dumps(result).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return None
+
+    # ---- reads ----
+    def visible(self, route, query):
+        labels = label_matcher(query.get("labelSelector"))
+        fields = field_matcher(query.get("fieldSelector"))
+
+        def match(obj):
+            if obj is None:
+                return False
+            meta = obj.get("metadata", {})
+            if route["namespace"] is not None and meta.get("namespace") != route["namespace"]:
+                return False
+            return labels(meta.get("labels") or {}) and fields(obj)
+        return match
+
+    def list(self, route, query):
+        gvr = route["gvr"]
+        limit = int(query.get("limit") or 0)
+        with STATE.cond:
+            token = query.get("continue")
+            if token:
+                page = STATE.continues.pop(token, None)
+                if page is None:
+                    return self.send_status(
+                        410, "Expired",
+                        "The provided continue parameter is too old to display a consistent list "
+                        "result. You can start a new list without the continue parameter.")
+                items, list_rv = page
+            else:
+                rv = query.get("resourceVersion")
+                if rv not in (None, "", "0"):
+                    rev = rv_parse(rv)
+                    if rev is None:
+                        return self.send_status(400, "BadRequest", "invalid resourceVersion " + rv)
+                    if rev < STATE.compacted:
+                        return self.send_status(
+                            410, "Expired", "too old resource version: %s (%s)" % (rv, rv_str(STATE.compacted)))
+                match = self.visible(route, query)
+                objs = STATE.objects.get(gvr, {})
+                items = [copy.deepcopy(objs[k]) for k in sorted(objs) if match(objs[k])]
+                list_rv = rv_str(STATE.rev)
+            meta = {"resourceVersion": list_rv}
+            if limit and len(items) > limit:
+                new_token = uuid.uuid4().hex
+                STATE.continues[new_token] = (items[limit:], list_rv)
+                meta["continue"] = new_token
+                meta["remainingItemCount"] = len(items) - limit
+                items = items[:limit]
+        kind = KINDS.get(gvr[2], gvr[2].capitalize())
+        self.send_json(200, {"kind": kind + "List", "apiVersion": api_version(gvr),
+                             "metadata": meta, "items": items})
+        return None
+
+    def get(self, route):
+        with STATE.cond:
+            obj = STATE.objects.get(route["gvr"], {}).get((route["namespace"] or "", route["name"]))
+            obj = copy.deepcopy(obj)
+        if obj is None:
+            return self.send_status(404, "NotFound", '%s "%s" not found' % (route["gvr"][2], route["name"]))
+        return self.send_json(200, obj)
+
+    # ---- watch ----
+    def write_chunk(self, data):
+        self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+        self.wfile.flush()
+
+    def write_event(self, event, partial=False):
+        line = (json.dumps(event) + "\n").encode()
+        if partial:
+            self.write_chunk(line[: len(line) // 2])
+            return
+        if STATE.split_events and len(line) > 3:
+            third = len(line) // 3
+            for piece in (line[:third], line[third: 2 * third], line[2 * third:]):
+                self.write_chunk(piece)
+                time.sleep(0.005)
+        else:
+            self.write_chunk(line)
+
+    def watch(self, route, query):
+        gvr = route["gvr"]
+        match = self.visible(route, query)
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        timeout = float(query.get("timeoutSeconds") or 0)
+        kind = KINDS.get(gvr[2], gvr[2].capitalize())
+        rv = query.get("resourceVersion")
+        initial = []
+        with STATE.cond:
+            if rv in (None, "", "0"):
+                cursor = STATE.rev
+                objs = STATE.objects.get(gvr, {})
+                initial = [{"type": "ADDED", "object": copy.deepcopy(objs[k])}
+                           for k in sorted(objs) if match(objs[k])]
+                expired = False
+            else:
+                cursor = rv_parse(rv)
+                if cursor is None:
+                    return self.send_status(400, "BadRequest", "invalid resourceVersion " + rv)
+                expired = cursor < STATE.compacted
+            watcher = Watcher()
+            STATE.watchers.add(watcher)
+        self.log_request_entry(200)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        deadline = time.time() + timeout if timeout > 0 else None
+        last_bookmark = time.time()
+        try:
+            if expired:
+                self.write_event({"type": "ERROR", "object": status_body(
+                    410, "Expired", "too old resource version: %s (%s)" % (rv, rv_str(STATE.compacted)))})
+                self.write_chunk(b"")
+                return None
+            for event in initial:
+                self.write_event(event)
+            while True:
+                with STATE.cond:
+                    start = bisect.bisect_right(STATE.history_revs, cursor)
+                    pending = STATE.history[start:]
+                    cursor = max(cursor, STATE.rev)
+                    actions, watcher.actions = watcher.actions, []
+                    if not pending and not actions:
+                        STATE.cond.wait(0.05)
+                    current_rv = rv_str(cursor)
+                for _, egvr, etype, old, new in pending:
+                    if egvr != gvr:
+                        continue
+                    event = self.filter_event(etype, old, new, match)
+                    if event is None:
+                        continue
+                    if watcher.drop_partial:
+                        self.write_event(event, partial=True)
+                        self.drop()
+                        return None
+                    self.write_event(event)
+                for action in actions:
+                    if action == "bookmark" and bookmarks:
+                        self.write_bookmark(kind, gvr, current_rv)
+                    elif action == "drop":
+                        self.drop()
+                        return None
+                    elif action == "expire":
+                        self.write_event({"type": "ERROR", "object": status_body(
+                            410, "Expired", "too old resource version: %s (%s)" % (current_rv, current_rv))})
+                        self.write_chunk(b"")
+                        return None
+                now = time.time()
+                if bookmarks and STATE.bookmark_interval > 0 and now - last_bookmark >= STATE.bookmark_interval:
+                    last_bookmark = now
+                    self.write_bookmark(kind, gvr, current_rv)
+                if deadline is not None and now >= deadline:
+                    self.write_chunk(b"")
+                    return None
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+            return None
+        finally:
+            with STATE.cond:
+                STATE.watchers.discard(watcher)
+
+    def write_bookmark(self, kind, gvr, rv):
+        self.write_event({"type": "BOOKMARK", "object": {
+            "kind": kind, "apiVersion": api_version(gvr), "metadata": {"resourceVersion": rv}}})
+
+    @staticmethod
+    def filter_event(etype, old, new, match):
+        if etype == "ADDED":
+            return {"type": "ADDED", "object": new} if match(new) else None
+        if etype == "DELETED":
+            return {"type": "DELETED", "object": new} if match(old) else None
+        was, now = match(old), match(new)
+        if was and now:
+            return {"type": "MODIFIED", "object": new}
+        if now:
+            return {"type": "ADDED", "object": new}
+        if was:
+            return {"type": "DELETED", "object": new}
+        return None
+
+    # ---- writes ----
+    def create(self, route, body):
+        if not isinstance(body, dict):
+            return self.send_status(400, "BadRequest", "body must be a JSON object")
+        gvr = route["gvr"]
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                return self.send_status(422, "Invalid", "metadata.name: Required value")
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        if route["namespace"] is not None:
+            meta["namespace"] = route["namespace"]
+        key = (route["namespace"] or "", meta["name"])
+        with STATE.cond:
+            objs = STATE.objects.setdefault(gvr, {})
+            if key in objs:
+                return self.send_status(409, "AlreadyExists",
+                                        '%s "%s" already exists' % (gvr[2], meta["name"]))
+            meta["uid"] = str(uuid.uuid4())
+            meta["generation"] = 1
+            meta["creationTimestamp"] = now_rfc3339()
+            body.setdefault("apiVersion", api_version(gvr))
+            body.setdefault("kind", KINDS.get(gvr[2], gvr[2].capitalize()))
+            objs[key] = body
+            STATE.commit(gvr, "ADDED", None, body)
+            out = copy.deepcopy(body)
+        return self.send_json(201, out)
+
+    def write_existing(self, route, new_body_fn):
+        gvr = route["gvr"]
+        key = (route["namespace"] or "", route["name"])
+        with STATE.cond:
+            objs = STATE.objects.get(gvr, {})
+            old = objs.get(key)
+            if old is None:
+                return self.send_status(404, "NotFound", '%s "%s" not found' % (gvr[2], route["name"]))
+            proposed, error = new_body_fn(copy.deepcopy(old))
+            if error:
+                return self.send_status(*error)
+            want_rv = (proposed.get("metadata") or {}).get("resourceVersion")
+            if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+                return self.send_status(
+                    409, "Conflict",
+                    'Operation cannot be fulfilled on %s "%s": the object has been modified; '
+                    "please apply your changes to the latest version and try again" % (gvr[2], route["name"]))
+            has_status = gvr[2] in STATE.status_subresources
+            new = copy.deepcopy(old)
+            if route["sub"] == "status":
+                new["status"] = proposed.get("status")
+                if new["status"] is None:
+                    new.pop("status")
+            else:
+                for field in list(new):
+                    if field not in ("metadata", "status") or (field == "status" and not has_status):
+                        new.pop(field)
+                for field, value in proposed.items():
+                    if field == "metadata" or (field == "status" and has_status):
+                        continue
+                    new[field] = value
+                meta = new["metadata"]
+                for field in ("labels", "annotations", "ownerReferences", "finalizers"):
+                    if field in proposed.get("metadata", {}):
+                        meta[field] = proposed["metadata"][field]
+                    elif field in meta:
+                        meta.pop(field)
+                spec_changed = {k: v for k, v in new.items() if k not in ("metadata", "status")} != \
+                    {k: v for k, v in old.items() if k not in ("metadata", "status")}
+                if spec_changed:
+                    meta["generation"] = old["metadata"].get("generation", 1) + 1
+            if strip_volatile(new) != strip_volatile(old):
+                objs[key] = new
+                STATE.commit(gvr, "MODIFIED", old, new)
+            out = copy.deepcopy(objs[key])
+        return self.send_json(200, out)
+
+    def update(self, route, body):
+        if not isinstance(body, dict):
+            return self.send_status(400, "BadRequest", "body must be a JSON object")
+        return self.write_existing(route, lambda old: (body, None))
+
+    def patch(self, route, body):
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if ctype != "application/merge-patch+json":
+            return self.send_status(415, "UnsupportedMediaType",
+                                    "the fake supports application/merge-patch+json only")
+
+        def patched(old):
+            result = merge_patch(old, body)
+            if not (body.get("metadata") or {}).get("resourceVersion"):
+                result.setdefault("metadata", {}).pop("resourceVersion", None)
+            return result, None
+        return self.write_existing(route, patched)
+
+    def delete(self, route):
+        gvr = route["gvr"]
+        key = (route["namespace"] or "", route["name"])
+        with STATE.cond:
+            old = STATE.objects.get(gvr, {}).pop(key, None)
+            if old is None:
+                return self.send_status(404, "NotFound", '%s "%s" not found' % (gvr[2], route["name"]))
+            STATE.commit(gvr, "DELETED", old, None)
+        return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                    "status": "Success", "details": {"name": route["name"]}})
+
+
+def watch_parent(parent):
+    while True:
+        if os.getppid() != parent:
+            os._exit(0)
+        time.sleep(0.5)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="exit when the process that started us goes away")
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    if args.exit_with_parent:
+        threading.Thread(target=watch_parent, args=(os.getppid(),), daemon=True).start()
+    print("PORT %d" % server.server_address[1], flush=True)
+    server.serve_forever(poll_interval=0.1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+// FakeApiServer: starts common/kube/testing/fake_apiserver.py on an ephemeral loopback port
+// for the lifetime of a test and drives its /_fake control endpoints. Test-only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "common/kube/api_client.h"
+
+namespace sonde::kube::testing {
+
+class FakeApiServer {
+ public:
+  // Starts the server; aborts the test binary if python3 or the script cannot be started.
+  FakeApiServer();
+  ~FakeApiServer();
+  FakeApiServer(const FakeApiServer&) = delete;
+  FakeApiServer& operator=(const FakeApiServer&) = delete;
+
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // A configuration pointing at this server (plain HTTP, no credentials).
+  ClientConfig client_config() const;
+  // Writes a kubeconfig for this server to `path` (for the operator binary).
+  void write_kubeconfig(const std::string& path) const;
+
+  // POST /_fake/<what> with `body`; aborts on failure (a broken fixture, not a test result).
+  Json control(const std::string& what, const Json& body = Json::object());
+  // The request log: [{"method","path","query":{...},"status","userAgent","time"}].
+  Json requests();
+  void clear_requests();
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::unique_ptr<ApiClient> control_client_;
+};
+
+}  // namespace sonde::kube::testing

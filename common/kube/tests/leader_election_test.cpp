@@ -1,0 +1,131 @@
+// Lease leader election against the fake API server. Expiry is judged on the candidate's own
+// clock, so these tests drive a ManualClock; the run() test uses short real durations.
+#include "common/kube/leader_election.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "common/kube/testing/manual_clock.h"
+#include "common/kube/tests/fake_fixture.h"
+
+namespace sonde::kube::testing {
+namespace {
+
+LeaderElectionConfig config_for(const std::string& identity) {
+  LeaderElectionConfig config;
+  config.lease_namespace = "sonde-system";
+  config.lease_name = "sonde-operator";
+  config.identity = identity;
+  return config;
+}
+
+class LeaderElectionTest : public ::testing::Test {
+ protected:
+  LeaderElectionTest() : client_(fake_.client_config(), test_client_options()) {}
+  Json lease() { return *client_.get(kLeases, "sonde-system", "sonde-operator"); }
+
+  FakeApiServer fake_;
+  ApiClient client_;
+  ManualClock clock_;
+};
+
+TEST_F(LeaderElectionTest, DefaultsAreValid) {
+  EXPECT_TRUE(validate(config_for("a")).ok());
+  LeaderElectionConfig bad = config_for("a");
+  bad.renew_deadline = bad.lease_duration;
+  EXPECT_FALSE(validate(bad).ok());
+}
+
+TEST_F(LeaderElectionTest, OneHolderUntilTheLeaseExpiresOnTheObserversClock) {
+  LeaderElector a(client_, config_for("a"), clock_);
+  LeaderElector b(client_, config_for("b"), clock_);
+  ASSERT_TRUE(a.try_acquire_or_renew());
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "a");
+  EXPECT_EQ(lease()["spec"]["leaseDurationSeconds"], 15);
+  EXPECT_FALSE(b.try_acquire_or_renew());
+  EXPECT_EQ(b.observed_leader(), "a");
+
+  // a renews: b sees the record change and restarts its expiry count.
+  clock_.advance(std::chrono::seconds(10));
+  ASSERT_TRUE(a.try_acquire_or_renew());
+  EXPECT_FALSE(b.try_acquire_or_renew());
+  clock_.advance(std::chrono::seconds(14));
+  EXPECT_FALSE(b.try_acquire_or_renew()) << "14 s after the last renewal b saw: not expired";
+
+  // a stops renewing (crashed); 15 s after b last saw a change, b takes over.
+  clock_.advance(std::chrono::seconds(2));
+  ASSERT_TRUE(b.try_acquire_or_renew());
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "b");
+  EXPECT_EQ(lease()["spec"]["leaseTransitions"], 1);
+  EXPECT_FALSE(a.try_acquire_or_renew()) << "the old leader must not take the lease back";
+}
+
+TEST_F(LeaderElectionTest, ConcurrentCandidatesNeverBothWin) {
+  for (int round = 0; round < 10; ++round) {
+    const std::string name = "race-" + std::to_string(round);
+    LeaderElectionConfig ca = config_for("a");
+    LeaderElectionConfig cb = config_for("b");
+    ca.lease_name = cb.lease_name = name;
+    LeaderElector a(client_, ca, clock_);
+    LeaderElector b(client_, cb, clock_);
+    std::atomic<int> winners{0};
+    std::thread ta([&] { winners += a.try_acquire_or_renew() ? 1 : 0; });
+    std::thread tb([&] { winners += b.try_acquire_or_renew() ? 1 : 0; });
+    ta.join();
+    tb.join();
+    EXPECT_LE(winners.load(), 1) << "round " << round;
+    // Whoever did not win learns the holder on its next attempt and stays out.
+    const int again = (a.try_acquire_or_renew() ? 1 : 0) + (b.try_acquire_or_renew() ? 1 : 0);
+    EXPECT_EQ(again, 1) << "round " << round;
+  }
+}
+
+TEST_F(LeaderElectionTest, RunLeadsRenewsAndReleasesOnStop) {
+  LeaderElectionConfig config = config_for("a");
+  config.lease_duration = std::chrono::seconds(2);
+  config.renew_deadline = std::chrono::milliseconds(1500);
+  config.retry_period = std::chrono::milliseconds(100);
+  LeaderElector a(client_, config);
+  StopSignal stop;
+  std::atomic<int> started{0}, stopped{0};
+  std::thread runner([&] {
+    const bool lost = a.run(stop, {[&] { ++started; }, [&] { ++stopped; }, {}});
+    EXPECT_FALSE(lost);
+  });
+  ASSERT_TRUE(eventually([&] { return a.is_leader(); }));
+  const std::string first_renew = lease()["spec"]["renewTime"];
+  ASSERT_TRUE(eventually([&] { return lease()["spec"]["renewTime"] != first_renew; }));
+  stop.stop();
+  runner.join();
+  EXPECT_EQ(started.load(), 1);
+  EXPECT_EQ(stopped.load(), 1);
+  EXPECT_EQ(lease()["spec"]["holderIdentity"], "") << "a clean stop releases the lease";
+
+  LeaderElectionConfig next = config_for("b");
+  LeaderElector b(client_, next, clock_);
+  EXPECT_TRUE(b.try_acquire_or_renew()) << "a released lease is free at once";
+}
+
+TEST_F(LeaderElectionTest, LeaderStepsDownWhenItCannotRenew) {
+  LeaderElectionConfig config = config_for("a");
+  config.lease_duration = std::chrono::seconds(2);
+  config.renew_deadline = std::chrono::milliseconds(600);
+  config.retry_period = std::chrono::milliseconds(100);
+  LeaderElector a(client_, config);
+  StopSignal stop;
+  std::atomic<bool> lost{false};
+  std::thread runner([&] { lost = a.run(stop, {}); });
+  ASSERT_TRUE(eventually([&] { return a.is_leader(); }));
+  fake_.control("faults", {{"path", "/leases/"}, {"status", 500}, {"times", 100000}});
+  const auto since = std::chrono::steady_clock::now();
+  runner.join();
+  EXPECT_TRUE(lost.load());
+  EXPECT_FALSE(a.is_leader());
+  EXPECT_LT(std::chrono::steady_clock::now() - since, std::chrono::seconds(2))
+      << "must step down before the lease can expire for others";
+}
+
+}  // namespace
+}  // namespace sonde::kube::testing
