@@ -14,7 +14,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+metric=container_nodejs_event_loop_blocked_time_seconds_total
 port="$(free_port)"
+series_of() { echo "$metric{namespace=\"\",pod=\"\",container=\"node-$1\",node=\"$(hostname)\"}"; }
 start_agent "$port"
 start_prometheus "$port"
 
@@ -42,12 +44,11 @@ stuck_ready=$(date +%s.%N)
 
 # "Scraped at 3 s": the agent's value for a loop blocked for 6 s, read 3 s after it began.
 sleep "$(awk -v r="$stuck_ready" -v n="$(date +%s.%N)" 'BEGIN { d = r + 3 - n; print (d > 0 ? d : 0) }')"
-stuck="$(agent_metric "$port" 'container_nodejs_event_loop_blocked_time_seconds_total{namespace="",pod="",container="node-stuck",node="'"$(hostname)"'"}')"
+stuck="$(agent_metric "$port" "$(series_of stuck)")"
 echo "stuck loop after 3 s: ${stuck:-none} s"
 at_least "${stuck:-0}" 2.5 || fail "a loop blocked right now reads ${stuck:-none} s at 3 s, want >= 2.5"
 
 # Through Prometheus, while it is still blocked: a fully blocked loop has rate() = 1 s/s.
-metric=container_nodejs_event_loop_blocked_time_seconds_total
 sleep 1.5
 stuck_rate="$(prom_query "rate($metric{container=\"node-stuck\"}[2s])")"
 echo "stuck loop: rate $stuck_rate s/s"
@@ -57,16 +58,17 @@ sleep 1.5  # let Prometheus scrape the final values
 # Two references: the injected blocking, and Node's own event-loop utilization (libuv's
 # idle-time metrics) printed by the workload. On a quiet machine they agree; when other work
 # competes for the CPUs, a loop that waits for a CPU is blocked too, Node's own number grows
-# past the injected one, and the agent must follow Node's.
+# past the injected one, and the agent must follow Node's. (libuv counts a wake-up that waits
+# for a CPU as idle, the agent as blocked, so under load the agent reads a little higher.)
 for k in "${kinds[@]}"; do
   v="$(prom_query "$metric{container=\"node-$k\"}")"
-  elu="$(sed -n 's/.*elu_active_ms=\([0-9.]*\).*/\1/p' "$tmp/$k.out" | awk '{ print $1 / 1000 }')"
+  elu="$(sed -n 's/^blocking done elu_active_ms=\([0-9.]*\).*/\1/p' "$tmp/$k.out" | awk '{ print $1 / 1000 }')"
   echo "$k: injected 1.000 s, node's own ${elu:-none} s, agent via Prometheus $v s"
   [[ "$v" != none ]] || fail "$k: no series in Prometheus"
   within "$v" "$elu" "$(awk -v e="$elu" 'BEGIN { t = 0.05 * e; print (t > 0.02 ? t : 0.02) }')" ||
     fail "$k: agent $v s, node's own $elu s (tolerance 5%)"
   at_least "$v" 0.95 || fail "$k: agent $v s, injected 1.0 s"
-  if within "$elu" 1.0 0.05; then
+  if within "$elu" 1.0 0.02; then  # a quiet machine: Node saw about what was injected
     within "$v" 1.0 0.05 || fail "$k: agent $v s, injected 1.0 s (tolerance 5%)"
   else
     echo "  (machine busy: node itself saw ${elu} s of loop activity)"
@@ -77,7 +79,22 @@ echo "idle: rate $idle_rate s/s"
 [[ "$idle_rate" != none ]] || fail "idle: no series"
 awk -v r="$idle_rate" 'BEGIN { exit !(r < 0.01) }' || fail "idle loop blocked ${idle_rate} s/s, want < 1%"
 
-# One binary, seven processes: one shared uprobe attachment.
+# A container whose process restarts (a new pid, the same series): the counter continues from
+# where it was, it never goes back.
+run_workload restart timer 2 100
+wait_until 300 grep -q "blocking done" "$tmp/restart.out" || fail "restart workload did not finish"
+kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+first="$(agent_metric "$port" "$(series_of restart)")"
+rm -f "$tmp/restart.out"
+run_workload restart timer 3 100
+wait_until 300 grep -q "blocking done" "$tmp/restart.out" || fail "restarted workload did not finish"
+second="$(agent_metric "$port" "$(series_of restart)")"
+echo "restarted container: ${first:-none} s after the first process, ${second:-none} s after the second"
+at_least "${first:-0}" 0.2 || fail "first process: ${first:-none} s, injected 0.2 s"
+within "$(awk -v a="${second:-0}" -v b="${first:-0}" 'BEGIN { print a - b }')" 0.3 0.03 ||
+  fail "after the restart the counter went from $first to $second; want +0.3 s"
+
+# One binary, all these processes: one shared uprobe attachment.
 attachments="$(agent_metric "$port" sonde_agent_uprobe_attachments)"
 [[ "$attachments" == 1 ]] || fail "uprobe attachments: $attachments, want 1"
 echo "nodejs event loop: ok"

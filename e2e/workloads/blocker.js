@@ -12,13 +12,17 @@
 //   idle       no blocking at all (a timer every 100 ms keeps the process alive)
 //   forever    one callback that blocks for MS (used for "blocked right now")
 //   periodic   one timer callback busy for MS every second, COUNT times (0: forever): the demo
-// Prints "ready <pid>" once its loop runs, "blocking done elu_active_ms=<ms>" after the last
-// block, then stays idle for IDLE_MS (default: until killed).
+// Prints "ready <pid> elu_active_ms=<ms>" once set up, "blocking done elu_active_ms=<ms>" after
+// the last block (Node's own count of event-loop active time since the loop started), then
+// stays idle for IDLE_MS (default: until killed).
 'use strict';
 const fs = require('fs');
 const net = require('net');
 const dgram = require('dgram');
 const cp = require('child_process');
+// Node's own view of its loop: active (not idle in epoll) milliseconds since the loop started,
+// from libuv's idle-time metrics. The e2e tests compare the agent with it.
+const { performance } = require('perf_hooks');
 
 const [kind, countArg, msArg, idleArg] = process.argv.slice(2);
 const count = Number(countArg || 0);
@@ -39,9 +43,6 @@ function blocked() {
 
 // Keeps the process alive without waking its loop (a wake-up is a little busy time too).
 const keepAlive = setInterval(() => {}, 2 ** 30);
-// "blocking done" carries Node's own view: the event loop's active (not idle in epoll)
-// milliseconds since the loop started, from libuv's idle-time metrics.
-const { performance } = require('perf_hooks');
 function finish() {
   console.log(`blocking done elu_active_ms=${performance.eventLoopUtilization().active.toFixed(3)}`);
   if (idleMs >= 0) setTimeout(() => { clearInterval(keepAlive); process.exit(0); }, idleMs);
@@ -137,6 +138,6 @@ if (!kinds[kind]) {
 // while its loop waits.
 const startDelay = Number(process.env.BLOCKER_START_DELAY_MS || 100);
 kinds[kind]((run) => setTimeout(() => {
-  console.log(`ready ${process.pid}`);
+  console.log(`ready ${process.pid} elu_active_ms=${performance.eventLoopUtilization().active.toFixed(3)}`);
   setTimeout(run, 0);
 }, startDelay));
