@@ -14,7 +14,7 @@ namespace sonde::symbols {
 namespace {
 
 constexpr size_t kHeaderDigestBytes = 4096;
-constexpr uint64_t kMaxNoteBytes = 64 * 1024;
+constexpr uint64_t kMaxNoteBytes = uint64_t{64} * 1024;
 
 uint64_t fnv1a(std::span<const uint8_t> bytes) {
   uint64_t h = 0xcbf29ce484222325ull;

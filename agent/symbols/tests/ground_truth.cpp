@@ -68,6 +68,23 @@ std::vector<ReadelfLoad> readelf_loads(const std::string& path) {
   return out;
 }
 
+ReadelfSection readelf_section(const std::string& path, const std::string& index) {
+  std::istringstream in(run_command("readelf -SW '" + path + "'"));
+  for (std::string line; std::getline(in, line);) {
+    // "  [13] .text  PROGBITS  0000000000b72000 772000 1a8bca0 00  AX  0   0 64"
+    const auto open = line.find('[');
+    const auto close = line.find(']');
+    if (open == std::string::npos || close == std::string::npos || close < open) continue;
+    auto idx = split_ws(line.substr(open + 1, close - open - 1));
+    if (idx.size() != 1 || idx[0] != index) continue;
+    auto f = split_ws(line.substr(close + 1));
+    if (f.size() < 4) continue;
+    return ReadelfSection{parse_hex(f[2]), parse_hex(f[3])};
+  }
+  ADD_FAILURE() << "readelf -SW " << path << " has no section " << index;
+  return {};
+}
+
 std::string readelf_build_id(const std::string& path) {
   std::istringstream in(run_command("readelf -nW '" + path + "' 2>/dev/null"));
   for (std::string line; std::getline(in, line);) {

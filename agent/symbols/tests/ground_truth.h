@@ -32,6 +32,13 @@ struct ReadelfLoad {
 // LOAD rows of `readelf -lW path`.
 std::vector<ReadelfLoad> readelf_loads(const std::string& path);
 
+struct ReadelfSection {
+  uint64_t addr = 0;
+  uint64_t offset = 0;
+};
+// Section number index of `readelf -SW path`.
+ReadelfSection readelf_section(const std::string& path, const std::string& index);
+
 // The "Build ID:" of `readelf -nW path`, or "" when there is none.
 std::string readelf_build_id(const std::string& path);
 

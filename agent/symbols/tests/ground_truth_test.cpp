@@ -45,6 +45,9 @@ void expect_matches_binutils(const std::string& path, const ProbeTarget& t) {
     mapped = true;
   }
   EXPECT_TRUE(mapped) << "readelf shows no executable LOAD holding the function";
+  // libbpf's own conversion for uprobes attached by name: st_value - sh_addr + sh_offset.
+  const auto section = testing::readelf_section(path, defs.front().ndx);
+  EXPECT_EQ(t.file_offset, t.address - section.addr + section.offset);
 
   const auto sites = objdump_sites(path, t.address, t.size);
   ASSERT_GT(sites.instructions, 0u);
