@@ -65,6 +65,10 @@ Status GoBinary::locate() {
     table = region->bytes.subspan(*at - region->vaddr);
     table_vaddr = *at;
     found_by_ = Found::kSymbol;
+  } else if (elf.section_count() != 0) {
+    // With section headers present, a Go binary names its table; scanning a large C binary
+    // (100 MB for node) for a magic it cannot contain is not worth it.
+    return Error("no Go pclntab (no .gopclntab section or runtime.pclntab symbol)");
   } else {
     auto offset = find_pclntab_by_magic(elf.bytes());
     if (!offset) return Error("no Go pclntab (not a Go binary, or built without one)");

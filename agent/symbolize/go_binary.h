@@ -2,8 +2,8 @@
 // `.gopclntab` located and parsed, with the inline-tree memory wired in.
 //
 // The table is found by the `.gopclntab` (or `.data.rel.ro.gopclntab`) section, else by the
-// `runtime.pclntab` symbol, else by scanning the file for the pclntab magic (binaries whose
-// section headers were removed). For Go 1.18+ the `go:func.*` base that inline trees hang off is
+// `runtime.pclntab` symbol, else — only when the section headers were removed — by scanning
+// the file for the pclntab magic. For Go 1.18+ the `go:func.*` base that inline trees hang off is
 // taken from the `go:func.*`/`go.func.*` symbol, else from the runtime's module data found by
 // scanning the writable segments. Addresses are link-time virtual addresses (subtract the load
 // bias of a PIE first). Owns the mapping; immutable after open, lookups are allocation free

@@ -1,0 +1,187 @@
+#include "agent/symbolize/symbolize_command.h"
+
+#include <array>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "agent/symbolize/binary_symbolizer.h"
+#include "agent/symbolize/kernel_symbols.h"
+
+namespace sonde::agent {
+namespace {
+
+using symbolize::SymbolizedFrame;
+
+constexpr const char* kUsage =
+    "Usage: sonde-agent symbolize [--json] (BINARY | --kernel) ADDRESS...\n"
+    "\n"
+    "Turns addresses into function names the way the CPU profiler does. For a binary, ADDRESS\n"
+    "is a link-time virtual address (subtract a PIE's load bias first): Go code is resolved\n"
+    "through its pclntab with file, line and inlined frames (stripped binaries included), other\n"
+    "code through the ELF symbol table. With --kernel, addresses are kernel addresses resolved\n"
+    "through /proc/kallsyms (root sees real addresses). Addresses are hex with 0x, or decimal.\n"
+    "\n"
+    "Options:\n"
+    "  --json      print [{\"address\", \"function\", \"offset\", \"file\", \"line\",\n"
+    "              \"inlined\": [{\"function\", \"file\", \"line\"}, ...]}, ...],\n"
+    "              inlined frames innermost first (kernel entries add \"module\")\n"
+    "  -h, --help  show this help\n"
+    "\n"
+    "Exit status: 0 when every address was resolved, 1 when one was not or the input cannot be\n"
+    "read, 2 on usage errors.\n";
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
+
+std::optional<uint64_t> parse_address(const std::string& s) {
+  if (s.empty() || s[0] == '-') return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(s.c_str(), &end, 0);
+  if (errno != 0 || end == s.c_str() || *end != '\0') return std::nullopt;
+  return static_cast<uint64_t>(v);
+}
+
+std::string position(std::string_view file, int32_t line) {
+  if (file.empty()) return "??:0";
+  return std::string(file) + ":" + std::to_string(line);
+}
+
+nlohmann::json json_or_null(std::string_view s) {
+  return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(std::string(s));
+}
+
+}  // namespace
+
+SymbolizeOutput run_symbolize(const std::vector<std::string>& args) {
+  SymbolizeOutput result;
+  bool json = false;
+  bool kernel = false;
+  std::string binary;
+  std::vector<std::string> words;
+  for (const std::string& a : args) {
+    if (a == "-h" || a == "--help") {
+      result.out = kUsage;
+      return result;
+    }
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--kernel") {
+      kernel = true;
+    } else if (a.size() > 1 && a[0] == '-' && a[1] == '-') {
+      result.err = "sonde-agent symbolize: unknown option '" + a + "'\n\n" + kUsage;
+      result.exit_code = 2;
+      return result;
+    } else {
+      words.push_back(a);
+    }
+  }
+  if (!kernel && !words.empty()) {
+    binary = words.front();
+    words.erase(words.begin());
+  }
+  if (words.empty()) {
+    result.err = std::string("sonde-agent symbolize: no addresses\n\n") + kUsage;
+    result.exit_code = 2;
+    return result;
+  }
+  std::vector<uint64_t> addresses;
+  for (const std::string& w : words) {
+    auto a = parse_address(w);
+    if (!a) {
+      result.err = "sonde-agent symbolize: '" + w + "' is not an address\n";
+      result.exit_code = 2;
+      return result;
+    }
+    addresses.push_back(*a);
+  }
+
+  nlohmann::json entries = nlohmann::json::array();
+  std::string text;
+  bool all_found = true;
+
+  if (kernel) {
+    auto symbols = symbolize::KernelSymbols::load("/proc");
+    if (!symbols.ok()) {
+      result.err = "sonde-agent symbolize: " + symbols.error().message() + "\n";
+      result.exit_code = 1;
+      return result;
+    }
+    for (uint64_t a : addresses) {
+      auto s = symbols->lookup(a);
+      all_found = all_found && s.has_value();
+      nlohmann::json e = {{"address", hex(a)}, {"inlined", nlohmann::json::array()}};
+      e["function"] = s ? nlohmann::json(std::string(s->name)) : nlohmann::json(nullptr);
+      e["offset"] = s ? nlohmann::json(s->offset) : nlohmann::json(nullptr);
+      e["file"] = nullptr;
+      e["line"] = nullptr;
+      e["module"] = s ? json_or_null(s->module) : nlohmann::json(nullptr);
+      entries.push_back(e);
+      if (!s) {
+        text += "??\n\n";
+      } else {
+        text += std::string(s->name) + "+" + hex(s->offset);
+        if (!s->module.empty()) text += " [" + std::string(s->module) + "]";
+        text += "\n\n";
+      }
+    }
+  } else {
+    auto symbolizer = symbolize::BinarySymbolizer::open(binary);
+    if (!symbolizer.ok()) {
+      result.err = "sonde-agent symbolize: " + symbolizer.error().message() + "\n";
+      result.exit_code = 1;
+      return result;
+    }
+    for (uint64_t a : addresses) {
+      std::array<SymbolizedFrame, 32> frames;
+      size_t n = (*symbolizer)->symbolize(a, frames);
+      nlohmann::json e = {{"address", hex(a)}, {"inlined", nlohmann::json::array()}};
+      if (n == 0) {
+        all_found = false;
+        e["function"] = nullptr;
+        e["offset"] = nullptr;
+        e["file"] = nullptr;
+        e["line"] = nullptr;
+        text += "??\n??:0\n\n";
+        entries.push_back(e);
+        continue;
+      }
+      const SymbolizedFrame& outer = frames[n - 1];
+      std::string outer_name = symbolize::demangle(outer.function);
+      e["function"] = outer_name;
+      e["offset"] = outer.offset;
+      e["file"] = json_or_null(outer.file);
+      e["line"] = outer.file.empty() ? nlohmann::json(nullptr) : nlohmann::json(outer.line);
+      for (size_t i = 0; i + 1 < n; ++i) {
+        e["inlined"].push_back({{"function", symbolize::demangle(frames[i].function)},
+                                {"file", json_or_null(frames[i].file)},
+                                {"line", frames[i].line}});
+        text += symbolize::demangle(frames[i].function) + " (inlined)\n" +
+                position(frames[i].file, frames[i].line) + "\n";
+      }
+      text +=
+          outer_name + "+" + hex(outer.offset) + "\n" + position(outer.file, outer.line) + "\n\n";
+      entries.push_back(e);
+    }
+  }
+  result.out = json ? entries.dump(2) + "\n" : text;
+  result.exit_code = all_found ? 0 : 1;
+  return result;
+}
+
+int symbolize_main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  SymbolizeOutput r = run_symbolize(args);
+  std::fputs(r.out.c_str(), stdout);
+  std::fputs(r.err.c_str(), stderr);
+  return r.exit_code;
+}
+
+}  // namespace sonde::agent
