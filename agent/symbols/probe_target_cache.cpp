@@ -84,25 +84,38 @@ Result<std::vector<ProbeTarget>> ProbeTargetCache::resolve(const OpenBinary& bin
   const BinaryIdentity& identity = binary.identity();
   std::vector<ProbeTarget> out(names.size());
   std::vector<size_t> missing;
-  {
-    std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  auto collect = [&] {
+    missing.clear();
     for (size_t i = 0; i < names.size(); ++i) {
       if (const ProbeTarget* t = find_locked(identity, names[i])) {
-        ++stats_.hits;
         out[i] = *t;
       } else {
-        ++stats_.misses;
         missing.push_back(i);
       }
     }
+  };
+  collect();
+  // Pods of one image tend to start together: when another thread is already parsing this
+  // binary, its answers probably cover ours, so wait for it instead of parsing the file again.
+  while (!missing.empty() && parsing_.contains(identity)) {
+    parse_done_.wait(lock);
+    collect();
   }
+  stats_.hits += names.size() - missing.size();
+  stats_.misses += missing.size();
   if (missing.empty()) return out;
 
+  parsing_.insert(identity);
+  lock.unlock();
   std::vector<std::string> wanted;
   wanted.reserve(missing.size());
   for (size_t i : missing) wanted.push_back(names[i]);
+  // The parse runs unlocked so lookups of other binaries are never blocked behind it.
   Result<std::vector<ProbeTarget>> resolved = parse_and_resolve(binary, wanted);
-  std::lock_guard lock(mu_);
+  lock.lock();
+  parsing_.erase(identity);
+  parse_done_.notify_all();
   if (!resolved.ok()) {
     ++stats_.errors;
     return resolved.error();

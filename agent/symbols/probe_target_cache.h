@@ -12,13 +12,15 @@
 //   - LRU-bounded (4096 entries by default); the least recently used entry goes first.
 //
 // Thread-safety: all methods may be called concurrently. The lock is not held while a binary
-// is parsed, so a slow parse never blocks lookups of other binaries; two threads missing the
-// same names of one binary at the same moment may both parse it (each parse is counted).
+// is parsed, so a slow parse never blocks lookups of other binaries. A thread that misses while
+// another thread parses the same binary waits for that parse and takes its answers; it parses
+// itself only for names the other parse did not cover (each parse is counted).
 //
 // Memory: each entry holds one ProbeTarget (name, a few integers, the return offsets) — a few
 // hundred bytes; nothing of the ELF file is kept.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -28,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "agent/symbols/binary_identity.h"
@@ -99,6 +102,9 @@ class ProbeTargetCache {
 
   const size_t max_entries_;
   mutable std::mutex mu_;
+  std::condition_variable parse_done_;
+  // Binaries being parsed right now (by a thread that dropped mu_ to parse).
+  std::unordered_set<BinaryIdentity, BinaryIdentityHash> parsing_;
   Lru lru_;
   std::unordered_map<Key, Lru::iterator, KeyHash, KeyEq> index_;
   ProbeTargetCacheStats stats_;

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <thread>
 
 #include "agent/symbols/tests/temp_dir.h"
@@ -212,6 +213,27 @@ TEST_F(CacheTest, OpenBinaryMapsOnlyWhenBytesAreAsked) {
     EXPECT_TRUE(mapped(binary_));
   }
   EXPECT_FALSE(mapped(binary_));
+}
+
+TEST_F(CacheTest, PodsStartingTogetherShareOneParse) {
+  ProbeTargetCache cache;
+  constexpr int kThreads = 8;
+  std::latch start(kThreads);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const fs::path p = dir_.path() / ("pod-" + std::to_string(t));
+      fs::create_symlink(binary_, p);
+      start.arrive_and_wait();
+      auto r = cache.resolve(p, kTls);
+      if (!r.ok() || !(*r)[0].found || !(*r)[1].found) ++failures;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(cache.stats().parses, 1u);
+  EXPECT_EQ(cache.stats().hits + cache.stats().misses, kThreads * kTls.size());
 }
 
 TEST_F(CacheTest, ConcurrentResolvesAgree) {
