@@ -11,7 +11,7 @@
 //     inode, a rewrite in place changes size or mtime, a rename-over replacement is a new inode;
 //   - a content digest is added, because st_ino alone is only unique per filesystem: the GNU
 //     build-id when present (it changes with every rebuild), else the Go build-id note, else a
-//     64-bit FNV-1a digest of the file's first 4 KiB (ELF, program and usually section headers).
+//     64-bit FNV-1a digest of the file's first 4 KiB (ELF header, program headers, early notes).
 // Two distinct files could still collide only by sharing inode number, size, mtime to the
 // nanosecond and build-id (or header page) — then they are the same build, and the cached
 // answers (addresses, offsets, return sites) are the same too. Attachment dedup needs more than
