@@ -1,4 +1,5 @@
-// Go pclntab lookups (name + file + line, and with inlined frames) and kallsyms build/lookup.
+// Go pclntab lookups (name + file + line, and with inlined frames), ELF symbol-table lookups
+// and kallsyms build/lookup.
 // Allocations are counted by replacing operator new in this binary and reported per lookup.
 //
 // Inputs: SONDE_BENCH_GO_BINARY (default: Debian's stripped Go 1.19 compiler, a 16 MB Go
@@ -8,11 +9,13 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <new>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "agent/symbolize/elf_symbolizer.h"
 #include "agent/symbolize/go_binary.h"
 #include "agent/symbolize/kallsyms.h"
 
@@ -96,6 +99,53 @@ void BM_GoOpen(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_GoOpen)->Unit(benchmark::kMillisecond);
+
+// ELF symbol tables: /usr/bin/node (or SONDE_BENCH_ELF_BINARY) at the addresses listed in
+// SONDE_BENCH_ELF_ADDRS (one hex address per line, the same file run.sh feeds to
+// llvm-symbolizer and addr2line).
+std::string elf_binary_path() {
+  const char* env = std::getenv("SONDE_BENCH_ELF_BINARY");
+  return env ? env : "/usr/bin/node";
+}
+
+std::vector<uint64_t> elf_addresses() {
+  std::vector<uint64_t> out;
+  if (const char* path = std::getenv("SONDE_BENCH_ELF_ADDRS")) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) out.push_back(std::stoull(line, nullptr, 16));
+  }
+  return out;
+}
+
+void BM_ElfLookup(benchmark::State& state) {
+  static auto sym = ElfSymbolizer::open(elf_binary_path());
+  auto addrs = elf_addresses();
+  if (!sym.ok() || addrs.empty()) {
+    state.SkipWithError("set SONDE_BENCH_ELF_ADDRS (run.sh does)");
+    return;
+  }
+  size_t i = 0;
+  uint64_t before = g_allocations.load();
+  for (auto _ : state) {
+    auto hit = (*sym)->lookup(addrs[i++ % addrs.size()]);
+    benchmark::DoNotOptimize(hit);
+  }
+  state.counters["allocs_per_lookup"] = benchmark::Counter(
+      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations()));
+  state.counters["symbols"] = static_cast<double>((*sym)->size());
+  state.counters["table_bytes_per_symbol"] =
+      static_cast<double>((*sym)->table_bytes()) / static_cast<double>((*sym)->size());
+}
+BENCHMARK(BM_ElfLookup);
+
+void BM_ElfOpen(benchmark::State& state) {
+  for (auto _ : state) {
+    auto sym = ElfSymbolizer::open(elf_binary_path());
+    benchmark::DoNotOptimize(sym);
+  }
+}
+BENCHMARK(BM_ElfOpen)->Unit(benchmark::kMillisecond);
 
 const std::string& kallsyms_text() {
   static std::string text = [] {
