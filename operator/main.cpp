@@ -1,15 +1,148 @@
-// sonde-operator: reconciles ProfilingPolicy objects into status (see issue 7).
-#include <cstdio>
-#include <string_view>
+// sonde-operator: reconciles ProfilingPolicy objects into status (issue 7). See --help.
+#include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "common/kube/api_client.h"
+#include "common/kube/leader_election.h"
+#include "common/log.h"
+#include "common/signals.h"
 #include "common/version.h"
+#include "operator/controller.h"
+#include "operator/http_server.h"
+#include "operator/options.h"
+
+namespace {
+
+using namespace sonde;
+
+std::string default_identity() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
+  return std::string(host) + "_" + std::to_string(getpid());
+}
+
+int run(const op::OperatorOptions& options) {
+  auto config = kube::load_client_config(options.kubeconfig);
+  if (!config.ok()) {
+    log::error("no Kubernetes API configuration", {{"error", config.error().message()}});
+    return 1;
+  }
+  const std::string own_namespace =
+      config->default_namespace.empty() ? "default" : config->default_namespace;
+  const std::string identity = options.identity.empty() ? default_identity() : options.identity;
+
+  kube::ApiClientOptions client_options;
+  client_options.user_agent = std::string("sonde-operator/") + kVersion + " (" + identity + ")";
+  kube::ApiClient client(*config, client_options);
+
+  kube::LeaderElectionConfig election;
+  election.lease_name = options.leader_election_id;
+  election.lease_namespace =
+      options.leader_election_namespace.empty() ? own_namespace : options.leader_election_namespace;
+  election.identity = identity;
+  election.lease_duration = options.lease_duration;
+  election.renew_deadline = options.renew_deadline;
+  election.retry_period = options.retry_period;
+  if (options.leader_elect) {
+    if (Status valid = kube::validate(election); !valid.ok()) {
+      log::error("invalid leader election settings", {{"error", valid.error().message()}});
+      return 2;
+    }
+  }
+  // Lease calls must fail fast rather than retry past the renew deadline.
+  kube::ApiClientOptions lease_options = client_options;
+  lease_options.retry.max_attempts = 1;
+  lease_options.request_timeout =
+      std::max<kube::Duration>(std::chrono::milliseconds(500), options.renew_deadline / 2);
+  kube::ApiClient lease_client(*config, lease_options);
+
+  op::OperatorMetrics metrics;
+  op::ControllerOptions controller_options;
+  controller_options.policy_namespace = options.policy_namespace;
+  controller_options.report_namespace =
+      options.report_namespace.empty() ? own_namespace : options.report_namespace;
+  controller_options.workers = options.workers;
+  op::Controller controller(client, controller_options, metrics);
+
+  op::HttpServer http(options.metrics_address, metrics, [&] { return controller.synced(); });
+  if (Status listening = http.start(); !listening.ok()) {
+    log::error("cannot serve metrics", {{"error", listening.error().message()}});
+    return 1;
+  }
+
+  kube::StopSignal stop;
+  StopSignals signals;
+  std::atomic<bool> done{false};
+  std::thread signal_watch([&] {
+    while (!done.load() && !signals.requested()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    stop.stop();
+  });
+
+  log::info("starting", {{"version", kVersion},
+                         {"identity", identity},
+                         {"server", config->server},
+                         {"policy_namespace",
+                          options.policy_namespace.empty() ? "(all)" : options.policy_namespace},
+                         {"report_namespace", controller_options.report_namespace}});
+  controller.start();
+
+  std::thread workers;
+  bool lost = false;
+  auto lead = [&] {
+    metrics.set_leader(true);
+    workers = std::thread([&] { controller.run_workers(stop); });
+  };
+  if (options.leader_elect) {
+    kube::LeaderElector elector(lease_client, election);
+    lost = elector.run(stop, {lead, [&] { metrics.set_leader(false); },
+                              [](const std::string& leader) {
+                                log::info("leader observed", {{"leader", leader}});
+                              }});
+    // Whether lost or stopped, this replica must not act any more.
+    stop.stop();
+  } else {
+    lead();
+    stop.sleep_for(kube::real_clock(), std::chrono::hours(24 * 365 * 100));
+  }
+  if (workers.joinable()) workers.join();
+  done.store(true);
+  signal_watch.join();
+  http.stop();
+  if (lost) {
+    log::error("exiting: leadership lost");
+    return 1;
+  }
+  log::info("stopped");
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  std::string_view arg = argc > 1 ? argv[1] : "";
-  if (arg == "-V" || arg == "--version") {
-    std::printf("sonde-operator %s\n", sonde::kVersion);
+  auto options = op::parse_options(std::vector<std::string>(argv + 1, argv + argc));
+  if (!options.ok()) {
+    std::fprintf(stderr, "sonde-operator: %s\n", options.error().message().c_str());
+    return 2;
+  }
+  if (options->help) {
+    std::fputs(op::usage_text(), stdout);
     return 0;
   }
-  std::printf("Usage: sonde-operator [--help] [--version]\n");
-  return arg == "-h" || arg == "--help" ? 0 : 2;
+  if (options->version) {
+    std::printf("sonde-operator %s\n", kVersion);
+    return 0;
+  }
+  auto level = log::parse_level(options->log_level);
+  if (!level) {
+    std::fprintf(stderr, "sonde-operator: --log-level: unknown level \"%s\"\n",
+                 options->log_level.c_str());
+    return 2;
+  }
+  log::set_level(*level);
+  return run(*options);
 }

@@ -1,0 +1,146 @@
+#include "operator/controller.h"
+
+#include <thread>
+
+#include "common/log.h"
+#include "operator/policy_status.h"
+#include "operator/resources.h"
+
+namespace sonde::op {
+
+using kube::Json;
+using kube::ObjectPtr;
+
+Controller::Controller(kube::ApiClient& client, ControllerOptions options, OperatorMetrics& metrics,
+                       const kube::Clock& clock)
+    : client_(client),
+      options_(std::move(options)),
+      metrics_(metrics),
+      clock_(clock),
+      queue_(clock) {
+  kube::ReflectorOptions policy_options = options_.reflector;
+  policy_options.ns = options_.policy_namespace;
+  policies_ = std::make_unique<kube::Informer>(client_, kProfilingPolicies, policy_options,
+                                               kube::Transform{}, clock_);
+  kube::ReflectorOptions report_options = options_.reflector;
+  report_options.ns = options_.report_namespace;
+  reports_ = std::make_unique<kube::Informer>(client_, kProfilingNodeReports, report_options,
+                                              kube::Transform{}, clock_);
+
+  auto enqueue = [this](const ObjectPtr& o) { queue_.add(kube::key_of(*o)); };
+  policies_->add_handlers(
+      {enqueue, [this](const ObjectPtr&, const ObjectPtr& o) { queue_.add(kube::key_of(*o)); },
+       enqueue});
+  auto enqueue_keys = [this](const std::vector<std::string>& keys) {
+    for (const auto& key : keys) queue_.add(key);
+  };
+  reports_->add_handlers({
+      [this](const ObjectPtr& o) {
+        index_.update(*o);
+        // A new node changes every policy's "nodes reporting" denominator.
+        enqueue_all_policies();
+      },
+      [enqueue_keys, this](const ObjectPtr&, const ObjectPtr& o) {
+        enqueue_keys(index_.update(*o));
+      },
+      [this](const ObjectPtr& o) {
+        index_.remove(*o);
+        enqueue_all_policies();
+      },
+  });
+  metrics_.set_policy_source([this] { return policy_series(); });
+}
+
+Controller::~Controller() {
+  metrics_.set_policy_source({});
+  queue_.shut_down();
+  reports_->stop();
+  policies_->stop();
+}
+
+void Controller::start() {
+  reports_->start();
+  policies_->start();
+}
+
+bool Controller::synced() const {
+  return policies_->has_synced() && reports_->has_synced();
+}
+
+bool Controller::wait_for_sync(kube::Duration timeout) const {
+  const auto deadline = clock_.now() + timeout;
+  if (!reports_->wait_for_sync(timeout)) return false;
+  return policies_->wait_for_sync(std::max(kube::Duration::zero(), deadline - clock_.now()));
+}
+
+void Controller::enqueue_all_policies() {
+  for (const auto& policy : policies_->list()) queue_.add(kube::key_of(*policy));
+}
+
+Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
+  const ObjectPtr policy = policies_->get(key);
+  if (policy == nullptr) return Outcome::kDeleted;
+  Json status = compute_status(*policy, index_.entries_for(key), index_.nodes(),
+                               format_rfc3339(clock_.wall_now()));
+  if (policy->value("status", Json()) == status) return Outcome::kUnchanged;
+  Json updated = *policy;
+  updated["status"] = std::move(status);
+  const auto [ns, name] = kube::split_key(key);
+  auto written = client_.replace(kProfilingPolicies, ns, name, updated, "status");
+  if (!written.ok()) {
+    if (kube::is_not_found(written.error())) return Outcome::kDeleted;  // deleted meanwhile
+    return written.error().wrap("write status of ProfilingPolicy " + key);
+  }
+  metrics_.status_written();
+  return Outcome::kWritten;
+}
+
+void Controller::run_workers(kube::StopSignal& stop) {
+  std::vector<std::thread> workers;
+  for (int i = 0; i < std::max(1, options_.workers); ++i) {
+    workers.emplace_back([this] {
+      while (auto key = queue_.get()) {
+        const auto started = std::chrono::steady_clock::now();
+        auto outcome = reconcile(*key);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        if (outcome.ok()) {
+          queue_.forget(*key);
+          metrics_.reconciled(*outcome == Outcome::kWritten     ? "written"
+                              : *outcome == Outcome::kUnchanged ? "unchanged"
+                                                                : "deleted",
+                              seconds);
+        } else {
+          log::warn("reconcile failed; retrying with backoff",
+                    {{"policy", *key}, {"error", outcome.error().message()}});
+          metrics_.reconciled("error", seconds);
+          queue_.add_rate_limited(*key);
+        }
+        queue_.done(*key);
+        metrics_.set_queue_depth(queue_.len());
+      }
+    });
+  }
+  stop.sleep_for(clock_, std::chrono::hours(24 * 365 * 100));
+  queue_.shut_down();
+  for (auto& w : workers) w.join();
+}
+
+std::vector<PolicySeries> Controller::policy_series() const {
+  std::vector<PolicySeries> out;
+  for (const auto& policy : policies_->list()) {
+    PolicySeries s;
+    s.ns = kube::namespace_of(*policy);
+    s.name = kube::name_of(*policy);
+    for (const auto& [node, entry] : index_.entries_for(kube::key_of(*policy))) {
+      s.matched_pods += entry.value("matchedPods", 0.0);
+      s.instrumented_pods += entry.value("instrumentedPods", 0.0);
+      s.nodejs_processes += entry.value("nodejsProcesses", 0.0);
+      s.event_loop_blocked_seconds += entry.value("eventLoopBlockedSecondsTotal", 0.0);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace sonde::op

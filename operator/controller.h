@@ -1,0 +1,66 @@
+// Controller: turns ProfilingPolicies and ProfilingNodeReports into policy status.
+//
+// Two informers keep caches of policies (in one namespace or all) and of the agents' node
+// reports (in the operator's namespace); their handlers feed a ReportIndex and put policy keys
+// on a WorkQueue. Workers — started only while this replica leads — reconcile one policy at a
+// time (the queue never hands the same key to two workers): compute its status from the
+// cached policy and its report entries, and PUT /status only when it differs from what the
+// policy already has, with the cached resourceVersion so a stale view is refused (409) and
+// retried. A deleted policy needs no write; its key is forgotten.
+//
+// Thread-safe; start() once, run_workers() at most once (a replica that loses leadership
+// exits rather than resuming).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/kube/api_client.h"
+#include "common/kube/informer.h"
+#include "common/kube/work_queue.h"
+#include "operator/metrics.h"
+#include "operator/report_index.h"
+
+namespace sonde::op {
+
+struct ControllerOptions {
+  std::string policy_namespace;  // empty: every namespace
+  std::string report_namespace;  // where agents write their ProfilingNodeReports
+  int workers = 2;
+  kube::ReflectorOptions reflector;  // selectors/namespace fields are filled in per informer
+};
+
+class Controller {
+ public:
+  Controller(kube::ApiClient& client, ControllerOptions options, OperatorMetrics& metrics,
+             const kube::Clock& clock = kube::real_clock());
+  ~Controller();
+
+  void start();
+  bool synced() const;
+  bool wait_for_sync(kube::Duration timeout) const;
+
+  // Reconciles until `stop` fires. Blocks.
+  void run_workers(kube::StopSignal& stop);
+
+  enum class Outcome { kWritten, kUnchanged, kDeleted };
+  // One reconcile of "namespace/name"; exposed for tests.
+  Result<Outcome> reconcile(const std::string& key);
+
+  std::vector<PolicySeries> policy_series() const;
+  size_t queue_depth() const { return queue_.len(); }
+
+ private:
+  void enqueue_all_policies();
+
+  kube::ApiClient& client_;
+  const ControllerOptions options_;
+  OperatorMetrics& metrics_;
+  const kube::Clock& clock_;
+  kube::WorkQueue queue_;
+  ReportIndex index_;
+  std::unique_ptr<kube::Informer> policies_;
+  std::unique_ptr<kube::Informer> reports_;
+};
+
+}  // namespace sonde::op

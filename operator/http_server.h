@@ -1,0 +1,34 @@
+// HttpServer: the operator's one HTTP endpoint for Prometheus and the kubelet:
+//   GET /metrics  Prometheus text format (OperatorMetrics::serialize)
+//   GET /healthz  200 while the process serves requests
+//   GET /readyz   200 once the caches have synced, 503 before
+// One listener serves all three, which is why the operator uses prometheus-cpp's core for
+// the registry and text format but not its pull Exposer (that cannot serve other paths).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "operator/metrics.h"
+
+namespace sonde::op {
+
+class HttpServer {
+ public:
+  // `address`: "host:port"; port 0 is not supported by the underlying listener.
+  HttpServer(std::string address, const OperatorMetrics& metrics, std::function<bool()> ready);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  Status start();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sonde::op

@@ -1,0 +1,37 @@
+// Command-line options of sonde-operator.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/kube/clock.h"
+#include "common/result.h"
+
+namespace sonde::op {
+
+struct OperatorOptions {
+  bool help = false;
+  bool version = false;
+  std::string kubeconfig;        // empty: in-cluster, then $KUBECONFIG, then ~/.kube/config
+  std::string policy_namespace;  // empty: every namespace
+  std::string report_namespace;  // empty: the operator's own namespace
+  std::string metrics_address = "0.0.0.0:8080";
+  int workers = 2;
+  std::string log_level = "info";
+  bool leader_elect = true;
+  std::string leader_election_id = "sonde-operator";  // the Lease's name
+  std::string leader_election_namespace;              // empty: the operator's namespace
+  std::string identity;                               // empty: hostname_pid
+  kube::Duration lease_duration = std::chrono::seconds(15);
+  kube::Duration renew_deadline = std::chrono::seconds(10);
+  kube::Duration retry_period = std::chrono::seconds(2);
+};
+
+// Parses argv (without argv[0]); an error names the offending flag.
+Result<OperatorOptions> parse_options(const std::vector<std::string>& args);
+// "15s", "500ms", "2m", "1h".
+Result<kube::Duration> parse_duration(const std::string& text);
+
+const char* usage_text();
+
+}  // namespace sonde::op

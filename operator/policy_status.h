@@ -1,0 +1,40 @@
+// The status of a ProfilingPolicy, computed from the policy and its node report entries.
+// Pure functions (no I/O): the reconciler calls them, tests call them directly.
+//
+// Conditions (metav1.Condition shape):
+//  - Accepted: the spec is usable (False/InvalidSpec names the field at fault). The CRD's
+//    schema and CEL rules reject most mistakes at admission; this catches what they cannot
+//    (label selector operators and values).
+//  - Ready: every node with an agent reports the policy's current generation
+//    (True/AllNodesReporting; False/WaitingForNodes, NoAgents, or InvalidSpec).
+//  - Degraded: some selected pod could not be (fully) instrumented. The reason is the most
+//    frequent problem reason across nodes, ties broken by severity KernelUnsupported >
+//    LimitExceeded > SymbolsNotFound > Conflicting; the message counts each reason and names a
+//    few pods. False/AsExpected otherwise.
+// lastTransitionTime is carried over from the previous status while a condition's status
+// stays the same, so an unchanged world yields a byte-identical status (and no write).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/kube/clock.h"
+#include "common/kube/resource.h"
+#include "common/result.h"
+#include "operator/report_index.h"
+
+namespace sonde::op {
+
+// Problems named in a message, at most; the counts cover all of them.
+inline constexpr size_t kMaxPodsInMessage = 3;
+
+Status validate_policy_spec(const kube::Json& spec);
+
+// `nodes_total`: nodes that have a report. `now`: RFC 3339 time for new transitions.
+kube::Json compute_status(const kube::Json& policy, const std::vector<NodeEntry>& entries,
+                          size_t nodes_total, const std::string& now);
+
+// RFC 3339, seconds precision, UTC.
+std::string format_rfc3339(kube::WallTime t);
+
+}  // namespace sonde::op

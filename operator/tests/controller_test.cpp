@@ -1,0 +1,165 @@
+// The controller against the fake API server: policy create, change and delete drive status
+// (counts, observedGeneration, Accepted/Ready/Degraded), status is written only when it
+// changes, and policy-level metrics come from the node reports.
+#include "operator/controller.h"
+
+#include <gtest/gtest.h>
+
+#include "operator/tests/operator_fixture.h"
+
+namespace sonde::op::testing {
+namespace {
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  ControllerTest() : client_(fake_.client_config(), client_options()) {
+    ControllerOptions options;
+    options.report_namespace = "sonde-system";
+    options.reflector.backoff = {std::chrono::milliseconds(50), std::chrono::milliseconds(500), 2.0,
+                                 0.5};
+    controller_ = std::make_unique<Controller>(client_, options, metrics_);
+  }
+  ~ControllerTest() override {
+    stop_.stop();
+    if (workers_.joinable()) workers_.join();
+  }
+  static kube::ApiClientOptions client_options() {
+    kube::ApiClientOptions o;
+    o.user_agent = "controller-test";
+    o.retry.max_attempts = 1;
+    return o;
+  }
+  void start() {
+    controller_->start();
+    ASSERT_TRUE(controller_->wait_for_sync(std::chrono::seconds(10)));
+    metrics_.set_leader(true);
+    workers_ = std::thread([this] { controller_->run_workers(stop_); });
+  }
+  Json get(const std::string& name) {
+    auto p = client_.get(kProfilingPolicies, "team-a", name);
+    return p.ok() ? *p : Json();
+  }
+  void put_report(const std::string& node, Json entries) {
+    Json report = make_report(node, std::move(entries));
+    auto existing = client_.get(kProfilingNodeReports, "sonde-system", node);
+    if (existing.ok()) {
+      report["metadata"]["resourceVersion"] = kube::resource_version_of(*existing);
+      ASSERT_TRUE(client_.replace(kProfilingNodeReports, "sonde-system", node, report).ok());
+    } else {
+      ASSERT_TRUE(client_.create(kProfilingNodeReports, "sonde-system", report).ok());
+    }
+  }
+
+  kube::testing::FakeApiServer fake_;
+  kube::ApiClient client_;
+  OperatorMetrics metrics_;
+  std::unique_ptr<Controller> controller_;
+  kube::StopSignal stop_;
+  std::thread workers_;
+};
+
+TEST_F(ControllerTest, PolicyLifecycleDrivesStatus) {
+  start();
+  ASSERT_TRUE(client_.create(kProfilingPolicies, "team-a", make_policy("team-a", "web")).ok());
+  ASSERT_TRUE(
+      eventually([&] { return condition_reason(get("web"), "Ready") == "False/NoAgents"; }));
+  EXPECT_EQ(condition_reason(get("web"), "Accepted"), "True/Valid");
+  EXPECT_EQ(get("web")["status"]["observedGeneration"], 1);
+
+  // Two agents report: one pod on n2 cannot be instrumented (no symbols).
+  put_report("n1", {report_entry("team-a", "web", 1, 2, 2)});
+  put_report("n2", {report_entry("team-a", "web", 1, 2, 1,
+                                 {{{"reason", "SymbolsNotFound"},
+                                   {"pod", "web-7"},
+                                   {"container", "app"},
+                                   {"message", "uv__io_poll not found in /usr/local/bin/node"}}})});
+  ASSERT_TRUE(eventually([&] { return get("web")["status"]["nodesReporting"] == 2; }));
+  Json web = get("web");
+  EXPECT_EQ(web["status"]["matchedPods"], 4);
+  EXPECT_EQ(web["status"]["instrumentedPods"], 3);
+  EXPECT_EQ(condition_reason(web, "Ready"), "True/AllNodesReporting");
+  EXPECT_EQ(condition_reason(web, "Degraded"), "True/SymbolsNotFound");
+  EXPECT_NE((*condition_of(web, "Degraded"))["message"].get<std::string>().find("web-7/app on n2"),
+            std::string::npos);
+
+  // A spec change: generation 2; nodes still report generation 1 until their agents catch up.
+  ASSERT_TRUE(client_
+                  .merge_patch(kProfilingPolicies, "team-a", "web",
+                               {{"spec", {{"instrumentations", {{"cpu", {{"frequencyHz", 99}}}}}}}})
+                  .ok());
+  ASSERT_TRUE(eventually([&] { return get("web")["status"]["observedGeneration"] == 2; }));
+  web = get("web");
+  EXPECT_EQ(condition_reason(web, "Ready"), "False/WaitingForNodes");
+  EXPECT_EQ(web["status"]["nodesReporting"], 0);
+  put_report("n1", {report_entry("team-a", "web", 2, 2, 2)});
+  put_report("n2", {report_entry("team-a", "web", 2, 2, 2)});
+  ASSERT_TRUE(eventually([&] { return get("web")["status"]["instrumentedPods"] == 4; }));
+  EXPECT_EQ(condition_reason(get("web"), "Ready"), "True/AllNodesReporting");
+  EXPECT_EQ(condition_reason(get("web"), "Degraded"), "False/AsExpected");
+
+  // Delete: no write may follow (there is nothing to write to).
+  ASSERT_TRUE(client_.remove(kProfilingPolicies, "team-a", "web").ok());
+  ASSERT_TRUE(eventually([&] { return controller_->policy_series().empty(); }));
+  const size_t writes = status_writes(fake_).size();
+  put_report("n1", {report_entry("team-a", "web", 2, 3, 3)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(status_writes(fake_).size(), writes);
+}
+
+TEST_F(ControllerTest, WritesStatusOnlyWhenItChanges) {
+  ASSERT_TRUE(client_.create(kProfilingPolicies, "team-a", make_policy("team-a", "api")).ok());
+  put_report("n1", {report_entry("team-a", "api", 1, 1, 1)});
+  start();
+  ASSERT_TRUE(eventually([&] { return get("api")["status"]["nodesReporting"] == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const size_t writes = status_writes(fake_).size();
+  EXPECT_EQ(writes, 1u) << "one write brings the status up to date";
+
+  // Changes that do not change the status: a label on the policy, a heartbeat in the report.
+  ASSERT_TRUE(client_
+                  .merge_patch(kProfilingPolicies, "team-a", "api",
+                               {{"metadata", {{"labels", {{"team", "a"}}}}}})
+                  .ok());
+  Json report = make_report("n1", {report_entry("team-a", "api", 1, 1, 1)});
+  report["status"]["heartbeatTime"] = "2026-01-01T00:00:30Z";
+  ASSERT_TRUE(client_.merge_patch(kProfilingNodeReports, "sonde-system", "n1", report).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(status_writes(fake_).size(), writes);
+  EXPECT_NE(metrics_.serialize().find("sonde_operator_reconciles_total{result=\"unchanged\"}"),
+            std::string::npos);
+}
+
+TEST_F(ControllerTest, InvalidSpecIsReportedNotRetried) {
+  Json bad = make_policy("team-a", "bad");
+  bad["spec"]["targets"][0]["selector"] = {
+      {"matchExpressions", {{{"key", "app"}, {"operator", "In"}}}}};
+  ASSERT_TRUE(client_.create(kProfilingPolicies, "team-a", bad).ok());
+  start();
+  ASSERT_TRUE(
+      eventually([&] { return condition_reason(get("bad"), "Accepted") == "False/InvalidSpec"; }));
+  EXPECT_NE((*condition_of(get("bad"), "Accepted"))["message"].get<std::string>().find(
+                "values: required for operator In"),
+            std::string::npos);
+}
+
+TEST_F(ControllerTest, ExportsPolicySeriesFromNodeReports) {
+  ASSERT_TRUE(client_.create(kProfilingPolicies, "team-a", make_policy("team-a", "web")).ok());
+  put_report("n1", {report_entry("team-a", "web", 1, 2, 2, Json::array(), 10.5)});
+  put_report("n2", {report_entry("team-a", "web", 1, 1, 1, Json::array(), 2.0)});
+  start();
+  ASSERT_TRUE(eventually([&] { return get("web")["status"]["nodesReporting"] == 2; }));
+  const std::string text = metrics_.serialize();
+  EXPECT_NE(text.find("sonde_policy_event_loop_blocked_seconds_total{namespace=\"team-a\","
+                      "policy=\"web\"} 12.5"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("sonde_policy_nodejs_processes{namespace=\"team-a\",policy=\"web\"} 3"),
+            std::string::npos);
+  EXPECT_NE(text.find("sonde_operator_leader 1"), std::string::npos);
+  metrics_.set_leader(false);
+  EXPECT_EQ(metrics_.serialize().find("sonde_policy_"), std::string::npos)
+      << "only the leader exports policy series";
+}
+
+}  // namespace
+}  // namespace sonde::op::testing

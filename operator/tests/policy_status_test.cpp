@@ -1,0 +1,124 @@
+#include "operator/policy_status.h"
+
+#include <gtest/gtest.h>
+
+namespace sonde::op {
+namespace {
+
+using kube::Json;
+
+Json policy(int64_t generation, Json spec = nullptr) {
+  if (spec.is_null()) {
+    spec = {{"targets", {{{"selector", {{"matchLabels", {{"app", "web"}}}}}}}},
+            {"instrumentations", {{"nodejsEventLoop", Json::object()}}}};
+  }
+  return {{"metadata", {{"name", "web"}, {"namespace", "team-a"}, {"generation", generation}}},
+          {"spec", spec}};
+}
+
+Json entry(int64_t generation, int matched, int instrumented, Json problems = Json::array()) {
+  return {{"namespace", "team-a"},
+          {"name", "web"},
+          {"observedGeneration", generation},
+          {"matchedPods", matched},
+          {"instrumentedPods", instrumented},
+          {"nodejsProcesses", instrumented},
+          {"problems", problems}};
+}
+
+const Json* find_condition(const Json& status, const std::string& type) {
+  for (const auto& c : status["conditions"]) {
+    if (c["type"] == type) return &c;
+  }
+  return nullptr;
+}
+
+TEST(PolicyStatusTest, SumsCurrentGenerationEntriesAndIsReadyWhenAllNodesReport) {
+  const Json status =
+      compute_status(policy(3), {{"n1", entry(3, 2, 2)}, {"n2", entry(3, 1, 1)}}, 2, "T0");
+  EXPECT_EQ(status["observedGeneration"], 3);
+  EXPECT_EQ(status["matchedPods"], 3);
+  EXPECT_EQ(status["instrumentedPods"], 3);
+  EXPECT_EQ(status["nodesReporting"], 2);
+  EXPECT_EQ((*find_condition(status, "Accepted"))["status"], "True");
+  EXPECT_EQ((*find_condition(status, "Ready"))["status"], "True");
+  EXPECT_EQ((*find_condition(status, "Ready"))["reason"], "AllNodesReporting");
+  EXPECT_EQ((*find_condition(status, "Degraded"))["status"], "False");
+}
+
+TEST(PolicyStatusTest, StaleEntriesAreNotCountedAndReadyWaits) {
+  const Json status =
+      compute_status(policy(4), {{"n1", entry(3, 5, 5)}, {"n2", entry(4, 1, 1)}}, 2, "T0");
+  EXPECT_EQ(status["matchedPods"], 1);
+  EXPECT_EQ(status["nodesReporting"], 1);
+  const Json& ready = *find_condition(status, "Ready");
+  EXPECT_EQ(ready["status"], "False");
+  EXPECT_EQ(ready["reason"], "WaitingForNodes");
+  EXPECT_EQ(ready["message"], "1 of 2 nodes report generation 4");
+}
+
+TEST(PolicyStatusTest, NoAgentsYet) {
+  const Json status = compute_status(policy(1), {}, 0, "T0");
+  EXPECT_EQ((*find_condition(status, "Ready"))["reason"], "NoAgents");
+}
+
+TEST(PolicyStatusTest, DegradedNamesTheMostFrequentReasonAndThePods) {
+  const Json problems = {{{"reason", "SymbolsNotFound"},
+                          {"pod", "web-1"},
+                          {"container", "app"},
+                          {"message", "no uv__io_poll in /usr/bin/node"}},
+                         {{"reason", "SymbolsNotFound"}, {"pod", "web-2"}, {"container", "app"}},
+                         {{"reason", "LimitExceeded"}, {"pod", "web-3"}, {"container", "app"}}};
+  const Json status = compute_status(policy(1), {{"n1", entry(1, 3, 0, problems)}}, 1, "T0");
+  const Json& degraded = *find_condition(status, "Degraded");
+  EXPECT_EQ(degraded["status"], "True");
+  EXPECT_EQ(degraded["reason"], "SymbolsNotFound");
+  const std::string message = degraded["message"];
+  EXPECT_NE(message.find("SymbolsNotFound: 2 pods, LimitExceeded: 1 pod"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("web-1/app on n1: no uv__io_poll"), std::string::npos) << message;
+}
+
+TEST(PolicyStatusTest, TiesGoToTheMoreSevereReason) {
+  const Json problems = {{{"reason", "Conflicting"}, {"pod", "a"}},
+                         {{"reason", "KernelUnsupported"}, {"pod", "b"}}};
+  const Json status = compute_status(policy(1), {{"n1", entry(1, 2, 0, problems)}}, 1, "T0");
+  EXPECT_EQ((*find_condition(status, "Degraded"))["reason"], "KernelUnsupported");
+}
+
+TEST(PolicyStatusTest, TransitionTimesSurviveWhileStatusHolds) {
+  Json p = policy(1);
+  p["status"] = compute_status(p, {{"n1", entry(1, 1, 1)}}, 1, "T0");
+  const Json again = compute_status(p, {{"n1", entry(1, 1, 1)}}, 1, "T1");
+  EXPECT_EQ(again, p["status"]) << "an unchanged world must give an identical status";
+
+  const Json degraded = compute_status(
+      p, {{"n1", entry(1, 1, 0, {{{"reason", "LimitExceeded"}, {"pod", "x"}}})}}, 1, "T2");
+  EXPECT_EQ((*find_condition(degraded, "Degraded"))["lastTransitionTime"], "T2");
+  EXPECT_EQ((*find_condition(degraded, "Ready"))["lastTransitionTime"], "T0");
+}
+
+TEST(PolicyStatusTest, InvalidSpecIsNotAccepted) {
+  Json spec = {
+      {"targets",
+       {{{"selector", {{"matchExpressions", {{{"key", "app"}, {"operator", "Matches"}}}}}}}}},
+      {"instrumentations", {{"cpu", {{"frequencyHz", 49}}}}}};
+  Json status = compute_status(policy(1, spec), {}, 1, "T0");
+  const Json& accepted = *find_condition(status, "Accepted");
+  EXPECT_EQ(accepted["status"], "False");
+  EXPECT_EQ(accepted["reason"], "InvalidSpec");
+  EXPECT_NE(accepted["message"].get<std::string>().find("matchExpressions[0].operator"),
+            std::string::npos);
+  EXPECT_EQ((*find_condition(status, "Ready"))["reason"], "InvalidSpec");
+
+  EXPECT_FALSE(validate_policy_spec({{"targets", Json::array()}}).ok());
+  EXPECT_FALSE(validate_policy_spec({{"targets", {{{"selector", Json::object()}}}},
+                                     {"instrumentations", Json::object()}})
+                   .ok());
+  EXPECT_FALSE(validate_policy_spec({{"targets", {{{"selector", Json::object()}}}},
+                                     {"instrumentations", {{"cpu", {{"frequencyHz", 5000}}}}}})
+                   .ok());
+}
+
+}  // namespace
+}  // namespace sonde::op
