@@ -321,9 +321,12 @@ void GoPclntab::build_index() {
   // Function buckets: for each 4 KiB of text, the first function overlapping it.
   uint64_t lo = min_pc();
   uint64_t hi = max_pc();
-  if (((hi - lo) >> kBucketShift) < kMaxBuckets) {
+  // A real table is far larger than its bucket array (text / 1024 bytes); a corrupt range must
+  // not turn into an allocation out of proportion with the input.
+  uint64_t nbuckets = ((hi - lo) >> kBucketShift) + 1;
+  if (nbuckets < kMaxBuckets && nbuckets * sizeof(uint32_t) <= data_.size()) {
     index->bucket_base = lo;
-    index->buckets.resize(((hi - lo) >> kBucketShift) + 1);
+    index->buckets.resize(nbuckets);
     uint32_t f = 0;
     bool ok = true;
     for (size_t b = 0; b < index->buckets.size(); ++b) {
