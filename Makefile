@@ -11,12 +11,13 @@ CMAKE_GEN := -G Ninja
 
 SOURCES = $(shell git ls-files '*.cpp' '*.h' '*.c' 2>/dev/null | grep -v '^bpf/vmlinux')
 
-.PHONY: help deps build test unit-test fuzz e2e run bench fmt fmt-check lint clean
+.PHONY: help deps build test-build test unit-test fuzz e2e run bench fmt fmt-check lint clean
 
 help:
 	@echo "make deps       install the Debian packages (root, idempotent)"
 	@echo "make build      build $(BUILD)/bin/sonde-agent and $(BUILD)/bin/sonde-operator"
 	@echo "make test       ASan+UBSan build, unit + kernel (bpf) tests, fuzzers, e2e, format check"
+	@echo "make unit-test  | make fuzz | make e2e   the parts of make test"
 	@echo "make run        the agent standalone on this host with a demo workload"
 	@echo "make bench      benchmarks (results in bench/RESULTS.md)"
 	@echo "make fmt        clang-format the sources; make lint: format check + clang-tidy"
@@ -28,10 +29,13 @@ build:
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONDE_BUILD_TESTS=OFF
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The test build keeps sanitizers on; tests labelled `bpf` need root and the real kernel.
-unit-test:
+# The test build keeps sanitizers on; tests labelled `bpf` need root and the real kernel. The
+# e2e tests run its binaries too, so `make test` compiles everything once.
+test-build:
 	cmake -S . -B $(TEST_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DSONDE_SANITIZE=ON
 	cmake --build $(TEST_BUILD) -j $(JOBS)
+
+unit-test: test-build
 	cd $(TEST_BUILD) && ctest --output-on-failure --timeout 300
 
 fuzz:
@@ -41,8 +45,8 @@ fuzz:
 	if [ -n "$$targets" ]; then cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $$targets; fi
 	@scripts/run-fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
-e2e: build
-	@scripts/run-e2e.sh $(BUILD)
+e2e: test-build
+	@scripts/run-e2e.sh $(TEST_BUILD)
 
 test: unit-test fuzz e2e fmt-check
 

@@ -9,7 +9,7 @@
 //     - containerId: "3f9a..."     # full or prefix (at least 12 hex digits)
 //   instrumentations:
 //     nodejsEventLoop: true
-//     goTLS: false
+//     goTLS: true
 //     cpu: {enabled: false, frequencyHz: 49}
 //
 // Loading is strict: an unknown key, a wrong type or an out-of-range value is an error naming
@@ -37,7 +37,7 @@ struct CpuSamplingConfig {
 
 struct InstrumentationConfig {
   bool nodejs_event_loop = true;
-  bool go_tls = false;
+  bool go_tls = true;
   CpuSamplingConfig cpu;
 };
 

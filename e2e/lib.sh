@@ -50,6 +50,9 @@ YAML
   PROM_URL="http://127.0.0.1:$port"
   wait_until 300 curl -sf "$PROM_URL/-/ready" ||
     { tail -20 "$SONDE_E2E_TMP/prometheus.log"; fail "prometheus did not start"; }
+  # Prometheus hands new targets to its scrape manager every 5 s: wait for the first scrape.
+  wait_until 150 bash -c "[[ \$(curl -sf --get '$PROM_URL/api/v1/query' --data-urlencode 'query=up' | jq -r '.data.result[0].value[1]') == 1 ]]" ||
+    fail "prometheus never scraped the agent"
 }
 
 stop_prometheus() {

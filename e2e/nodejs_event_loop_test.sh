@@ -95,6 +95,6 @@ within "$(awk -v a="${second:-0}" -v b="${first:-0}" 'BEGIN { print a - b }')" 0
   fail "after the restart the counter went from $first to $second; want +0.3 s"
 
 # One binary, all these processes: one shared uprobe attachment.
-attachments="$(agent_metric "$port" sonde_agent_uprobe_attachments)"
+attachments="$(agent_metric "$port" 'sonde_agent_uprobe_attachments{feature="nodejs"}')"
 [[ "$attachments" == 1 ]] || fail "uprobe attachments: $attachments, want 1"
 echo "nodejs event loop: ok"

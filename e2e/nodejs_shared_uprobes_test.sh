@@ -100,8 +100,8 @@ done
 # overlay layer's copy (one real file, two mounts).
 procs="$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s }')"
 [[ "$procs" == $((n + 2)) ]] || fail "instrumented processes: $procs, want $((n + 2))"
-attachments="$(agent_metric "$port" sonde_agent_uprobe_attachments)"
-attaches="$(agent_metric "$port" sonde_agent_uprobe_attaches_total)"
+attachments="$(agent_metric "$port" 'sonde_agent_uprobe_attachments{feature="nodejs"}')"
+attaches="$(agent_metric "$port" 'sonde_agent_uprobe_attaches_total{feature="nodejs"}')"
 links="$(uv_links)"
 echo "$((n + 2)) processes: $attachments attachments ($attaches made), $links uv__io_poll links in bpftool"
 [[ "$attachments" == 2 && "$attaches" == 2 && "$links" == 2 ]] ||
@@ -131,7 +131,7 @@ complaint="$(check_process "overlay pods" "${v:-0}" "$ready_sum" "$done_sum" 0.8
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
-wait_until 50 bash -c "[[ \$(curl -sf http://127.0.0.1:$port/metrics | awk '/^sonde_agent_uprobe_attachments / { print \$2 }') == 0 ]]" ||
+wait_until 50 bash -c "[[ \$(curl -sf http://127.0.0.1:$port/metrics | awk '/^sonde_agent_uprobe_attachments\\{feature=\"nodejs\"\\} / { print \$2 }') == 0 ]]" ||
   fail "attachments left after every process exited"
 [[ "$(uv_links)" == 0 ]] || fail "uv__io_poll links left in the kernel"
 

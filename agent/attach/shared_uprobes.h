@@ -21,16 +21,11 @@
 #include <string>
 #include <tuple>
 
+#include "agent/kernel/bpf_helpers.h"
 #include "agent/symbols/binary_identity.h"
 #include "common/result.h"
 
 namespace sonde::agent {
-
-// An attachment that detaches when destroyed (e.g. UprobeLink). Destructors never throw.
-class Attachment {
- public:
-  virtual ~Attachment() = default;
-};
 
 class SharedUprobes {
  public:

@@ -25,10 +25,6 @@ bool is_epoll_wait(long nr) {
   return nr == SYS_epoll_pwait || nr == 441 /* epoll_pwait2 */;
 }
 
-bool gone(const Error& e) {
-  return e.code() == ENOENT || e.code() == ESRCH;
-}
-
 // The runtime address of a link-time address of the executable of pid.
 Result<uint64_t> runtime_address(const ProcReader& proc, pid_t pid, const symbols::ElfFile& elf,
                                  uint64_t vaddr) {
@@ -42,14 +38,6 @@ Result<uint64_t> runtime_address(const ProcReader& proc, pid_t pid, const symbol
   ASSIGN_OR_RETURN(uint64_t base, proc.exe_load_base(pid));
   return base + vaddr - lowest;
 }
-
-class UprobeAttachment : public Attachment {
- public:
-  explicit UprobeAttachment(std::unique_ptr<UprobeLink> link) : link_(std::move(link)) {}
-
- private:
-  std::unique_ptr<UprobeLink> link_;
-};
 
 }  // namespace
 
@@ -70,32 +58,24 @@ EventLoopMonitor::EventLoopMonitor(LoopProbes& probes, symbols::ProbeTargetCache
       proc_(proc),
       options_(std::move(options)) {}
 
-EventLoopMonitor::Outcome EventLoopMonitor::consider(pid_t pid, bool running) {
-  auto info = proc_.read(pid);
-  if (!info.ok()) {
-    if (gone(info.error())) return Outcome::kGone;
-    // Some processes (a sandbox's init, kernel threads' exe) are unreadable even to root.
-    log::debug("cannot read process", {{"pid", pid}, {"error", info.error().message()}});
-    return Outcome::kFailed;
-  }
+const std::vector<std::string>& EventLoopMonitor::symbol_names() {
+  return kNames;
+}
+
+EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c) {
+  const pid_t pid = c.info.pid;
+  const bool running = c.running;
   {
     std::lock_guard lock(mu_);
     auto it = processes_.find(pid);
     if (it != processes_.end()) {
-      if (running && it->second.start_time == info->start_time) return Outcome::kTracked;
+      if (running && it->second.start_time == c.info.start_time) return Outcome::kTracked;
       // It exec'd again (or the pid was reused after a lost exit event): a new program.
       finish_locked(pid, monotonic_ns());
     }
   }
-  if (options_.selected && !options_.selected(*info)) return Outcome::kNotSelected;
-
-  std::string path = proc_.exe_path(pid);
-  auto binary = symbols::OpenBinary::open(path);
-  if (!binary.ok()) {
-    if (gone(binary.error())) return Outcome::kGone;
-    log::warn("cannot open executable", {{"pid", pid}, {"error", binary.error().message()}});
-    return Outcome::kFailed;
-  }
+  const std::string& path = c.path;
+  const symbols::OpenBinary* binary = &c.binary;
   auto targets = cache_.resolve(*binary, kNames);
   if (!targets.ok()) {
     log::debug("not an ELF we can read", {{"pid", pid}, {"error", targets.error().message()}});
@@ -109,10 +89,7 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(pid_t pid, bool running) {
   if (t[kIoPoll].found) {
     auto attached = uprobes_.acquire(
         {binary->identity(), t[kIoPoll].file_offset, kProgram}, path, pid,
-        [this](const std::string& p, uint64_t offset) -> Result<std::unique_ptr<Attachment>> {
-          ASSIGN_OR_RETURN(auto link, probes_.attach_uprobe(p, offset));
-          return std::unique_ptr<Attachment>(new UprobeAttachment(std::move(link)));
-        });
+        [this](const std::string& p, uint64_t offset) { return probes_.attach_uprobe(p, offset); });
     if (attached.ok()) {
       mode = LoopMode::kAnyLoop;
       auto elf = symbols::ElfFile::parse(binary->bytes());
@@ -123,7 +100,7 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(pid_t pid, bool running) {
           mode = LoopMode::kPrecise;
         }
       }
-    } else if (gone(attached.error())) {
+    } else if (is_gone(attached.error())) {
       return Outcome::kGone;
     } else {
       log::warn("uv__io_poll uprobe failed; measuring every main-thread epoll wait",
@@ -147,15 +124,15 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(pid_t pid, bool running) {
     return Outcome::kFailed;
   }
 
-  auto labels = options_.labels ? options_.labels(*info) : ContainerLabels{};
+  auto labels = options_.labels ? options_.labels(c.info) : ContainerLabels{};
   std::lock_guard lock(mu_);
-  processes_[pid] = Process{info->start_time, labels, binary->identity(), 0};
+  processes_[pid] = Process{c.info.start_time, labels, binary->identity(), 0};
   containers_[labels].processes++;
   auto [b, inserted] =
-      binaries_.try_emplace(binary->identity().to_string(), Binary{info->exe, mode, 0});
+      binaries_.try_emplace(binary->identity().to_string(), Binary{c.info.exe, mode, 0});
   b->second.processes++;
   if (inserted) {
-    log::info("instrumenting Node.js binary", {{"binary", info->exe},
+    log::info("instrumenting Node.js binary", {{"binary", c.info.exe},
                                                {"mode", loop_mode_name(mode)},
                                                {"uv__io_poll", t[kIoPoll].found},
                                                {"default_loop_struct", t[kDefaultLoop].found}});

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "agent/attach/shared_uprobes.h"
+#include "agent/discovery/candidate.h"
 #include "agent/discovery/proc_reader.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/symbols/probe_target_cache.h"
@@ -52,8 +53,6 @@ const char* loop_mode_name(LoopMode mode);
 class EventLoopMonitor {
  public:
   struct Options {
-    // Which processes to instrument (all when empty).
-    std::function<bool(const ProcessInfo&)> selected;
     // The series a process belongs to.
     std::function<ContainerLabels(const ProcessInfo&)> labels;
   };
@@ -61,10 +60,14 @@ class EventLoopMonitor {
   EventLoopMonitor(LoopProbes& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
                    const ProcReader& proc, Options options);
 
-  enum class Outcome { kTracked, kNotNode, kNotSelected, kGone, kFailed };
-  // Considers a process: from the start-up scan (running = true: it may be mid-loop) or from
-  // its exec event. A process that execs again is re-considered.
-  Outcome consider(pid_t pid, bool running);
+  // The symbols consider() looks up, so a caller can resolve every feature's names in one
+  // parse of a new binary.
+  static const std::vector<std::string>& symbol_names();
+
+  enum class Outcome { kTracked, kNotNode, kGone, kFailed };
+  // Considers a process: from the start-up scan (it may be mid-loop) or from its exec event.
+  // A process that execs again is re-considered.
+  Outcome consider(const Candidate& candidate);
 
   // The process exited at exit_ns (CLOCK_MONOTONIC); no-op when it was not tracked.
   void exited(pid_t pid, uint64_t exit_ns);

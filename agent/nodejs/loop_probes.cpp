@@ -36,10 +36,6 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-UprobeLink::~UprobeLink() {
-  bpf_link__destroy(link_);
-}
-
 Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
   if (source != WaitSource::kAuto) return load_with(source);
   // fentry needs the function in BTF and BPF trampolines (DYNAMIC_FTRACE_WITH_DIRECT_CALLS),
@@ -92,21 +88,9 @@ const char* LoopProbes::wait_source() const {
   return source_ == WaitSource::kFentry ? "fentry/do_epoll_wait" : "tp_btf/sys_enter+sys_exit";
 }
 
-Result<std::unique_ptr<UprobeLink>> LoopProbes::attach_uprobe(const std::string& path,
+Result<std::unique_ptr<Attachment>> LoopProbes::attach_uprobe(const std::string& path,
                                                               uint64_t file_offset) {
-  bpf_link* link = bpf_program__attach_uprobe(skel_->progs.uv_io_poll_enter, false, -1,
-                                              path.c_str(), file_offset);
-  if (!link) {
-    return errno_error(
-        "attach uprobe " + path + "+0x" +
-            [&] {
-              char b[32];
-              snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(file_offset));
-              return std::string(b);
-            }(),
-        errno);
-  }
-  return std::make_unique<UprobeLink>(link);
+  return sonde::agent::attach_uprobe(skel_->progs.uv_io_poll_enter, path, file_offset);
 }
 
 Status LoopProbes::track(pid_t pid, const Start& start) {

@@ -13,25 +13,12 @@
 #include <memory>
 #include <string>
 
-#include "agent/attach/shared_uprobes.h"
+#include "agent/kernel/bpf_helpers.h"
 #include "common/result.h"
 
 struct nodejs_bpf;
-struct bpf_link;
 
 namespace sonde::agent {
-
-// A uprobe attachment: detaches when destroyed, never throws.
-class UprobeLink : public Attachment {
- public:
-  explicit UprobeLink(bpf_link* link) : link_(link) {}
-  ~UprobeLink() override;
-  UprobeLink(const UprobeLink&) = delete;
-  UprobeLink& operator=(const UprobeLink&) = delete;
-
- private:
-  bpf_link* link_;
-};
 
 // CLOCK_MONOTONIC in nanoseconds, the clock of bpf_ktime_get_ns().
 uint64_t monotonic_ns();
@@ -48,7 +35,7 @@ class LoopProbes {
 
   // Attaches the uv__io_poll entry program at `file_offset` of the binary at `path`, for every
   // process running it (filtering happens in the kernel through the tracked-process map).
-  Result<std::unique_ptr<UprobeLink>> attach_uprobe(const std::string& path, uint64_t file_offset);
+  Result<std::unique_ptr<Attachment>> attach_uprobe(const std::string& path, uint64_t file_offset);
 
   struct Start {
     enum class Now {

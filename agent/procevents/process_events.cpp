@@ -5,8 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <vector>
 
+#include "agent/kernel/bpf_helpers.h"
 #include "procevents.h"
 #include "procevents.skel.h"
 
@@ -69,17 +69,7 @@ int ProcessEventSource::fd() const {
 }
 
 uint64_t ProcessEventSource::dropped() const {
-  int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return 0;
-  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
-  uint32_t key = SONDE_PROC_DROPPED_KEY;
-  if (bpf_map__lookup_elem(skel_->maps.dropped, &key, sizeof key, per_cpu.data(),
-                           per_cpu.size() * sizeof(uint64_t), 0) != 0) {
-    return 0;
-  }
-  uint64_t total = 0;
-  for (auto n : per_cpu) total += n;
-  return total;
+  return sum_percpu_counter(skel_->maps.dropped, SONDE_PROC_DROPPED_KEY);
 }
 
 }  // namespace sonde::agent

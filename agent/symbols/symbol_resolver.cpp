@@ -67,7 +67,9 @@ class Matcher {
         if (ahead < strings.size()) __builtin_prefetch(strings.data() + ahead);
       }
       const ElfSymbol sym = table.symbol(i);
-      if (sym.type() != STT_FUNC || sym.section_index == SHN_UNDEF) continue;
+      if ((sym.type() != STT_FUNC && sym.type() != STT_OBJECT) || sym.section_index == SHN_UNDEF) {
+        continue;
+      }
       if (sym.name_offset == 0 || sym.name_offset >= strings.size()) continue;
       const uint8_t* name = strings.data() + sym.name_offset;
       const size_t room = strings.size() - sym.name_offset;

@@ -7,10 +7,11 @@
 // none of it is copied). Only the small answers are kept. resolve_file() maps the file, resolves
 // and unmaps before returning, so nothing of the symbol table outlives the call.
 //
-// Matching rules: a name matches defined STT_FUNC symbols (section index not SHN_UNDEF) with
-// exactly that name. .symtab wins over .dynsym, the first definition wins within a table, and
-// `ambiguous` says that another definition with a different address exists (two static
-// functions of one name in different translation units).
+// Matching rules: a name matches defined STT_FUNC or STT_OBJECT symbols (section index not
+// SHN_UNDEF) with exactly that name; a data object (libuv's default_loop_struct, say) comes back
+// with its address and size and return_status kNotCode. .symtab wins over .dynsym, the first
+// definition wins within a table, and `ambiguous` says that another definition with a
+// different address exists (two static functions of one name in different translation units).
 //
 // A missing name is a result (found == false), not an error; one function without a return
 // site never fails the others. Errors are reserved for an unreadable or malformed binary.

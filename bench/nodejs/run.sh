@@ -57,7 +57,7 @@ cpu="$(awk -v a="$t0" -v b="$t1" -v s="$s0" -v e="$s1" -v hz="$hz" 'BEGIN { prin
 metrics="$(curl -sf "127.0.0.1:$port/metrics")"
 rss="$(awk '/^sonde_agent_resident_memory_bytes / { printf "%.1f", $2 / 1048576 }' <<<"$metrics")"
 procs="$(awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s }' <<<"$metrics")"
-attach="$(awk '/^sonde_agent_uprobe_attachments / { print $2 }' <<<"$metrics")"
+attach="$(awk '/^sonde_agent_uprobe_attachments\{feature="nodejs"\} / { print $2 }' <<<"$metrics")"
 
 cat <<TABLE
 | measure | without agent | with agent | added |

@@ -1,0 +1,34 @@
+// The Go toolchain version a binary was built with, from its .go.buildinfo section, and
+// whether sonde can read its register-ABI arguments.
+//
+// Layout: a 16-byte header "\xff Go buildinf:" + pointer size + flags. With flag 2 (Go 1.18
+// and later) the version follows at offset 32 as a varint-length string; before that, at
+// offset 16 come pointers to Go string headers, resolved through the PT_LOAD segments.
+// Every offset and length is bounds-checked: a malformed section is an error.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "agent/symbols/elf_file.h"
+#include "common/result.h"
+
+namespace sonde::agent {
+
+struct GoVersion {
+  int major = 0, minor = 0, patch = 0;
+  std::string text;  // as recorded, e.g. "go1.19.8"
+};
+
+// "go1.19.8" → {1, 19, 8}; "go1.21rc2" → {1, 21, 0}; nullopt when not "go<major>.<minor>".
+std::optional<GoVersion> parse_go_version(std::string_view text);
+
+// The version in elf's .go.buildinfo; an Error when there is none (not a Go binary) or it is
+// malformed.
+Result<GoVersion> go_build_version(const symbols::ElfFile& elf);
+
+// Go's register ABI for function arguments: amd64 from Go 1.17, arm64 from Go 1.18.
+bool go_register_abi(symbols::Machine machine, const GoVersion& v);
+
+}  // namespace sonde::agent

@@ -1,0 +1,41 @@
+#include "agent/kernel/bpf_helpers.h"
+
+#include <bpf/libbpf.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <vector>
+
+namespace sonde::agent {
+
+BpfLink::~BpfLink() {
+  bpf_link__destroy(link_);
+}
+
+Result<std::unique_ptr<Attachment>> attach_uprobe(bpf_program* program, const std::string& path,
+                                                  uint64_t file_offset) {
+  bpf_link* link = bpf_program__attach_uprobe(program, false, -1, path.c_str(), file_offset);
+  if (!link) {
+    char offset[32];
+    std::snprintf(offset, sizeof offset, "0x%llx", static_cast<unsigned long long>(file_offset));
+    return errno_error(
+        std::string("attach uprobe ") + bpf_program__name(program) + " to " + path + "+" + offset,
+        errno);
+  }
+  return std::unique_ptr<Attachment>(new BpfLink(link));
+}
+
+uint64_t sum_percpu_counter(const bpf_map* map, uint32_t key) {
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return 0;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+  if (bpf_map__lookup_elem(map, &key, sizeof key, per_cpu.data(), per_cpu.size() * sizeof(uint64_t),
+                           0) != 0) {
+    return 0;
+  }
+  uint64_t total = 0;
+  for (auto n : per_cpu) total += n;
+  return total;
+}
+
+}  // namespace sonde::agent

@@ -1,0 +1,3 @@
+module sonde.test/gonotls
+
+go 1.19

@@ -1,0 +1,3 @@
+module sonde.test/gotls
+
+go 1.19

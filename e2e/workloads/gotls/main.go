@@ -1,0 +1,107 @@
+// gotls: an HTTPS server and client over Go's crypto/tls, for sonde's Go TLS tests.
+//
+//	gotls server                 serve HTTPS on 127.0.0.1 (a free port, printed as "listening PORT");
+//	                             GET /status/CODE answers with that status
+//	gotls client PORT CODE...    one HTTP/1.1 keep-alive connection, one GET per CODE, in order;
+//	                             prints "done N" and exits
+//
+// The certificate is generated at start-up (no files, no network). HTTP/2 is switched off so
+// every exchange is HTTP/1.1 unless -h2 is given to both sides.
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"flag"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func certificate() tls.Certificate {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	check(err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "sonde-test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	check(err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func main() {
+	h2 := flag.Bool("h2", false, "use HTTP/2")
+	flag.Parse()
+	args := flag.Args()
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "usage: gotls [-h2] server | gotls [-h2] client PORT CODE...")
+		os.Exit(2)
+	}
+	switch args[0] {
+	case "server":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		check(err)
+		cfg := &tls.Config{Certificates: []tls.Certificate{certificate()}}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			code, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/status/"))
+			if err != nil {
+				code = http.StatusBadRequest
+			}
+			w.WriteHeader(code)
+			fmt.Fprintf(w, "status %d\n", code)
+		})}
+		if *h2 {
+			cfg.NextProtos = []string{"h2"}
+		} else {
+			srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		}
+		fmt.Printf("listening %d\n", ln.Addr().(*net.TCPAddr).Port)
+		check(srv.Serve(tls.NewListener(ln, cfg)))
+	case "client":
+		if len(args) < 3 {
+			fmt.Fprintln(os.Stderr, "usage: gotls client PORT CODE...")
+			os.Exit(2)
+		}
+		tr := &http.Transport{
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
+			ForceAttemptHTTP2: *h2,
+			MaxIdleConns:      1,
+		}
+		if !*h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		client := &http.Client{Transport: tr}
+		for _, code := range args[2:] {
+			resp, err := client.Get("https://127.0.0.1:" + args[1] + "/status/" + code)
+			check(err)
+			_, err = io.Copy(io.Discard, resp.Body)
+			check(err)
+			resp.Body.Close()
+		}
+		fmt.Printf("done %d\n", len(args)-2)
+	default:
+		fmt.Fprintln(os.Stderr, "unknown mode", args[0])
+		os.Exit(2)
+	}
+}
