@@ -1,14 +1,11 @@
-// The sonde custom resources, as the operator addresses them (crds/ holds their definitions
-// and crds/README.md the report object's shape).
+// The sonde custom resources under the operator's namespace.
 #pragma once
 
-#include "common/kube/resource.h"
+#include "common/kube/sonde_resources.h"
 
 namespace sonde::op {
 
-inline const kube::ResourceType kProfilingPolicies{"sonde.dev", "v1alpha1", "profilingpolicies",
-                                                   true};
-inline const kube::ResourceType kProfilingNodeReports{"sonde.dev", "v1alpha1",
-                                                      "profilingnodereports", true};
+using kube::kProfilingNodeReports;
+using kube::kProfilingPolicies;
 
 }  // namespace sonde::op
