@@ -17,12 +17,12 @@ Result<std::unique_ptr<BinarySymbolizer>> BinarySymbolizer::from_mapping(symbols
   // Either table alone is useful: static Go binaries have no symbol table once stripped, C
   // binaries have no pclntab. Only when both are missing is there nothing to offer.
   auto go = GoBinary::from_bytes(self->file_.bytes());
-  if (go.ok()) self->go_ = std::move(go).value();
   auto elf = ElfSymbolizer::from_bytes(self->file_.bytes());
-  if (elf.ok()) self->elf_ = std::move(elf).value();
-  if (!self->go_ && !self->elf_) {
+  if (!go.ok() && !elf.ok()) {
     return elf.error().wrap(what + ": no Go pclntab (" + go.error().message() + ") and");
   }
+  if (go.ok()) self->go_ = std::move(go).value();
+  if (elf.ok()) self->elf_ = std::move(elf).value();
   return self;
 }
 

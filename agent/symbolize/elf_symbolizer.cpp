@@ -24,7 +24,7 @@ Result<std::unique_ptr<ElfSymbolizer>> ElfSymbolizer::open(const std::string& pa
 Result<std::unique_ptr<ElfSymbolizer>> ElfSymbolizer::from_bytes(std::span<const uint8_t> bytes) {
   std::unique_ptr<ElfSymbolizer> self(new ElfSymbolizer());
   ASSIGN_OR_RETURN(symbols::ElfFile elf, symbols::ElfFile::parse(bytes));
-  self->elf_.emplace(std::move(elf));
+  self->elf_.emplace(elf);
   RETURN_IF_ERROR(self->build());
   return self;
 }

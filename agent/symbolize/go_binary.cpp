@@ -43,7 +43,7 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path) {
 Result<std::unique_ptr<GoBinary>> GoBinary::from_bytes(std::span<const uint8_t> bytes) {
   std::unique_ptr<GoBinary> self(new GoBinary());
   ASSIGN_OR_RETURN(symbols::ElfFile elf, symbols::ElfFile::parse(bytes));
-  self->elf_.emplace(std::move(elf));
+  self->elf_.emplace(elf);
   RETURN_IF_ERROR(self->locate());
   return self;
 }

@@ -15,8 +15,8 @@ constexpr uint32_t kMagicGo120 = 0xfffffff1;
 
 // Indexes into a function's pcdata/funcdata arrays, stable since Go 1.16 (the 1.2 layout spans
 // Go 1.2-1.15, whose indexes moved between releases, so its inline trees are not read).
-constexpr uint32_t kPcdataInlTreeIndex = 2;
-constexpr uint32_t kFuncdataInlTree = 3;
+constexpr size_t kPcdataInlTreeIndex = 2;
+constexpr size_t kFuncdataInlTree = 3;
 // runtime.inlinedCall: 20 bytes up to Go 1.19 (parentPc at 16), 16 bytes from 1.20 (parentPc at
 // 8); the callee's name offset sits at 12 and 4 respectively.
 constexpr size_t kInlinedCallSize119 = 20;

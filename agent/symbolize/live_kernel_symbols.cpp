@@ -7,7 +7,7 @@
 namespace sonde::symbolize {
 
 Result<std::unique_ptr<LiveKernelSymbols>> LiveKernelSymbols::start(
-    LiveKernelSymbolsOptions options) {
+    const LiveKernelSymbolsOptions& options) {
   std::unique_ptr<LiveKernelSymbols> self(new LiveKernelSymbols());
   auto events = PerfKsymbolEvents::open(options.ring_pages, options.sys_root);
   if (!events.ok()) return events.error().wrap("kernel symbols");

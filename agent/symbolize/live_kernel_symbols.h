@@ -29,7 +29,8 @@ class LiveKernelSymbols {
  public:
   // Opens the events first and reads kallsyms after, so no change between the two is missed (a
   // change seen twice is harmless: add and remove are idempotent). Errors name the failed step.
-  static Result<std::unique_ptr<LiveKernelSymbols>> start(LiveKernelSymbolsOptions options = {});
+  static Result<std::unique_ptr<LiveKernelSymbols>> start(
+      const LiveKernelSymbolsOptions& options = {});
 
   // Waits up to timeout_ms, applies every pending change, and re-reads kallsyms once if records
   // were dropped since the last poll. Returns the number of changes applied.

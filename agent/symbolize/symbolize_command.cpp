@@ -36,7 +36,7 @@ constexpr const char* kUsage =
 
 std::string hex(uint64_t v) {
   char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  (void)std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
   return buf;
 }
 
@@ -179,8 +179,8 @@ SymbolizeOutput run_symbolize(const std::vector<std::string>& args) {
 int symbolize_main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   SymbolizeOutput r = run_symbolize(args);
-  std::fputs(r.out.c_str(), stdout);
-  std::fputs(r.err.c_str(), stderr);
+  (void)std::fputs(r.out.c_str(), stdout);
+  (void)std::fputs(r.err.c_str(), stderr);
   return r.exit_code;
 }
 

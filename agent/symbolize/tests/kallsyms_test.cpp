@@ -115,7 +115,7 @@ TEST(KallsymsTable, ReadsFromProcRootParameter) {
 
   auto missing = KallsymsTable::read(std::string(dir) + "/nope");
   EXPECT_FALSE(missing.ok());
-  std::remove((std::string(dir) + "/kallsyms").c_str());
+  (void)std::remove((std::string(dir) + "/kallsyms").c_str());
   rmdir(dir);
 }
 

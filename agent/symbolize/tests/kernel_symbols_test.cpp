@@ -27,7 +27,7 @@ class KernelSymbolsTest : public ::testing::Test {
         "ffffffffc0200000 t nft_do_chain\t[nf_tables]\n");
   }
   void TearDown() override {
-    std::remove((std::string(dir_) + "/kallsyms").c_str());
+    (void)std::remove((std::string(dir_) + "/kallsyms").c_str());
     rmdir(dir_);
   }
   void write(const std::string& text) {

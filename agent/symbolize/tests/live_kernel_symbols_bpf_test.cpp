@@ -40,7 +40,7 @@ LoadedProg load_socket_filter(const char* name) {
   uint32_t len = sizeof info;
   if (bpf_obj_get_info_by_fd(p.fd.get(), &info, &len) != 0) return p;
   char tag[17];
-  for (int i = 0; i < 8; ++i) snprintf(tag + 2 * i, 3, "%02x", info.tag[i]);
+  for (size_t i = 0; i < 8; ++i) (void)snprintf(tag + 2 * i, 3, "%02x", info.tag[i]);
   p.address = ksym;
   p.symbol = std::string("bpf_prog_") + tag + "_" + name;
   return p;
@@ -51,7 +51,7 @@ bool in_proc_kallsyms(uint64_t address, const std::string& symbol) {
   auto text = read_proc_file("/proc/kallsyms");
   if (!text.ok()) return false;
   char addr[32];
-  snprintf(addr, sizeof addr, "%016lx", static_cast<unsigned long>(address));
+  (void)snprintf(addr, sizeof addr, "%016lx", static_cast<unsigned long>(address));
   return text->find(std::string(addr) + " t " + symbol + "\t[bpf]") != std::string::npos;
 }
 
