@@ -12,6 +12,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "dropped.bpf.h"
 #include "gotls.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -93,13 +94,6 @@ struct {
   __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-/* Events lost to a full ring buffer, exported by user space. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, __u64);
-} dropped SEC(".maps");
 
 static __always_inline bool starts_with(const char* buf, const char* prefix, int n) {
   for (int i = 0; i < n; i++) {
@@ -139,9 +133,7 @@ static __always_inline void emit(__u32 pid, __u16 direction, __u16 protocol, __u
                                  __u16 status, __u64 duration_ns) {
   struct sonde_tls_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
   if (!e) {
-    __u32 zero = 0;
-    __u64* n = bpf_map_lookup_elem(&dropped, &zero);
-    if (n) *n += 1;
+    count_drop();
     return;
   }
   e->duration_ns = duration_ns;

@@ -10,6 +10,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "dropped.bpf.h"
 #include "procevents.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -19,19 +20,6 @@ struct {
   __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-/* Events the ring buffer had no room for; user space exports it as a counter. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, __u64);
-} dropped SEC(".maps");
-
-static __always_inline void count_drop(void) {
-  __u32 key = SONDE_PROC_DROPPED_KEY;
-  __u64* n = bpf_map_lookup_elem(&dropped, &key);
-  if (n) *n += 1;
-}
 
 static __always_inline struct sonde_proc_event* reserve(struct task_struct* task, __u32 kind) {
   struct sonde_proc_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);

@@ -25,7 +25,4 @@ struct sonde_proc_event {
   char filename[SONDE_FILENAME_LEN]; /* path given to execve, SONDE_PROC_EXEC only */
 };
 
-/* Index of the per-CPU drop counter in the `dropped` map. */
-#define SONDE_PROC_DROPPED_KEY 0
-
 #endif

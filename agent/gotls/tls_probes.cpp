@@ -16,21 +16,21 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load(EventFn on_event) {
   if (int err = gotls_bpf__load(self->skel_.get()); err) {
     return errno_error("go tls probes: load BPF programs (run 'sonde-agent doctor')", -err);
   }
-  self->ring_ = {
-      ring_buffer__new(bpf_map__fd(self->skel_->maps.events), &on_sample, self.get(), nullptr),
-      ring_buffer__free};
-  if (!self->ring_) return errno_error("go tls probes: open ring buffer", errno);
+  auto* raw_self = self.get();
+  ASSIGN_OR_RETURN(self->ring_, RingBufferReader::open(self->skel_->maps.events, "go tls probes",
+                                                       [raw_self](std::span<const uint8_t> r) {
+                                                         raw_self->on_record(r);
+                                                       }));
   return self;
 }
 
 TlsProbes::~TlsProbes() = default;
 
-int TlsProbes::on_sample(void* ctx, void* data, size_t size) {
-  if (size < sizeof(sonde_tls_event)) return 0;
+void TlsProbes::on_record(std::span<const uint8_t> record) {
+  if (record.size() < sizeof(sonde_tls_event)) return;  // a record from another build
   sonde_tls_event e;
-  std::memcpy(&e, data, sizeof e);
-  static_cast<TlsProbes*>(ctx)->on_event_(e);
-  return 0;
+  std::memcpy(&e, record.data(), sizeof e);
+  on_event_(e);
 }
 
 Result<std::unique_ptr<Attachment>> TlsProbes::attach(Program program, const std::string& path,
@@ -66,10 +66,7 @@ sonde_tls_bytes TlsProbes::untrack(pid_t pid) {
 }
 
 Result<int> TlsProbes::poll(int timeout_ms) {
-  int n = ring_buffer__poll(ring_.get(), timeout_ms);
-  if (n == -EINTR) return 0;
-  if (n < 0) return errno_error("go tls probes: poll ring buffer", -n);
-  return n;
+  return ring_->poll(timeout_ms);
 }
 
 uint64_t TlsProbes::dropped() const {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "agent/kernel/bpf_helpers.h"
@@ -19,7 +20,6 @@
 #include "gotls.h"
 
 struct gotls_bpf;
-struct ring_buffer;
 
 namespace sonde::agent {
 
@@ -45,11 +45,11 @@ class TlsProbes {
 
  private:
   explicit TlsProbes(EventFn on_event) : on_event_(std::move(on_event)) {}
-  static int on_sample(void* ctx, void* data, size_t size);
+  void on_record(std::span<const uint8_t> record);
 
   EventFn on_event_;
   std::unique_ptr<gotls_bpf, void (*)(gotls_bpf*)> skel_{nullptr, nullptr};
-  std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> ring_{nullptr, nullptr};
+  std::unique_ptr<RingBufferReader> ring_;  // after skel_: freed before the map it reads
 };
 
 }  // namespace sonde::agent

@@ -38,4 +38,34 @@ uint64_t sum_percpu_counter(const bpf_map* map, uint32_t key) {
   return total;
 }
 
+Result<std::unique_ptr<RingBufferReader>> RingBufferReader::open(const bpf_map* map,
+                                                                 std::string what,
+                                                                 Callback callback) {
+  std::unique_ptr<RingBufferReader> self(
+      new RingBufferReader(std::move(what), std::move(callback)));
+  self->ring_ = ring_buffer__new(bpf_map__fd(map), &on_sample, self.get(), nullptr);
+  if (!self->ring_) return errno_error(self->what_ + ": open ring buffer", errno);
+  return self;
+}
+
+RingBufferReader::~RingBufferReader() {
+  ring_buffer__free(ring_);
+}
+
+int RingBufferReader::on_sample(void* ctx, void* data, size_t size) {
+  static_cast<RingBufferReader*>(ctx)->callback_({static_cast<const uint8_t*>(data), size});
+  return 0;
+}
+
+Result<int> RingBufferReader::poll(int timeout_ms) {
+  int n = ring_buffer__poll(ring_, timeout_ms);
+  if (n == -EINTR) return 0;
+  if (n < 0) return errno_error(what_ + ": poll ring buffer", -n);
+  return n;
+}
+
+int RingBufferReader::fd() const {
+  return ring_buffer__epoll_fd(ring_);
+}
+
 }  // namespace sonde::agent

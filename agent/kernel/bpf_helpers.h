@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "common/result.h"
@@ -10,6 +12,7 @@
 struct bpf_link;
 struct bpf_map;
 struct bpf_program;
+struct ring_buffer;
 
 namespace sonde::agent {
 
@@ -38,5 +41,31 @@ Result<std::unique_ptr<Attachment>> attach_uprobe(bpf_program* program, const st
 
 // The sum over CPUs of a u64 in a BPF_MAP_TYPE_PERCPU_ARRAY (0 when the lookup fails).
 uint64_t sum_percpu_counter(const bpf_map* map, uint32_t key);
+
+// A BPF ring buffer's consumer: poll() hands every available record to the callback, on the
+// polling thread. Records shorter than the struct a feature expects are the feature's to skip.
+class RingBufferReader {
+ public:
+  using Callback = std::function<void(std::span<const uint8_t>)>;
+
+  // `what` names the feature in errors ("process events").
+  static Result<std::unique_ptr<RingBufferReader>> open(const bpf_map* map, std::string what,
+                                                        Callback callback);
+  ~RingBufferReader();
+
+  // Waits up to timeout_ms; returns the records delivered. EINTR counts as none.
+  Result<int> poll(int timeout_ms);
+  // An epoll fd that becomes readable when records arrive.
+  int fd() const;
+
+ private:
+  RingBufferReader(std::string what, Callback callback)
+      : what_(std::move(what)), callback_(std::move(callback)) {}
+  static int on_sample(void* ctx, void* data, size_t size);
+
+  std::string what_;
+  Callback callback_;
+  ring_buffer* ring_ = nullptr;
+};
 
 }  // namespace sonde::agent

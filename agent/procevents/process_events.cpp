@@ -29,20 +29,20 @@ Result<std::unique_ptr<ProcessEventSource>> ProcessEventSource::start(Callback c
   if (int err = procevents_bpf__attach(self->skel_.get()); err) {
     return errno_error("process events: attach sched_process_exec/exit tracepoints", -err);
   }
-  self->ring_ = {
-      ring_buffer__new(bpf_map__fd(self->skel_->maps.events), &on_sample, self.get(), nullptr),
-      ring_buffer__free};
-  if (!self->ring_) return errno_error("process events: open ring buffer", errno);
+  auto* raw_self = self.get();
+  ASSIGN_OR_RETURN(self->ring_, RingBufferReader::open(self->skel_->maps.events, "process events",
+                                                       [raw_self](std::span<const uint8_t> r) {
+                                                         raw_self->on_record(r);
+                                                       }));
   return self;
 }
 
 ProcessEventSource::~ProcessEventSource() = default;
 
-int ProcessEventSource::on_sample(void* ctx, void* data, size_t size) {
-  auto* self = static_cast<ProcessEventSource*>(ctx);
-  if (size < sizeof(sonde_proc_event)) return 0;  // a record from another build: skip it
+void ProcessEventSource::on_record(std::span<const uint8_t> record) {
+  if (record.size() < sizeof(sonde_proc_event)) return;  // a record from another build: skip it
   sonde_proc_event raw;
-  std::memcpy(&raw, data, sizeof raw);
+  std::memcpy(&raw, record.data(), sizeof raw);
   ProcessEvent ev{
       .kind = raw.kind == SONDE_PROC_EXIT ? ProcessEvent::Kind::kExit : ProcessEvent::Kind::kExec,
       .pid = raw.pid,
@@ -53,23 +53,19 @@ int ProcessEventSource::on_sample(void* ctx, void* data, size_t size) {
       .comm = bounded_string(raw.comm, sizeof raw.comm),
       .filename = bounded_string(raw.filename, sizeof raw.filename),
   };
-  self->callback_(ev);
-  return 0;
+  callback_(ev);
 }
 
 Result<int> ProcessEventSource::poll(int timeout_ms) {
-  int n = ring_buffer__poll(ring_.get(), timeout_ms);
-  if (n == -EINTR) return 0;
-  if (n < 0) return errno_error("process events: poll ring buffer", -n);
-  return n;
+  return ring_->poll(timeout_ms);
 }
 
 int ProcessEventSource::fd() const {
-  return ring_buffer__epoll_fd(ring_.get());
+  return ring_->fd();
 }
 
 uint64_t ProcessEventSource::dropped() const {
-  return sum_percpu_counter(skel_->maps.dropped, SONDE_PROC_DROPPED_KEY);
+  return sum_percpu_counter(skel_->maps.dropped, 0);
 }
 
 }  // namespace sonde::agent

@@ -8,12 +8,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
+#include "agent/kernel/bpf_helpers.h"
 #include "common/result.h"
 
 struct procevents_bpf;
-struct ring_buffer;
 
 namespace sonde::agent {
 
@@ -53,11 +54,11 @@ class ProcessEventSource {
 
  private:
   explicit ProcessEventSource(Callback callback) : callback_(std::move(callback)) {}
-  static int on_sample(void* ctx, void* data, size_t size);
+  void on_record(std::span<const uint8_t> record);
 
   Callback callback_;
   std::unique_ptr<procevents_bpf, void (*)(procevents_bpf*)> skel_{nullptr, nullptr};
-  std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> ring_{nullptr, nullptr};
+  std::unique_ptr<RingBufferReader> ring_;  // after skel_: freed before the map it reads
 };
 
 }  // namespace sonde::agent

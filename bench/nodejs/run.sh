@@ -8,23 +8,12 @@
 set -euo pipefail
 build="${1:-build}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-agent="$(cd "$build/bin" && pwd)/sonde-agent"
-[[ -x "$agent" ]] || { echo "bench: $agent missing; run 'make build' first" >&2; exit 1; }
-tmp="$(mktemp -d /tmp/sonde-bench-node-XXXXXX)"
 port=19499
-pids=()
-agent_pid=
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  [[ -n "$agent_pid" ]] && kill -INT "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+source "$here/../agent_lib.sh"
 cc -O2 -o "$tmp/syscalls" "$here/syscalls.c"
 
 iterations=200000
 runs=7
-median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 loop_ns() {  # median ns per iteration over $runs runs
   for _ in $(seq $runs); do
     node "$here/loop_iterations.js" $iterations
@@ -35,9 +24,7 @@ syscall_ns() { for _ in $(seq $runs); do "$tmp/syscalls" 2000000; done | median;
 base_loop="$(loop_ns)"
 base_sys="$(syscall_ns)"
 
-"$agent" --standalone --metrics-address "127.0.0.1:$port" --log-level warn >"$tmp/agent.log" 2>&1 &
-agent_pid=$!
-for _ in $(seq 100); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
+start_bench_agent
 wait_source="$(curl -sf "127.0.0.1:$port/metrics" | sed -n 's/^sonde_agent_info{.*wait_source="\([^"]*\)".*/\1/p')"
 agent_loop="$(loop_ns)"
 agent_sys="$(syscall_ns)"
@@ -48,14 +35,12 @@ for i in $(seq 50); do
   pids+=($!)
 done
 sleep 5
-ticks() { awk '{ print $14 + $15 }' "/proc/$agent_pid/stat"; }
-t0="$(ticks)"; s0="$(date +%s.%N)"
+t0="$(agent_ticks)"; s0="$(date +%s.%N)"
 sleep 30
-t1="$(ticks)"; s1="$(date +%s.%N)"
-hz="$(getconf CLK_TCK)"
-cpu="$(awk -v a="$t0" -v b="$t1" -v s="$s0" -v e="$s1" -v hz="$hz" 'BEGIN { printf "%.2f", 100 * (b - a) / hz / (e - s) }')"
+t1="$(agent_ticks)"; s1="$(date +%s.%N)"
+cpu="$(cpu_percent "$t0" "$t1" "$s0" "$s1")"
 metrics="$(curl -sf "127.0.0.1:$port/metrics")"
-rss="$(awk '/^sonde_agent_resident_memory_bytes / { printf "%.1f", $2 / 1048576 }' <<<"$metrics")"
+rss="$(agent_rss_mib)"
 procs="$(awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s }' <<<"$metrics")"
 attach="$(awk '/^sonde_agent_uprobe_attachments\{feature="nodejs"\} / { print $2 }' <<<"$metrics")"
 

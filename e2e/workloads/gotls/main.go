@@ -4,6 +4,10 @@
 //	                             GET /status/CODE answers with that status
 //	gotls client PORT CODE...    one HTTP/1.1 keep-alive connection, one GET per CODE, in order;
 //	                             prints "done N" and exits
+//	gotls load PORT SECONDS RATE GET /status/200 at RATE requests per second for SECONDS
+//	gotls echo N SIZE            N round trips of SIZE bytes over one TLS connection to an
+//	                             in-process echo server; prints nanoseconds per round trip
+//	                             (each is 2 Writes and 2 Reads through crypto/tls)
 //
 // The certificate is generated at start-up (no files, no network). HTTP/2 is switched off so
 // every exchange is HTTP/1.1 unless -h2 is given to both sides.
@@ -100,6 +104,65 @@ func main() {
 			resp.Body.Close()
 		}
 		fmt.Printf("done %d\n", len(args)-2)
+	case "load":
+		if len(args) != 4 {
+			fmt.Fprintln(os.Stderr, "usage: gotls load PORT SECONDS RATE")
+			os.Exit(2)
+		}
+		seconds, err := strconv.Atoi(args[2])
+		check(err)
+		rate, err := strconv.Atoi(args[3])
+		check(err)
+		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+		client := &http.Client{Transport: tr}
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		n := 0
+		for end := time.Now().Add(time.Duration(seconds) * time.Second); time.Now().Before(end); n++ {
+			<-tick.C
+			resp, err := client.Get("https://127.0.0.1:" + args[1] + "/status/200")
+			check(err)
+			_, err = io.Copy(io.Discard, resp.Body)
+			check(err)
+			resp.Body.Close()
+		}
+		fmt.Printf("done %d\n", n)
+	case "echo":
+		if len(args) != 3 {
+			fmt.Fprintln(os.Stderr, "usage: gotls echo N SIZE")
+			os.Exit(2)
+		}
+		n, err := strconv.Atoi(args[1])
+		check(err)
+		size, err := strconv.Atoi(args[2])
+		check(err)
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{certificate()}})
+		check(err)
+		go func() {
+			c, err := ln.Accept()
+			check(err)
+			buf := make([]byte, size)
+			for {
+				if _, err := io.ReadFull(c, buf); err != nil {
+					return
+				}
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		check(err)
+		buf := make([]byte, size)
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			_, err := c.Write(buf)
+			check(err)
+			_, err = io.ReadFull(c, buf)
+			check(err)
+		}
+		fmt.Println(time.Since(start).Nanoseconds() / int64(n))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", args[0])
 		os.Exit(2)
