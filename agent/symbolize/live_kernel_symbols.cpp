@@ -9,7 +9,8 @@ namespace sonde::symbolize {
 Result<std::unique_ptr<LiveKernelSymbols>> LiveKernelSymbols::start(
     const LiveKernelSymbolsOptions& options) {
   std::unique_ptr<LiveKernelSymbols> self(new LiveKernelSymbols());
-  auto events = PerfKsymbolEvents::open(options.ring_pages, options.sys_root);
+  auto events =
+      PerfKsymbolEvents::open(options.ring_pages, options.sys_root, options.lost_accounting);
   if (!events.ok()) return events.error().wrap("kernel symbols");
   self->events_ = std::move(events).value();
   // The lost count is taken before the full read: drops after this point may be after the

@@ -1,7 +1,8 @@
 // LiveKernelSymbols: KernelSymbols kept current by the kernel itself. Every BPF symbol that is
 // registered or unregistered arrives as a PERF_RECORD_KSYMBOL (PerfKsymbolEvents); poll()
 // applies them to the overlay. When the kernel had to drop records (a ring buffer was full, the
-// perf lost count grew), poll() re-reads /proc/kallsyms exactly once for that.
+// perf lost count grew), poll() re-reads /proc/kallsyms exactly once for that — on kernels
+// before 6.0 at the first poll after the next record on that CPU (see PerfKsymbolEvents).
 //
 // Owns its perf events: destroying it closes them, and a failed start() leaves nothing open.
 // Not thread-safe: one thread polls and looks up.
@@ -23,6 +24,8 @@ struct LiveKernelSymbolsOptions {
   std::string sys_root = "/sys";
   // Per-CPU ring buffer pages (power of two). Tests use 1 to force drops.
   size_t ring_pages = 16;
+  // How drops are detected; tests force the pre-6.0 way (LOST records) on new kernels.
+  PerfKsymbolEvents::LostAccounting lost_accounting = PerfKsymbolEvents::LostAccounting::kAuto;
 };
 
 class LiveKernelSymbols {

@@ -23,6 +23,8 @@ constexpr size_t kKsymLen = kKsymAddr + 8;
 constexpr size_t kKsymType = kKsymLen + 4;
 constexpr size_t kKsymFlags = kKsymType + 2;
 constexpr size_t kKsymName = kKsymFlags + 2;
+// PERF_RECORD_LOST: header, u64 id, u64 lost.
+constexpr size_t kLostCount = sizeof(perf_event_header) + 8;
 // perf_event_header.size is 16 bits.
 constexpr size_t kMaxRecord = 65535;
 
@@ -65,7 +67,8 @@ Result<std::vector<int>> parse_cpu_list(std::string_view text) {
 }
 
 Result<std::unique_ptr<PerfKsymbolEvents>> PerfKsymbolEvents::open(size_t data_pages,
-                                                                   const std::string& sys_root) {
+                                                                   const std::string& sys_root,
+                                                                   LostAccounting accounting) {
   if (data_pages == 0 || (data_pages & (data_pages - 1)) != 0) {
     return Error("ksymbol events: ring of " + std::to_string(data_pages) +
                  " pages is not a power of two");
@@ -81,13 +84,14 @@ Result<std::unique_ptr<PerfKsymbolEvents>> PerfKsymbolEvents::open(size_t data_p
   // Every CPU's event exists before any record is read, so partially built state is released
   // by the destructor of `self` on any error below.
   self->cpus_.reserve(cpus.size());
+  self->lost_from_records_ = accounting == LostAccounting::kRecordsOnly;
   for (int cpu : cpus) {
     perf_event_attr attr{};
     attr.size = sizeof attr;
     attr.type = PERF_TYPE_SOFTWARE;
     attr.config = PERF_COUNT_SW_DUMMY;
     attr.ksymbol = 1;
-    attr.read_format = PERF_FORMAT_LOST;
+    attr.read_format = self->lost_from_records_ ? 0 : PERF_FORMAT_LOST;
     // A timestamp at the end of every record orders one symbol's register and unregister
     // across CPUs.
     attr.sample_id_all = 1;
@@ -95,6 +99,12 @@ Result<std::unique_ptr<PerfKsymbolEvents>> PerfKsymbolEvents::open(size_t data_p
     attr.wakeup_events = 1;
     Cpu c;
     c.fd = UniqueFd(perf_event_open(&attr, cpu));
+    if (!c.fd.valid() && errno == EINVAL && !self->lost_from_records_ && self->cpus_.empty()) {
+      // A kernel before 6.0 does not know PERF_FORMAT_LOST.
+      self->lost_from_records_ = true;
+      attr.read_format = 0;
+      c.fd = UniqueFd(perf_event_open(&attr, cpu));
+    }
     if (!c.fd.valid()) {
       return errno_error("ksymbol events: perf_event_open on cpu " + std::to_string(cpu) +
                              " (needs CAP_PERFMON or CAP_SYS_ADMIN)",
@@ -143,6 +153,13 @@ void PerfKsymbolEvents::drain(Cpu& cpu) {
     };
     copy_out(reinterpret_cast<uint8_t*>(&hdr), tail, sizeof hdr);
     if (hdr.size < sizeof hdr || hdr.size > avail) break;  // not a record: stop, skip the rest
+    if (hdr.type == PERF_RECORD_LOST && hdr.size >= kLostCount + sizeof(uint64_t)) {
+      uint8_t* rec = scratch_.data();
+      copy_out(rec, tail, hdr.size);
+      uint64_t lost;
+      std::memcpy(&lost, rec + kLostCount, sizeof lost);
+      lost_in_records_ += lost;
+    }
     if (hdr.type == PERF_RECORD_KSYMBOL && hdr.size >= kKsymName + 1 + sizeof(uint64_t)) {
       uint8_t* rec = scratch_.data();
       copy_out(rec, tail, hdr.size);
@@ -190,6 +207,7 @@ Result<int> PerfKsymbolEvents::poll(int timeout_ms, const Callback& callback) {
 }
 
 Result<uint64_t> PerfKsymbolEvents::lost() const {
+  if (lost_from_records_) return lost_in_records_;
   uint64_t total = 0;
   for (const Cpu& c : cpus_) {
     uint64_t values[2] = {};  // {value, lost} for read_format == PERF_FORMAT_LOST

@@ -8,8 +8,10 @@
 // no program and carries address, length and name.
 //
 // Drops are counted exactly: the kernel counts every record a full buffer refused in the
-// event's lost count, read through PERF_FORMAT_LOST (Linux >= 6.0). Owns its fds and mappings;
-// destroying it closes them. Not thread-safe: one thread polls.
+// event's lost count, read through PERF_FORMAT_LOST (Linux >= 6.0). Older kernels reject that
+// read format; there the PERF_RECORD_LOST records are summed instead, which the kernel writes
+// only once the buffer has room and the next record arrives, so drops are seen one record later.
+// Owns its fds and mappings; destroying it closes them. Not thread-safe: one thread polls.
 #pragma once
 
 #include <cstddef>
@@ -39,8 +41,13 @@ class PerfKsymbolEvents {
   // Opens a dummy software event with `ksymbol` on every online CPU (listed in
   // <sys_root>/devices/system/cpu/online), each with `data_pages` pages of ring buffer (a power
   // of two). Needs CAP_PERFMON (or perf_event_paranoid <= 0). Errors name the CPU and the step.
-  static Result<std::unique_ptr<PerfKsymbolEvents>> open(size_t data_pages = 16,
-                                                         const std::string& sys_root = "/sys");
+  enum class LostAccounting : uint8_t {
+    kAuto,         // the exact lost count where the kernel has it, else the LOST records
+    kRecordsOnly,  // the LOST records only (what kernels before 6.0 allow; tests force it)
+  };
+  static Result<std::unique_ptr<PerfKsymbolEvents>> open(
+      size_t data_pages = 16, const std::string& sys_root = "/sys",
+      LostAccounting accounting = LostAccounting::kAuto);
 
   ~PerfKsymbolEvents();
   PerfKsymbolEvents(const PerfKsymbolEvents&) = delete;
@@ -51,8 +58,10 @@ class PerfKsymbolEvents {
   // records.
   Result<int> poll(int timeout_ms, const Callback& callback);
 
-  // Records the kernel dropped because a buffer was full, summed over CPUs, read now.
+  // Records the kernel dropped because a buffer was full, summed over CPUs: read now from the
+  // kernel's counts, or summed from the LOST records polled so far.
   Result<uint64_t> lost() const;
+  bool exact_lost_count() const { return !lost_from_records_; }
 
   // An epoll fd that is readable when records are pending.
   int fd() const { return epoll_.get(); }
@@ -79,6 +88,8 @@ class PerfKsymbolEvents {
   std::vector<uint8_t> scratch_;  // one record copied out of the ring when it wraps
   std::vector<Pending> pending_;  // records of one poll, merged across CPUs by time
   std::string names_;
+  bool lost_from_records_ = false;
+  uint64_t lost_in_records_ = 0;
 };
 
 // Parses a CPU list such as "0-3,5,8-9" (sysfs `online` format); an error for malformed text.
