@@ -141,7 +141,19 @@ Result<KallsymsTable> KallsymsTable::parse(std::string_view text) {
     keys.emplace_back(address, (preference(type, name) << 28) | index);
   }
 
-  if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
+  // On the common layout (addresses already ascending) only runs of equal addresses need
+  // ordering by preference; anything else (modules below the kernel image) gets a full sort.
+  auto by_address = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (std::is_sorted(keys.begin(), keys.end(), by_address)) {
+    for (auto run = keys.begin(); run != keys.end();) {
+      auto end =
+          std::find_if(run, keys.end(), [&](const auto& k) { return k.first != run->first; });
+      if (end - run > 1) std::sort(run, end);
+      run = end;
+    }
+  } else {
+    std::sort(keys.begin(), keys.end());
+  }
 
   table.addresses_.resize(raw.size());
   table.name_offsets_.resize(raw.size());
