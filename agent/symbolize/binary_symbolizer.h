@@ -44,7 +44,6 @@ class BinarySymbolizer {
 
   // Heap bytes held for lookups (tables, indexes); the mapping itself is page cache.
   size_t memory_bytes() const;
-  bool is_go() const { return go_ != nullptr; }
 
  private:
   BinarySymbolizer() = default;

@@ -45,8 +45,6 @@ class ElfSymbolizer {
   size_t size() const { return entries_.size(); }
   // Heap bytes of the table (the names stay in the mapping).
   size_t table_bytes() const { return entries_.capacity() * sizeof(Entry); }
-  // The file's ELF view, e.g. to check it for a Go pclntab too.
-  const symbols::ElfFile& elf() const { return *elf_; }
 
  private:
   struct Entry {

@@ -43,7 +43,6 @@ class KernelSymbols {
 
   uint64_t full_reads() const { return full_reads_; }
   size_t overlay_size() const { return overlay_.size(); }
-  const KallsymsTable& table() const { return table_; }
 
  private:
   struct Live {

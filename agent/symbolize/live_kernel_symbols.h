@@ -43,7 +43,6 @@ class LiveKernelSymbols {
   int fd() const { return events_->fd(); }
 
   std::optional<KernelSymbol> lookup(uint64_t address) const { return symbols_->lookup(address); }
-  const KernelSymbols& symbols() const { return *symbols_; }
   // Full reads of kallsyms so far: 1 after start(), +1 per poll that found new drops.
   uint64_t full_reads() const { return symbols_->full_reads(); }
   // Records the kernel dropped, as of the last poll.

@@ -61,7 +61,6 @@ class PerfKsymbolEvents {
   // Records the kernel dropped because a buffer was full, summed over CPUs: read now from the
   // kernel's counts, or summed from the LOST records polled so far.
   Result<uint64_t> lost() const;
-  bool exact_lost_count() const { return !lost_from_records_; }
 
   // An epoll fd that is readable when records are pending.
   int fd() const { return epoll_.get(); }
