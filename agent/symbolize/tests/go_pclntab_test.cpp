@@ -4,6 +4,7 @@
 #include "agent/symbolize/go_pclntab.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -93,8 +94,7 @@ class GoTestBinaries : public ::testing::TestWithParam<const char*> {};
 
 // Function and file:line of 20,000 random addresses plus every function entry, against
 // `go tool addr2line` (debug/gosym underneath: physical function, innermost position).
-TEST_P(GoTestBinaries, AgreesWithGoToolAddr2line) {
-  const std::string binary = GetParam();
+void expect_agreement_with_go_addr2line(const std::string& binary) {
   Loaded l = load(binary);
   GoPclntabOptions options;
   options.text_start = l.text.addr;
@@ -138,8 +138,19 @@ TEST_P(GoTestBinaries, AgreesWithGoToolAddr2line) {
     }
   }
   double rate = static_cast<double>(agree) / static_cast<double>(pcs.size());
-  RecordProperty("agreement", std::to_string(rate));
+  ::testing::Test::RecordProperty("agreement", std::to_string(rate));
   EXPECT_GE(rate, 0.999) << agree << " of " << pcs.size();
+}
+
+TEST_P(GoTestBinaries, AgreesWithGoToolAddr2line) {
+  expect_agreement_with_go_addr2line(GetParam());
+}
+
+// A large real-world Go binary built by someone else: Debian's stripped Go compiler.
+TEST(GoToolchainBinary, CompilerAgreesWithGoToolAddr2line) {
+  std::string compile = std::string(SONDE_GO_TOOLDIR) + "/compile";
+  if (access(compile.c_str(), R_OK) != 0) GTEST_SKIP() << compile << " not installed";
+  expect_agreement_with_go_addr2line(compile);
 }
 
 TEST_P(GoTestBinaries, FindsTableByMagicAndModuleData) {
