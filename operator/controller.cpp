@@ -96,6 +96,13 @@ Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
 }
 
 void Controller::run_workers(kube::StopSignal& stop) {
+  // Reconciling from half-filled caches would write a wrong status (e.g. NoAgents before the
+  // reports are listed) and then correct it; wait for both initial lists first.
+  while (!synced()) {
+    if (!stop.sleep_for(clock_, std::chrono::milliseconds(50))) return;
+  }
+  log::info("caches synced; reconciling",
+            {{"policies", policies_->size()}, {"reports", reports_->size()}});
   std::vector<std::thread> workers;
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     workers.emplace_back([this] {

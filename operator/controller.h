@@ -40,7 +40,7 @@ class Controller {
   bool synced() const;
   bool wait_for_sync(kube::Duration timeout) const;
 
-  // Reconciles until `stop` fires. Blocks.
+  // Waits for both caches to sync, then reconciles until `stop` fires. Blocks.
   void run_workers(kube::StopSignal& stop);
 
   enum class Outcome { kWritten, kUnchanged, kDeleted };
