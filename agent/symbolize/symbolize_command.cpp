@@ -17,7 +17,7 @@ namespace {
 using symbolize::SymbolizedFrame;
 
 constexpr const char* kUsage =
-    "Usage: sonde-agent symbolize [--json] (BINARY | --kernel) ADDRESS...\n"
+    "Usage: sonde-agent symbolize [--json] [--return-addresses] (BINARY | --kernel) ADDRESS...\n"
     "\n"
     "Turns addresses into function names the way the CPU profiler does. For a binary, ADDRESS\n"
     "is a link-time virtual address (subtract a PIE's load bias first): Go code is resolved\n"
@@ -29,6 +29,9 @@ constexpr const char* kUsage =
     "  --json      print [{\"address\", \"function\", \"offset\", \"file\", \"line\",\n"
     "              \"inlined\": [{\"function\", \"file\", \"line\"}, ...]}, ...],\n"
     "              inlined frames innermost first (kernel entries add \"module\")\n"
+    "  --return-addresses\n"
+    "              the addresses are return addresses from a stack (every frame but the\n"
+    "              innermost): look up ADDRESS - 1, the call instruction, not what follows it\n"
     "  -h, --help  show this help\n"
     "\n"
     "Exit status: 0 when every address was resolved, 1 when one was not or the input cannot be\n"
@@ -64,6 +67,7 @@ SymbolizeOutput run_symbolize(const std::vector<std::string>& args) {
   SymbolizeOutput result;
   bool json = false;
   bool kernel = false;
+  bool return_addresses = false;
   std::string binary;
   std::vector<std::string> words;
   for (const std::string& a : args) {
@@ -75,6 +79,8 @@ SymbolizeOutput run_symbolize(const std::vector<std::string>& args) {
       json = true;
     } else if (a == "--kernel") {
       kernel = true;
+    } else if (a == "--return-addresses") {
+      return_addresses = true;
     } else if (a.size() > 1 && a[0] == '-' && a[1] == '-') {
       result.err = "sonde-agent symbolize: unknown option '" + a + "'\n\n" + kUsage;
       result.exit_code = 2;
@@ -95,7 +101,7 @@ SymbolizeOutput run_symbolize(const std::vector<std::string>& args) {
   std::vector<uint64_t> addresses;
   for (const std::string& w : words) {
     auto a = parse_address(w);
-    if (!a) {
+    if (!a || (return_addresses && *a == 0)) {
       result.err = "sonde-agent symbolize: '" + w + "' is not an address\n";
       result.exit_code = 2;
       return result;
@@ -115,7 +121,7 @@ SymbolizeOutput run_symbolize(const std::vector<std::string>& args) {
       return result;
     }
     for (uint64_t a : addresses) {
-      auto s = symbols->lookup(a);
+      auto s = symbols->lookup(return_addresses ? a - 1 : a);
       all_found = all_found && s.has_value();
       nlohmann::json e = {{"address", hex(a)}, {"inlined", nlohmann::json::array()}};
       e["function"] = s ? nlohmann::json(std::string(s->name)) : nlohmann::json(nullptr);
@@ -141,7 +147,7 @@ SymbolizeOutput run_symbolize(const std::vector<std::string>& args) {
     }
     for (uint64_t a : addresses) {
       std::array<SymbolizedFrame, 32> frames;
-      size_t n = (*symbolizer)->symbolize(a, frames);
+      size_t n = (*symbolizer)->symbolize(return_addresses ? a - 1 : a, frames);
       nlohmann::json e = {{"address", hex(a)}, {"inlined", nlohmann::json::array()}};
       if (n == 0) {
         all_found = false;

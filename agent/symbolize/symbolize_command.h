@@ -1,6 +1,6 @@
-// `sonde-agent symbolize [--json] (BINARY | --kernel) ADDRESS...`: addresses to functions (and
-// for Go, files, lines and inlined frames) the way the profiler will, like llvm-symbolizer, for
-// users and tests.
+// `sonde-agent symbolize [--json] [--return-addresses] (BINARY | --kernel) ADDRESS...`: addresses
+// to functions (and for Go, files, lines and inlined frames) the way the profiler will, like
+// llvm-symbolizer, for users and tests.
 #pragma once
 
 #include <string>

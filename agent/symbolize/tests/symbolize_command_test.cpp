@@ -87,6 +87,13 @@ TEST(SymbolizeCommand, NativeBinaryDemangledAndMissingAddress) {
   auto r = run_symbolize({"/usr/bin/node", hex(a + 3), "0x10"});
   EXPECT_EQ(r.exit_code, 1);  // 0x10 is in no function
   EXPECT_EQ(r.out, "uv__io_poll+0x3\n??:0\n\n??\n??:0\n\n");
+
+  // A return address right after uv__io_poll's first byte is attributed to the call before it;
+  // the first byte itself as a return address belongs to whatever precedes the function.
+  r = run_symbolize({"--return-addresses", "/usr/bin/node", hex(a + 1)});
+  EXPECT_EQ(r.out, "uv__io_poll+0x0\n??:0\n\n");
+  r = run_symbolize({"--return-addresses", "/usr/bin/node", hex(a)});
+  EXPECT_EQ(r.out.find("uv__io_poll"), std::string::npos) << r.out;
 }
 
 TEST(SymbolizeCommand, KernelAddresses) {
