@@ -37,12 +37,8 @@ std::string status_class(uint16_t status) {
 }  // namespace
 
 TlsMonitor::TlsMonitor(TlsProbes& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
-                       const ProcReader& proc, Options options)
-    : probes_(probes),
-      cache_(cache),
-      uprobes_(uprobes),
-      proc_(proc),
-      options_(std::move(options)) {}
+                       const ProcReader& proc)
+    : probes_(probes), cache_(cache), uprobes_(uprobes), proc_(proc) {}
 
 TlsMonitor::BinaryVerdict TlsMonitor::verdict_for(const symbols::OpenBinary& binary,
                                                   const std::string& exe,
@@ -82,7 +78,7 @@ const std::vector<std::string>& TlsMonitor::symbol_names() {
   return kNames;
 }
 
-TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c) {
+TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabels& labels) {
   const pid_t pid = c.info.pid;
   {
     std::lock_guard lock(mu_);
@@ -144,7 +140,6 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c) {
     log::warn("cannot instrument Go TLS process", {{"pid", pid}, {"error", st.error().message()}});
     return Outcome::kFailed;
   }
-  auto labels = options_.labels ? options_.labels(c.info) : ContainerLabels{};
   std::lock_guard lock(mu_);
   processes_[pid] = Process{c.info.start_time, labels};
   containers_[labels].stats.processes++;

@@ -39,18 +39,14 @@ inline constexpr std::array<double, 12> kTlsDurationBuckets = {
 
 class TlsMonitor {
  public:
-  struct Options {
-    std::function<ContainerLabels(const ProcessInfo&)> labels;
-  };
-
   TlsMonitor(TlsProbes& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
-             const ProcReader& proc, Options options);
+             const ProcReader& proc);
 
   // The symbols consider() looks up (see EventLoopMonitor::symbol_names()).
   static const std::vector<std::string>& symbol_names();
 
   enum class Outcome { kTracked, kNotTlsUser, kNotInstrumentable, kGone, kFailed };
-  Outcome consider(const Candidate& candidate);
+  Outcome consider(const Candidate& candidate, const ContainerLabels& labels);
   void exited(pid_t pid);
   void sweep();
 
@@ -103,7 +99,6 @@ class TlsMonitor {
   symbols::ProbeTargetCache& cache_;
   SharedUprobes& uprobes_;
   const ProcReader& proc_;
-  Options options_;
 
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;

@@ -51,18 +51,15 @@ const char* loop_mode_name(LoopMode mode) {
 }
 
 EventLoopMonitor::EventLoopMonitor(LoopProbes& probes, symbols::ProbeTargetCache& cache,
-                                   SharedUprobes& uprobes, const ProcReader& proc, Options options)
-    : probes_(probes),
-      cache_(cache),
-      uprobes_(uprobes),
-      proc_(proc),
-      options_(std::move(options)) {}
+                                   SharedUprobes& uprobes, const ProcReader& proc)
+    : probes_(probes), cache_(cache), uprobes_(uprobes), proc_(proc) {}
 
 const std::vector<std::string>& EventLoopMonitor::symbol_names() {
   return kNames;
 }
 
-EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c) {
+EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
+                                                     const ContainerLabels& labels) {
   const pid_t pid = c.info.pid;
   const bool running = c.running;
   {
@@ -124,7 +121,6 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c) {
     return Outcome::kFailed;
   }
 
-  auto labels = options_.labels ? options_.labels(c.info) : ContainerLabels{};
   std::lock_guard lock(mu_);
   processes_[pid] = Process{c.info.start_time, labels, binary->identity(), 0};
   containers_[labels].processes++;

@@ -52,13 +52,8 @@ const char* loop_mode_name(LoopMode mode);
 
 class EventLoopMonitor {
  public:
-  struct Options {
-    // The series a process belongs to.
-    std::function<ContainerLabels(const ProcessInfo&)> labels;
-  };
-
   EventLoopMonitor(LoopProbes& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
-                   const ProcReader& proc, Options options);
+                   const ProcReader& proc);
 
   // The symbols consider() looks up, so a caller can resolve every feature's names in one
   // parse of a new binary.
@@ -67,7 +62,7 @@ class EventLoopMonitor {
   enum class Outcome { kTracked, kNotNode, kGone, kFailed };
   // Considers a process: from the start-up scan (it may be mid-loop) or from its exec event.
   // A process that execs again is re-considered.
-  Outcome consider(const Candidate& candidate);
+  Outcome consider(const Candidate& candidate, const ContainerLabels& labels);
 
   // The process exited at exit_ns (CLOCK_MONOTONIC); no-op when it was not tracked.
   void exited(pid_t pid, uint64_t exit_ns);
@@ -116,7 +111,6 @@ class EventLoopMonitor {
   symbols::ProbeTargetCache& cache_;
   SharedUprobes& uprobes_;
   const ProcReader& proc_;
-  Options options_;
 
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;

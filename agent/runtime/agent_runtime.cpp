@@ -1,0 +1,389 @@
+#include "agent/runtime/agent_runtime.h"
+
+#include <prometheus/client_metric.h>
+#include <unistd.h>
+
+#include <deque>
+#include <fstream>
+#include <limits>
+#include <map>
+
+#include "agent/attach/shared_uprobes.h"
+#include "agent/discovery/candidate.h"
+#include "agent/gotls/tls_monitor.h"
+#include "agent/gotls/tls_probes.h"
+#include "agent/kernel/libbpf_log.h"
+#include "agent/metrics/metrics_server.h"
+#include "agent/procevents/process_events.h"
+#include "agent/symbols/probe_target_cache.h"
+#include "common/log.h"
+#include "common/version.h"
+
+namespace sonde::agent {
+namespace {
+
+// How often processes that vanished without an exit event (a lost ring-buffer record) are
+// looked for.
+constexpr auto kSweepInterval = std::chrono::seconds(10);
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+double resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+// Go TLS families: requests, durations, HTTP/2 connections, bytes; and binary verdicts.
+void add_tls_families(TlsMonitor& tls, const TlsProbes& probes, const std::string& node,
+                      std::vector<prometheus::MetricFamily>& out) {
+  auto requests = counter_family("container_go_tls_requests_total",
+                                 "HTTP/1.x requests over Go crypto/tls connections, by direction "
+                                 "(client: sent by this container; server: answered by it), "
+                                 "method and status class.");
+  auto http2 = counter_family("container_go_tls_http2_connections_total",
+                              "HTTP/2 connections over Go crypto/tls (streams are not parsed).");
+  auto read = counter_family("container_go_tls_read_bytes_total",
+                             "Plaintext bytes read through Go crypto/tls.");
+  auto written = counter_family("container_go_tls_written_bytes_total",
+                                "Plaintext bytes written through Go crypto/tls.");
+  prometheus::MetricFamily durations{"container_go_tls_request_duration_seconds",
+                                     "HTTP/1.x request duration over Go crypto/tls: request "
+                                     "seen to response seen, by direction.",
+                                     prometheus::MetricType::Histogram,
+                                     {}};
+  auto processes = gauge_family("sonde_agent_gotls_processes", "Go TLS processes instrumented.");
+  for (const auto& [labels, s] : tls.snapshot()) {
+    LabelPairs base{{"namespace", labels.namespace_name},
+                    {"pod", labels.pod},
+                    {"container", labels.container},
+                    {"node", node}};
+    auto with = [&base](LabelPairs extra) {
+      LabelPairs l = base;
+      l.insert(l.end(), extra.begin(), extra.end());
+      return l;
+    };
+    for (const auto& [k, n] : s.requests) {
+      add_sample(
+          requests,
+          with(
+              {{"direction", k.direction}, {"method", k.method}, {"status_class", k.status_class}}),
+          static_cast<double>(n));
+    }
+    for (const auto& [direction, n] : s.http2_connections) {
+      add_sample(http2, with({{"direction", direction}}), static_cast<double>(n));
+    }
+    for (const auto& [direction, h] : s.durations) {
+      prometheus::ClientMetric m;
+      for (const auto& [k, v] : with({{"direction", direction}})) m.label.push_back({k, v});
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < kTlsDurationBuckets.size(); ++i) {
+        cumulative += h.buckets[i];
+        m.histogram.bucket.push_back({cumulative, kTlsDurationBuckets[i]});
+      }
+      m.histogram.bucket.push_back({h.count, std::numeric_limits<double>::infinity()});
+      m.histogram.sample_count = h.count;
+      m.histogram.sample_sum = h.sum;
+      durations.metric.push_back(std::move(m));
+    }
+    add_sample(read, base, static_cast<double>(s.read_bytes));
+    add_sample(written, base, static_cast<double>(s.written_bytes));
+    add_sample(processes, base, static_cast<double>(s.processes));
+  }
+  auto binaries = gauge_family("sonde_agent_gotls_binaries",
+                               "Go binaries seen with crypto/tls (or stripped): 1 per binary, "
+                               "with whether it is instrumented and why not.");
+  for (const auto& v : tls.verdicts()) {
+    add_sample(binaries,
+               {{"binary", v.path},
+                {"instrumented", v.instrumentable ? "true" : "false"},
+                {"reason", v.reason}},
+               1);
+  }
+  auto dropped = counter_family("sonde_agent_gotls_events_dropped_total",
+                                "Go TLS exchanges lost because the ring buffer was full.");
+  add_sample(dropped, {}, static_cast<double>(probes.dropped()));
+  for (auto* f :
+       {&requests, &http2, &durations, &read, &written, &processes, &binaries, &dropped}) {
+    out.push_back(std::move(*f));
+  }
+}
+
+}  // namespace
+
+struct AgentRuntime::Impl {
+  Impl(const RuntimeOptions& o, Selector& s)
+      : options(o), selector(s), proc(o.proc_root), cache(o.symbol_cache_entries) {}
+
+  Status start();
+  Status run(const StopSignals& stop);
+  void consider(pid_t pid, bool running);
+  void exited(pid_t pid, uint64_t timestamp_ns);
+  void reselect();
+  void add_collector();
+
+  RuntimeOptions options;
+  Selector& selector;
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  std::string node;
+
+  std::deque<ProcessEvent> pending;
+  std::unique_ptr<ProcessEventSource> events;
+  std::unique_ptr<LoopProbes> probes;
+  std::unique_ptr<TlsMonitor> tls;  // before its probes: their events call into it
+  std::unique_ptr<TlsProbes> tls_probes;
+  // One registry per feature: releasing a pid from one must not detach the other's probes.
+  SharedUprobes uprobes, tls_uprobes;
+  std::unique_ptr<EventLoopMonitor> monitor;
+  std::vector<std::string> all_names;     // every feature's symbols, resolved in one parse
+  std::unique_ptr<MetricsServer> server;  // last: stops serving before the rest goes
+
+  std::atomic<bool> reselect_requested{false};
+  mutable std::mutex outcomes_mu;
+  std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
+};
+
+Status AgentRuntime::Impl::start() {
+  route_libbpf_log();
+  node = options.node_name.empty() ? host_name() : options.node_name;
+  // Events first, then the /proc scan (in run()): a process that starts in between is seen by
+  // both (consider() is idempotent), one that exits in between sends an exit event.
+  ASSIGN_OR_RETURN(
+      events, ProcessEventSource::start([this](const ProcessEvent& e) { pending.push_back(e); }));
+  if (options.nodejs_event_loop) {
+    ASSIGN_OR_RETURN(probes, LoopProbes::load(options.wait_source));
+    monitor = std::make_unique<EventLoopMonitor>(*probes, cache, uprobes, proc);
+    all_names = EventLoopMonitor::symbol_names();
+  }
+  if (options.go_tls) {
+    ASSIGN_OR_RETURN(tls_probes, TlsProbes::load([this](const sonde_tls_event& e) {
+                       if (tls) tls->on_event(e);
+                     }));
+    tls = std::make_unique<TlsMonitor>(*tls_probes, cache, tls_uprobes, proc);
+    const auto& more = TlsMonitor::symbol_names();
+    all_names.insert(all_names.end(), more.begin(), more.end());
+  }
+  ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address));
+  add_collector();
+  return ok_status();
+}
+
+void AgentRuntime::Impl::consider(pid_t pid, bool running) {
+  auto c = open_candidate(proc, pid, running);
+  if (!c.ok()) {
+    // A process gone, or one even root cannot read (a sandbox's init): nothing to do.
+    if (!is_gone(c.error())) {
+      log::debug("cannot inspect process", {{"pid", pid}, {"error", c.error().message()}});
+    }
+    return;
+  }
+  auto selection = selector.select(c->info);
+  if (!selection || all_names.empty()) {
+    exited(pid, monotonic_ns());  // deselected (or never selected: a no-op)
+    return;
+  }
+  (void)cache.resolve(c->binary, all_names);
+  ProcessOutcome out{.pid = pid,
+                     .container_id = c->info.container_id,
+                     .labels = selection->labels,
+                     .exe = c->info.exe};
+  using State = ProcessOutcome::State;
+  if (monitor && selection->nodejs_event_loop) {
+    switch (monitor->consider(*c, selection->labels)) {
+      case EventLoopMonitor::Outcome::kTracked: out.nodejs = State::kInstrumented; break;
+      case EventLoopMonitor::Outcome::kNotNode:
+        out.nodejs = State::kSymbolsNotFound;
+        out.message = "no Node.js symbols (napi_module_register) in " + c->info.exe;
+        break;
+      case EventLoopMonitor::Outcome::kGone: return;
+      case EventLoopMonitor::Outcome::kFailed:
+        out.nodejs = State::kFailed;
+        out.message = "Node.js probes could not be attached to " + c->info.exe;
+        break;
+    }
+  } else if (monitor) {
+    monitor->exited(pid, monotonic_ns());
+  }
+  if (tls && selection->go_tls) {
+    switch (tls->consider(*c, selection->labels)) {
+      case TlsMonitor::Outcome::kTracked: out.go_tls = State::kInstrumented; break;
+      case TlsMonitor::Outcome::kNotTlsUser: break;
+      case TlsMonitor::Outcome::kNotInstrumentable:
+        out.go_tls = State::kSymbolsNotFound;
+        if (out.message.empty()) out.message = "Go TLS not instrumentable in " + c->info.exe;
+        break;
+      case TlsMonitor::Outcome::kGone: return;
+      case TlsMonitor::Outcome::kFailed:
+        out.go_tls = State::kFailed;
+        if (out.message.empty()) out.message = "Go TLS probes could not be attached";
+        break;
+    }
+  } else if (tls) {
+    tls->exited(pid);
+  }
+  std::lock_guard lock(outcomes_mu);
+  outcomes[pid] = std::move(out);
+}
+
+void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
+  if (tls_probes) (void)tls_probes->poll(0);  // its last exchanges before it goes
+  if (monitor) monitor->exited(pid, timestamp_ns);
+  if (tls) tls->exited(pid);
+  std::lock_guard lock(outcomes_mu);
+  outcomes.erase(pid);
+}
+
+void AgentRuntime::Impl::reselect() {
+  // Every live process: the newly selected are instrumented, the deselected released, the
+  // unchanged left as they are (the monitors recognize a process they already track).
+  for (pid_t pid : proc.list_pids()) consider(pid, true);
+}
+
+Status AgentRuntime::Impl::run(const StopSignals& stop) {
+  for (pid_t pid : proc.list_pids()) consider(pid, true);
+  log::info("sonde-agent running", {{"version", kVersion},
+                                    {"metrics", options.metrics_address},
+                                    {"port", server->port()},
+                                    {"nodejs_processes", monitor ? monitor->tracked() : 0},
+                                    {"gotls_processes", tls ? tls->tracked() : 0},
+                                    {"wait_source", probes ? probes->wait_source() : "none"}});
+  auto next_sweep = StopSignals::Clock::now() + kSweepInterval;
+  while (!stop.requested()) {
+    // TLS exchanges first: a process's last exchanges come before its exit event.
+    if (tls_probes) {
+      if (auto t = tls_probes->poll(0); !t.ok()) {
+        log::warn("go tls events", {{"error", t.error().message()}});
+      }
+    }
+    RETURN_IF_ERROR(events->poll(200));
+    while (!pending.empty()) {
+      ProcessEvent e = std::move(pending.front());
+      pending.pop_front();
+      auto pid = static_cast<pid_t>(e.pid);
+      if (e.kind == ProcessEvent::Kind::kExec) {
+        consider(pid, false);
+      } else {
+        exited(pid, e.timestamp_ns);
+      }
+    }
+    if (reselect_requested.exchange(false)) reselect();
+    if (StopSignals::Clock::now() >= next_sweep) {
+      if (monitor) monitor->sweep();
+      if (tls) tls->sweep();
+      next_sweep = StopSignals::Clock::now() + kSweepInterval;
+    }
+  }
+  log::info("shutting down", {{"signal", stop.signal()}});
+  return ok_status();
+}
+
+void AgentRuntime::Impl::add_collector() {
+  server->add([this]() {
+    const std::string wait_source = probes ? probes->wait_source() : "none";
+    std::vector<prometheus::MetricFamily> out;
+    if (monitor) {
+      auto blocked = counter_family(
+          "container_nodejs_event_loop_blocked_time_seconds_total",
+          "Wall time the Node.js main thread's event loop was not waiting for I/O (running "
+          "callbacks, timers, microtasks or synchronous calls), including a block in progress.");
+      auto procs = gauge_family("sonde_agent_nodejs_processes",
+                                "Node.js processes instrumented, per container.");
+      for (const auto& s : monitor->samples()) {
+        LabelPairs labels{{"namespace", s.labels.namespace_name},
+                          {"pod", s.labels.pod},
+                          {"container", s.labels.container},
+                          {"node", node}};
+        add_sample(blocked, labels, s.blocked_seconds);
+        add_sample(procs, labels, static_cast<double>(s.processes));
+      }
+      auto binaries = gauge_family("sonde_agent_nodejs_binaries",
+                                   "Instrumented Node.js binaries: processes per binary and "
+                                   "measurement mode (precise, any-loop, epoll-only).");
+      for (const auto& b : monitor->binaries()) {
+        add_sample(binaries, {{"binary", b.path}, {"mode", loop_mode_name(b.mode)}},
+                   static_cast<double>(b.processes));
+      }
+      out.push_back(std::move(blocked));
+      out.push_back(std::move(procs));
+      out.push_back(std::move(binaries));
+    }
+    if (tls) add_tls_families(*tls, *tls_probes, node, out);
+    auto attachments = gauge_family("sonde_agent_uprobe_attachments",
+                                    "Uprobe attachments alive: one per (real file, offset, "
+                                    "program), shared by every process running the file.");
+    add_sample(attachments, {{"feature", "nodejs"}}, static_cast<double>(uprobes.size()));
+    add_sample(attachments, {{"feature", "gotls"}}, static_cast<double>(tls_uprobes.size()));
+    auto attaches =
+        counter_family("sonde_agent_uprobe_attaches_total", "Uprobe attachments made since start.");
+    add_sample(attaches, {{"feature", "nodejs"}}, static_cast<double>(uprobes.attach_count()));
+    add_sample(attaches, {{"feature", "gotls"}}, static_cast<double>(tls_uprobes.attach_count()));
+    auto st = cache.stats();
+    auto cache_family = [&](const char* name, const char* help, double v) {
+      auto f = counter_family(std::string("sonde_agent_symbol_cache_") + name + "_total", help);
+      add_sample(f, {}, v);
+      out.push_back(std::move(f));
+    };
+    cache_family("hits", "Symbol lookups answered from the probe-target cache.",
+                 static_cast<double>(st.hits));
+    cache_family("misses", "Symbol lookups not in the cache.", static_cast<double>(st.misses));
+    cache_family("parses", "Binaries parsed to answer misses.", static_cast<double>(st.parses));
+    cache_family("evictions", "Cache entries evicted by the LRU bound.",
+                 static_cast<double>(st.evictions));
+    auto entries = gauge_family("sonde_agent_symbol_cache_entries", "Entries in the cache.");
+    add_sample(entries, {}, static_cast<double>(st.entries));
+    auto dropped =
+        counter_family("sonde_agent_process_events_dropped_total",
+                       "Process exec/exit events lost because the ring buffer was full.");
+    add_sample(dropped, {}, static_cast<double>(events->dropped()));
+    auto rss = gauge_family("sonde_agent_resident_memory_bytes", "Resident memory of the agent.");
+    add_sample(rss, {}, resident_bytes());
+    auto info = gauge_family("sonde_agent_info", "Agent version and event-loop wait hook.");
+    add_sample(info, {{"version", kVersion}, {"wait_source", wait_source}}, 1);
+    for (auto* f : {&attachments, &attaches, &entries, &dropped, &rss, &info}) {
+      out.push_back(std::move(*f));
+    }
+    return out;
+  });
+}
+
+Result<std::unique_ptr<AgentRuntime>> AgentRuntime::start(const RuntimeOptions& options,
+                                                          Selector& selector) {
+  auto impl = std::make_unique<Impl>(options, selector);
+  RETURN_IF_ERROR(impl->start());
+  return std::unique_ptr<AgentRuntime>(new AgentRuntime(std::move(impl)));
+}
+
+AgentRuntime::AgentRuntime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+AgentRuntime::~AgentRuntime() = default;
+
+Status AgentRuntime::run(const StopSignals& stop) {
+  return impl_->run(stop);
+}
+
+void AgentRuntime::request_reselect() {
+  impl_->reselect_requested.store(true);
+}
+
+std::vector<ProcessOutcome> AgentRuntime::outcomes() const {
+  std::lock_guard lock(impl_->outcomes_mu);
+  std::vector<ProcessOutcome> out;
+  out.reserve(impl_->outcomes.size());
+  for (const auto& [pid, o] : impl_->outcomes) out.push_back(o);
+  return out;
+}
+
+std::vector<EventLoopMonitor::Sample> AgentRuntime::event_loop_samples() {
+  return impl_->monitor ? impl_->monitor->samples() : std::vector<EventLoopMonitor::Sample>{};
+}
+
+int AgentRuntime::metrics_port() const {
+  return impl_->server->port();
+}
+
+}  // namespace sonde::agent

@@ -1,0 +1,99 @@
+// AgentRuntime: the agent's machinery, whatever decides what to instrument. It discovers
+// processes (start-up /proc scan + exec/exit events), asks a Selector what to do with each,
+// runs the Node.js and Go TLS monitors, and serves /metrics. Standalone mode plugs in a
+// selector built from the config file; in-cluster mode one built from ProfilingPolicies and
+// the node's pods.
+//
+// Threads: run() is the main loop, on the caller's thread; it is the only thread that
+// instruments or releases processes. request_reselect() and the report accessors may be
+// called from any thread (informer handlers, the report writer, the metrics server).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/discovery/proc_reader.h"
+#include "agent/nodejs/event_loop_monitor.h"
+#include "agent/nodejs/loop_probes.h"
+#include "common/result.h"
+#include "common/signals.h"
+
+namespace sonde::agent {
+
+// What to do with one process.
+struct Selection {
+  bool nodejs_event_loop = false;
+  bool go_tls = false;
+  ContainerLabels labels;  // the series its metrics go to
+};
+
+class Selector {
+ public:
+  virtual ~Selector() = default;
+  // What to instrument in `process`, or nullopt to leave it alone. Called on run()'s thread,
+  // for every process at start, at its exec, and for every live process after
+  // request_reselect(). Must be cheap (no API calls): answer from a local cache.
+  virtual std::optional<Selection> select(const ProcessInfo& process) = 0;
+};
+
+struct RuntimeOptions {
+  std::string proc_root = "/proc";
+  std::string metrics_address = "0.0.0.0:9464";
+  std::string node_name;  // the `node` label; the host name when empty
+  uint32_t symbol_cache_entries = 4096;
+  LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
+  bool nodejs_event_loop = true;  // load the Node.js probes at all
+  bool go_tls = true;             // load the Go TLS probes at all
+};
+
+// What became of a selected process, for reports (policy status, node reports).
+struct ProcessOutcome {
+  enum class State {
+    kInstrumented,     // the requested instrumentation is live
+    kNotApplicable,    // e.g. Go TLS requested, but the binary does not use crypto/tls
+    kSymbolsNotFound,  // the instrumentation needs symbols the binary does not have
+    kFailed,           // the kernel refused (attach or map update): see message
+  };
+  pid_t pid = 0;
+  std::string container_id;
+  ContainerLabels labels;
+  std::string exe;
+  State nodejs = State::kNotApplicable;  // kNotApplicable when not requested
+  State go_tls = State::kNotApplicable;
+  std::string message;  // why, for anything but kInstrumented / kNotApplicable
+};
+
+class AgentRuntime {
+ public:
+  // Loads the BPF programs and starts serving /metrics. Fails with the step that failed.
+  static Result<std::unique_ptr<AgentRuntime>> start(const RuntimeOptions& options,
+                                                     Selector& selector);
+  ~AgentRuntime();
+
+  // The main loop: until `stop` is requested or a fatal error (returned).
+  Status run(const StopSignals& stop);
+
+  // Asks run() to re-apply the selector to every live process soon (the selector's inputs
+  // changed): newly selected processes are instrumented, deselected ones released.
+  void request_reselect();
+
+  // Selected processes and what became of them.
+  std::vector<ProcessOutcome> outcomes() const;
+  // Per-container event-loop blocked seconds (monotonic), as exported.
+  std::vector<EventLoopMonitor::Sample> event_loop_samples();
+  int metrics_port() const;
+
+ private:
+  struct Impl;
+  explicit AgentRuntime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sonde::agent
