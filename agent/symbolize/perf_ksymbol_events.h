@@ -41,6 +41,8 @@ class PerfKsymbolEvents {
   // Opens a dummy software event with `ksymbol` on every online CPU (listed in
   // <sys_root>/devices/system/cpu/online), each with `data_pages` pages of ring buffer (a power
   // of two). Needs CAP_PERFMON (or perf_event_paranoid <= 0). Errors name the CPU and the step.
+  // A CPU brought online later is not followed: symbols registered on it are missed until the
+  // next full read (CPU hotplug on nodes is rare; reopening is the caller's choice).
   enum class LostAccounting : uint8_t {
     kAuto,         // the exact lost count where the kernel has it, else the LOST records
     kRecordsOnly,  // the LOST records only (what kernels before 6.0 allow; tests force it)
