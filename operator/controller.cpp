@@ -17,59 +17,48 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
       options_(std::move(options)),
       metrics_(metrics),
       clock_(clock),
-      queue_(clock) {
+      queue_(clock),
+      index_([this](const std::vector<std::string>& keys, bool nodes_changed) {
+        // A node coming or going changes every policy's "nodes reporting" denominator.
+        if (nodes_changed) enqueue_all_policies();
+        for (const auto& key : keys) queue_.add(key);
+      }) {
   kube::ReflectorOptions policy_options = options_.reflector;
   policy_options.ns = options_.policy_namespace;
   policies_ = std::make_unique<kube::Informer>(client_, kProfilingPolicies, policy_options,
                                                kube::Transform{}, clock_);
   kube::ReflectorOptions report_options = options_.reflector;
   report_options.ns = options_.report_namespace;
-  reports_ = std::make_unique<kube::Informer>(client_, kProfilingNodeReports, report_options,
-                                              kube::Transform{}, clock_);
+  reports_ = std::make_unique<kube::Reflector>(client_, kProfilingNodeReports, report_options,
+                                               index_, clock_);
 
   auto enqueue = [this](const ObjectPtr& o) { queue_.add(kube::key_of(*o)); };
   policies_->add_handlers(
       {enqueue, [this](const ObjectPtr&, const ObjectPtr& o) { queue_.add(kube::key_of(*o)); },
        enqueue});
-  auto enqueue_keys = [this](const std::vector<std::string>& keys) {
-    for (const auto& key : keys) queue_.add(key);
-  };
-  reports_->add_handlers({
-      [this](const ObjectPtr& o) {
-        index_.update(*o);
-        // A new node changes every policy's "nodes reporting" denominator.
-        enqueue_all_policies();
-      },
-      [enqueue_keys, this](const ObjectPtr&, const ObjectPtr& o) {
-        enqueue_keys(index_.update(*o));
-      },
-      [this](const ObjectPtr& o) {
-        index_.remove(*o);
-        enqueue_all_policies();
-      },
-  });
   metrics_.set_policy_source([this] { return policy_series(); });
 }
 
 Controller::~Controller() {
   metrics_.set_policy_source({});
   queue_.shut_down();
-  reports_->stop();
+  reports_stop_.stop();
+  if (reports_thread_.joinable()) reports_thread_.join();
   policies_->stop();
 }
 
 void Controller::start() {
-  reports_->start();
+  reports_thread_ = std::thread([this] { reports_->run(reports_stop_); });
   policies_->start();
 }
 
 bool Controller::synced() const {
-  return policies_->has_synced() && reports_->has_synced();
+  return policies_->has_synced() && index_.synced();
 }
 
 bool Controller::wait_for_sync(kube::Duration timeout) const {
   const auto deadline = clock_.now() + timeout;
-  if (!reports_->wait_for_sync(timeout)) return false;
+  if (!index_.wait_for_sync(timeout)) return false;
   return policies_->wait_for_sync(std::max(kube::Duration::zero(), deadline - clock_.now()));
 }
 
@@ -102,7 +91,7 @@ void Controller::run_workers(kube::StopSignal& stop) {
     if (!stop.sleep_for(clock_, std::chrono::milliseconds(50))) return;
   }
   log::info("caches synced; reconciling",
-            {{"policies", policies_->size()}, {"reports", reports_->size()}});
+            {{"policies", policies_->size()}, {"reports", index_.nodes()}});
   std::vector<std::thread> workers;
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     workers.emplace_back([this] {
@@ -140,10 +129,10 @@ std::vector<PolicySeries> Controller::policy_series() const {
     s.ns = kube::namespace_of(*policy);
     s.name = kube::name_of(*policy);
     for (const auto& [node, entry] : index_.entries_for(kube::key_of(*policy))) {
-      s.matched_pods += entry.value("matchedPods", 0.0);
-      s.instrumented_pods += entry.value("instrumentedPods", 0.0);
-      s.nodejs_processes += entry.value("nodejsProcesses", 0.0);
-      s.event_loop_blocked_seconds += entry.value("eventLoopBlockedSecondsTotal", 0.0);
+      s.matched_pods += static_cast<double>(entry.matched_pods);
+      s.instrumented_pods += static_cast<double>(entry.instrumented_pods);
+      s.nodejs_processes += static_cast<double>(entry.nodejs_processes);
+      s.event_loop_blocked_seconds += entry.event_loop_blocked_seconds;
     }
     out.push_back(std::move(s));
   }

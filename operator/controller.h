@@ -1,9 +1,9 @@
 // Controller: turns ProfilingPolicies and ProfilingNodeReports into policy status.
 //
-// Two informers keep caches of policies (in one namespace or all) and of the agents' node
-// reports (in the operator's namespace); their handlers feed a ReportIndex and put policy keys
-// on a WorkQueue. Workers — started only while this replica leads — reconcile one policy at a
-// time (the queue never hands the same key to two workers): compute its status from the
+// An informer caches policies (in one namespace or all); a reflector keeps a compact
+// ReportIndex of the agents' node reports (in the operator's namespace). Both put the keys of
+// affected policies on a WorkQueue. Workers — started only while this replica leads — reconcile one
+// policy at a time (the queue never hands the same key to two workers): compute its status from the
 // cached policy and its report entries, and PUT /status only when it differs from what the
 // policy already has, with the cached resourceVersion so a stale view is refused (409) and
 // retried. A deleted policy needs no write; its key is forgotten.
@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "common/kube/api_client.h"
 #include "common/kube/informer.h"
@@ -60,7 +61,9 @@ class Controller {
   kube::WorkQueue queue_;
   ReportIndex index_;
   std::unique_ptr<kube::Informer> policies_;
-  std::unique_ptr<kube::Informer> reports_;
+  std::unique_ptr<kube::Reflector> reports_;
+  kube::StopSignal reports_stop_;
+  std::thread reports_thread_;
 };
 
 }  // namespace sonde::op

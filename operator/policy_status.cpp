@@ -62,11 +62,6 @@ Json condition(const Json& previous_status, const std::string& type, bool status
           {"lastTransitionTime", since}};
 }
 
-int64_t number(const Json& entry, const char* field) {
-  auto it = entry.find(field);
-  return it != entry.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
-
 }  // namespace
 
 std::string format_rfc3339(kube::WallTime t) {
@@ -125,20 +120,18 @@ Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, s
   std::map<std::string, int64_t> reason_counts;
   std::vector<std::string> examples;
   for (const auto& [node, entry] : entries) {
-    if (number(entry, "observedGeneration") != generation) continue;  // stale: not counted
+    if (entry.observed_generation != generation) continue;  // stale: not counted
     ++current;
-    matched += number(entry, "matchedPods");
-    instrumented += number(entry, "instrumentedPods");
-    nodejs += number(entry, "nodejsProcesses");
-    const Json problems = entry.value("problems", Json::array());
-    if (!problems.is_array()) continue;
-    for (const auto& p : problems) {
-      if (!p.is_object()) continue;
-      const std::string reason = p.value("reason", "Unknown");
+    matched += entry.matched_pods;
+    instrumented += entry.instrumented_pods;
+    nodejs += entry.nodejs_processes;
+    for (const auto& p : entry.problems) {
+      const std::string reason = p.reason.empty() ? "Unknown" : p.reason;
       ++reason_counts[reason];
       if (examples.size() < kMaxPodsInMessage) {
-        examples.push_back(p.value("pod", "?") + "/" + p.value("container", "?") + " on " + node +
-                           ": " + p.value("message", reason));
+        examples.push_back((p.pod.empty() ? "?" : p.pod) + "/" +
+                           (p.container.empty() ? "?" : p.container) + " on " + node + ": " +
+                           (p.message.empty() ? reason : p.message));
       }
     }
   }

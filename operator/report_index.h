@@ -1,46 +1,91 @@
-// ReportIndex: what every node's agent reported, indexed by policy, so that reconciling one
-// policy reads only that policy's entries (cost O(nodes reporting it)) instead of scanning
-// every report. Fed by the ProfilingNodeReport informer's handlers.
+// ReportIndex: what every node's agent reported, kept in compact form and indexed by policy,
+// so reconciling one policy reads only its entries (cost O(nodes)) instead of scanning every
+// report. It is the ReflectorSink of the ProfilingNodeReport reflector: reports are not kept
+// as JSON (100 nodes x 1,000 policies would be ~100k JSON objects), only the numbers and
+// problems the status needs.
 //
-// An entry is the report's status.policies[] element for one policy (see crds/README.md).
-// Thread-safe: handlers write, workers and the metrics scrape read.
+// An entry is one report's status.policies[] element (see crds/README.md). on_change is called
+// after every change, outside the index's lock, with the policies whose entries changed and
+// whether the set of nodes changed (which changes every policy's "nodes reporting"
+// denominator). Thread-safe: the reflector thread writes, workers and scrapes read.
 #pragma once
 
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/kube/reflector.h"
 #include "common/kube/resource.h"
 
 namespace sonde::op {
 
-struct NodeEntry {
-  std::string node;
-  kube::Json entry;
+struct Problem {
+  std::string reason;
+  std::string pod;
+  std::string container;
+  std::string message;
+  bool operator==(const Problem&) const = default;
 };
 
-class ReportIndex {
+struct EntrySummary {
+  int64_t observed_generation = 0;
+  int64_t matched_pods = 0;
+  int64_t instrumented_pods = 0;
+  int64_t nodejs_processes = 0;
+  double event_loop_blocked_seconds = 0;
+  std::vector<Problem> problems;
+  bool operator==(const EntrySummary&) const = default;
+};
+
+// Reads one status.policies[] element; missing or mistyped fields read as zero/empty.
+EntrySummary summarize_entry(const kube::Json& entry);
+
+struct NodeEntry {
+  std::string node;
+  EntrySummary entry;
+};
+
+class ReportIndex final : public kube::ReflectorSink {
  public:
-  // Replaces everything node `report` (a ProfilingNodeReport) said. Returns the keys
-  // ("namespace/name") of the policies whose entries changed.
-  std::vector<std::string> update(const kube::Json& report);
-  // Forgets a node whose report was deleted; returns the policies it had reported on.
-  std::vector<std::string> remove(const kube::Json& report);
+  using ChangeHandler =
+      std::function<void(const std::vector<std::string>& policy_keys, bool nodes_changed)>;
+
+  explicit ReportIndex(ChangeHandler on_change = {}) : on_change_(std::move(on_change)) {}
+
+  void replace(std::vector<kube::Json> items, const std::string& resource_version) override;
+  void apply(kube::WatchEvent::Type type, kube::Json object) override;
+
+  // True once the first list has been applied.
+  bool synced() const;
+  bool wait_for_sync(kube::Duration timeout) const;
 
   std::vector<NodeEntry> entries_for(const std::string& policy_key) const;
   // Nodes that have a report, i.e. agents the operator expects to hear from.
   size_t nodes() const;
 
  private:
-  static std::string node_of(const kube::Json& report);
+  struct Node {
+    std::string resource_version;
+    std::map<std::string, EntrySummary> entries;  // policy key -> entry
+  };
 
+  static std::string node_of(const kube::Json& report);
+  static std::map<std::string, EntrySummary> entries_of(const kube::Json& report);
+  // Sets (or with `entries` null, removes) a node; appends changed policy keys.
+  void set_node_locked(const std::string& node, const std::string& rv,
+                       std::map<std::string, EntrySummary>* entries,
+                       std::vector<std::string>& changed, bool& nodes_changed);
+
+  ChangeHandler on_change_;
   mutable std::mutex mu_;
-  // node -> policy key -> entry
-  std::map<std::string, std::map<std::string, kube::Json>> by_node_;
-  // policy key -> nodes with an entry for it
-  std::map<std::string, std::set<std::string>> by_policy_;
+  mutable std::condition_variable synced_cv_;
+  bool synced_ = false;
+  std::map<std::string, Node> by_node_;
+  std::map<std::string, std::set<std::string>> by_policy_;  // policy key -> nodes
 };
 
 }  // namespace sonde::op

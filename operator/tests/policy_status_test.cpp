@@ -16,14 +16,17 @@ Json policy(int64_t generation, Json spec = nullptr) {
           {"spec", spec}};
 }
 
-Json entry(int64_t generation, int matched, int instrumented, Json problems = Json::array()) {
-  return {{"namespace", "team-a"},
-          {"name", "web"},
-          {"observedGeneration", generation},
-          {"matchedPods", matched},
-          {"instrumentedPods", instrumented},
-          {"nodejsProcesses", instrumented},
-          {"problems", problems}};
+// A report entry as an agent writes it, read the way the index reads it.
+EntrySummary entry(int64_t generation, int matched, int instrumented,
+                   Json problems = Json::array()) {
+  const Json written = {{"namespace", "team-a"},
+                        {"name", "web"},
+                        {"observedGeneration", generation},
+                        {"matchedPods", matched},
+                        {"instrumentedPods", instrumented},
+                        {"nodejsProcesses", instrumented},
+                        {"problems", problems}};
+  return summarize_entry(written);
 }
 
 const Json* find_condition(const Json& status, const std::string& type) {
