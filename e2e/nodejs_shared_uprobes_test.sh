@@ -98,8 +98,11 @@ until grep -q ready "$tmp/w01.out" 2>/dev/null; do
 done
 # Every process is instrumented, through exactly two attachments: /usr/bin/node and the
 # overlay layer's copy (one real file, two mounts).
-procs="$(curl -sf "http://127.0.0.1:$port/metrics" | awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s }')"
-[[ "$procs" == $((n + 2)) ]] || fail "instrumented processes: $procs, want $((n + 2))"
+instrumented() {
+  curl -sf "http://127.0.0.1:$port/metrics" | awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s }'
+}
+wait_until 100 bash -c "[[ \$(curl -sf http://127.0.0.1:$port/metrics | awk '/^sonde_agent_nodejs_processes\\{/ { s += \$2 } END { print s }') == $((n + 2)) ]]" ||
+  fail "instrumented processes: $(instrumented), want $((n + 2))"
 attachments="$(agent_metric "$port" 'sonde_agent_uprobe_attachments{feature="nodejs"}')"
 attaches="$(agent_metric "$port" 'sonde_agent_uprobe_attaches_total{feature="nodejs"}')"
 links="$(uv_links)"

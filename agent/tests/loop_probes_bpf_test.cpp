@@ -93,7 +93,7 @@ class LoopProbesTest : public ::testing::TestWithParam<Source> {
   }
 
   std::unique_ptr<LoopProbes> probes_;
-  std::unique_ptr<UprobeLink> link_;
+  std::unique_ptr<Attachment> link_;
 };
 
 // ±5% or ±20 ms, whichever is larger (the accuracy bar).
