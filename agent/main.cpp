@@ -1,8 +1,10 @@
 // sonde-agent: the eBPF node agent. `sonde-agent COMMAND [ARGS]`; see --help.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
+#include "agent/cluster/cluster_main.h"
 #include "agent/commands.h"
 #include "agent/standalone/standalone.h"
 #include "common/version.h"
@@ -23,11 +25,14 @@ constexpr Command kCommands[] = {
 
 void usage(FILE* out) {
   std::fprintf(out,
-               "Usage: sonde-agent --standalone [OPTIONS]\n"
+               "Usage: sonde-agent --cluster [OPTIONS]\n"
+               "       sonde-agent --standalone [OPTIONS]\n"
                "       sonde-agent COMMAND [OPTIONS]\n"
                "\n"
-               "The sonde eBPF node agent. --standalone runs it on this host without Kubernetes\n"
-               "(see 'sonde-agent --standalone --help').\n"
+               "The sonde eBPF node agent. --cluster runs it in Kubernetes, driven by\n"
+               "ProfilingPolicies (the default with no arguments inside a pod; see\n"
+               "'sonde-agent --cluster --help'); --standalone runs it on this host without\n"
+               "Kubernetes (see 'sonde-agent --standalone --help').\n"
                "\n"
                "Commands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
@@ -44,10 +49,12 @@ void usage(FILE* out) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
+    if (std::getenv("KUBERNETES_SERVICE_HOST")) return sonde::agent::cluster_main(argc, argv);
     usage(stderr);
     return 2;
   }
   std::string_view cmd = argv[1];
+  if (cmd == "--cluster") return sonde::agent::cluster_main(argc - 1, argv + 1);
   if (cmd == "--standalone") return sonde::agent::standalone_main(argc - 1, argv + 1);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     usage(stdout);

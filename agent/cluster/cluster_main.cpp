@@ -1,0 +1,190 @@
+#include "agent/cluster/cluster_main.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "agent/cluster/node_report.h"
+#include "agent/cluster/policy_selector.h"
+#include "agent/runtime/agent_runtime.h"
+#include "common/kube/api_client.h"
+#include "common/kube/client_config.h"
+#include "common/kube/informer.h"
+#include "common/kube/sonde_resources.h"
+#include "common/log.h"
+#include "common/signals.h"
+#include "common/version.h"
+
+namespace sonde::agent {
+namespace {
+
+// How long start-up waits for the first policy and pod lists before instrumenting with what
+// it has: an unreachable API server must not keep the agent from serving /metrics, and the
+// informers keep trying (a late list triggers a re-selection).
+constexpr auto kSyncTimeout = std::chrono::seconds(30);
+
+constexpr const char* kUsage =
+    "Usage: sonde-agent --cluster [OPTIONS]\n"
+    "\n"
+    "Runs the agent in a Kubernetes cluster (the default when started without arguments in a\n"
+    "pod): watches ProfilingPolicies and the pods of this node, instruments the containers the\n"
+    "policies select, serves Prometheus metrics and writes this node's ProfilingNodeReport.\n"
+    "\n"
+    "Options:\n"
+    "  --kubeconfig PATH        kubeconfig (default: in-cluster service account, then\n"
+    "                           $KUBECONFIG, then ~/.kube/config)\n"
+    "  --node-name NAME         this node (default $NODE_NAME)\n"
+    "  --namespace NS           where the node report is written, sonde's namespace\n"
+    "                           (default $POD_NAMESPACE, then the kubeconfig's namespace)\n"
+    "  --metrics-address ADDR   host:port for /metrics (default 0.0.0.0:9464)\n"
+    "  --proc-root DIR          the host's /proc (default /proc)\n"
+    "  --log-level LEVEL        debug, info, warn or error (default info)\n"
+    "  -h, --help               show this help\n";
+
+struct Args {
+  std::string kubeconfig;
+  std::string node_name;
+  std::string ns;
+  std::string metrics_address = "0.0.0.0:9464";
+  std::string proc_root = "/proc";
+  std::string log_level = "info";
+};
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::optional<Args> parse_args(int argc, char** argv, int& exit_code) {
+  Args a;
+  a.node_name = env("NODE_NAME");
+  a.ns = env("POD_NAMESPACE");
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      exit_code = 0;
+      return std::nullopt;
+    }
+    std::string* target = arg == "--kubeconfig"        ? &a.kubeconfig
+                          : arg == "--node-name"       ? &a.node_name
+                          : arg == "--namespace"       ? &a.ns
+                          : arg == "--metrics-address" ? &a.metrics_address
+                          : arg == "--proc-root"       ? &a.proc_root
+                          : arg == "--log-level"       ? &a.log_level
+                                                       : nullptr;
+    if (!target) {
+      std::fprintf(stderr, "sonde-agent: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
+      exit_code = 2;
+      return std::nullopt;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "sonde-agent: %s needs a value\n", arg.c_str());
+      exit_code = 2;
+      return std::nullopt;
+    }
+    *target = argv[++i];
+  }
+  return a;
+}
+
+}  // namespace
+
+int cluster_main(int argc, char** argv) {
+  int exit_code = 0;
+  auto args = parse_args(argc, argv, exit_code);
+  if (!args) return exit_code;
+  auto level = log::parse_level(args->log_level);
+  if (!level) {
+    std::fprintf(stderr, "sonde-agent: unknown log level '%s'\n", args->log_level.c_str());
+    return 2;
+  }
+  log::set_level(*level);
+  if (args->node_name.empty()) {
+    std::fprintf(stderr,
+                 "sonde-agent: no node name: pass --node-name or set NODE_NAME (the chart sets "
+                 "it from spec.nodeName)\n");
+    return 2;
+  }
+  auto config = kube::load_client_config(args->kubeconfig);
+  if (!config.ok()) {
+    log::error("cannot configure the Kubernetes client", {{"error", config.error().message()}});
+    return 1;
+  }
+  const std::string ns = args->ns.empty() ? config->default_namespace : args->ns;
+  if (ns.empty()) {
+    std::fprintf(stderr,
+                 "sonde-agent: no namespace for the node report: pass --namespace or set "
+                 "POD_NAMESPACE\n");
+    return 2;
+  }
+  const std::string server = config->server;
+  kube::ApiClient client(std::move(config).value(),
+                         {.user_agent = std::string("sonde-agent/") + kVersion});
+
+  // The selector may ask for a re-selection before the runtime exists (the first lists) and
+  // after it is gone (informers stopping): the pointer says whether there is one to ask.
+  std::atomic<AgentRuntime*> runtime_ptr{nullptr};
+  PolicySelector selector([&runtime_ptr] {
+    if (AgentRuntime* r = runtime_ptr.load()) r->request_reselect();
+  });
+  kube::Informer policies(client, kube::kProfilingPolicies, {});
+  kube::Informer pods(client, kube::kPods, {.field_selector = "spec.nodeName=" + args->node_name},
+                      trim_pod);
+  policies.add_handlers(selector.policy_handlers());
+  pods.add_handlers(selector.pod_handlers());
+
+  StopSignals stop;
+  log::info("starting in-cluster mode",
+            {{"node", args->node_name}, {"namespace", ns}, {"server", server}});
+  policies.start();
+  pods.start();
+  const auto deadline = StopSignals::Clock::now() + kSyncTimeout;
+  while (!(policies.has_synced() && pods.has_synced()) && !stop.requested() &&
+         StopSignals::Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!policies.has_synced() || !pods.has_synced()) {
+    log::warn("policies or pods not listed yet; starting with what is known",
+              {{"policies_synced", policies.has_synced()}, {"pods_synced", pods.has_synced()}});
+  }
+
+  RuntimeOptions options;
+  options.proc_root = args->proc_root;
+  options.metrics_address = args->metrics_address;
+  options.node_name = args->node_name;
+  auto runtime = AgentRuntime::start(options, selector);
+  if (!runtime.ok()) {
+    log::error("cannot start the agent", {{"error", runtime.error().message()}});
+    return 1;
+  }
+  AgentRuntime& rt = **runtime;
+  runtime_ptr.store(&rt);
+
+  const AgentFacts facts = read_agent_facts();
+  NodeReportWriter writer(client, args->node_name, ns, [&] {
+    return report_status(
+        facts, build_policy_reports(selector.policies(), rt.outcomes(), rt.event_loop_samples()));
+  });
+  kube::StopSignal writer_stop;
+  std::thread writer_thread([&] { writer.run(writer_stop); });
+
+  Status st = rt.run(stop);
+
+  // Everything that calls into the runtime stops before it goes.
+  writer_stop.stop();
+  writer_thread.join();
+  runtime_ptr.store(nullptr);
+  policies.stop();
+  pods.stop();
+  if (!st.ok()) {
+    log::error("agent stopped", {{"error", st.error().message()}});
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace sonde::agent

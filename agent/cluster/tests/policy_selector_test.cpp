@@ -1,0 +1,373 @@
+#include "agent/cluster/policy_selector.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace sonde::agent {
+namespace {
+
+using kube::Json;
+
+std::string cid(char c) {
+  return std::string(64, c);
+}
+
+// A running pod with containers {name: id} (an id of "" means not started yet).
+Json pod(const std::string& ns, const std::string& name, Json labels,
+         std::vector<std::pair<std::string, std::string>> containers, Json owners = nullptr) {
+  Json spec = Json::array();
+  Json statuses = Json::array();
+  for (const auto& [c, id] : containers) {
+    spec.push_back({{"name", c}, {"image", "node:20"}});
+    Json st = {{"name", c}, {"ready", true}};
+    if (!id.empty()) st["containerID"] = id;
+    statuses.push_back(st);
+  }
+  Json p = {{"metadata",
+             {{"namespace", ns}, {"name", name}, {"labels", labels}, {"resourceVersion", "x1"}}},
+            {"spec", {{"nodeName", "node-a"}, {"containers", spec}}},
+            {"status", {{"phase", "Running"}, {"containerStatuses", statuses}}}};
+  if (!owners.is_null()) p["metadata"]["ownerReferences"] = owners;
+  return p;
+}
+
+Json policy(const std::string& ns, const std::string& name, Json spec) {
+  return {
+      {"metadata", {{"namespace", ns}, {"name", name}, {"uid", "u-" + name}, {"generation", 2}}},
+      {"spec", spec}};
+}
+
+ProcessInfo process_in(const std::string& container_id) {
+  ProcessInfo p;
+  p.pid = 42;
+  p.container_id = container_id;
+  return p;
+}
+
+Json nodejs() {
+  return {{"nodejsEventLoop", Json::object()}};
+}
+
+TEST(ContainerIdFromStatus, StripsRuntimePrefixes) {
+  EXPECT_EQ(container_id_from_status("containerd://" + cid('a')), cid('a'));
+  EXPECT_EQ(container_id_from_status("cri-o://" + cid('b')), cid('b'));
+  EXPECT_EQ(container_id_from_status("docker://" + cid('c')), cid('c'));
+  EXPECT_EQ(container_id_from_status("containerd://" + std::string(64, 'D')), cid('d'));
+}
+
+TEST(ContainerIdFromStatus, RejectsOtherText) {
+  EXPECT_EQ(container_id_from_status(cid('a')), "");                    // no runtime
+  EXPECT_EQ(container_id_from_status("rkt://" + cid('a')), "");         // unknown runtime
+  EXPECT_EQ(container_id_from_status("containerd://abc"), "");          // too short
+  EXPECT_EQ(container_id_from_status("containerd://" + cid('g')), "");  // not hex
+  EXPECT_EQ(container_id_from_status(""), "");
+}
+
+TEST(MatchLabels, MatchLabelsAndExpressions) {
+  PodSelection s;
+  s.has_selector = true;
+  s.match_labels = {{"app", "web"}};
+  s.match_expressions = {{"track", LabelRequirement::Op::kIn, {"stable", "beta"}},
+                         {"tier", LabelRequirement::Op::kNotIn, {"db"}},
+                         {"team", LabelRequirement::Op::kExists, {}},
+                         {"canary", LabelRequirement::Op::kDoesNotExist, {}}};
+  std::map<std::string, std::string> labels = {{"app", "web"}, {"track", "beta"}, {"team", "x"}};
+  EXPECT_TRUE(matches_labels(s, labels));
+  labels["tier"] = "frontend";
+  EXPECT_TRUE(matches_labels(s, labels));  // NotIn: present with another value
+  labels["tier"] = "db";
+  EXPECT_FALSE(matches_labels(s, labels));
+  labels.erase("tier");
+  labels["canary"] = "";
+  EXPECT_FALSE(matches_labels(s, labels));  // DoesNotExist: present even when empty
+  labels.erase("canary");
+  labels.erase("team");
+  EXPECT_FALSE(matches_labels(s, labels));  // Exists
+  labels["team"] = "x";
+  labels["track"] = "alpha";
+  EXPECT_FALSE(matches_labels(s, labels));  // In
+  labels.erase("track");
+  EXPECT_FALSE(matches_labels(s, labels));  // In: absent
+  labels["track"] = "stable";
+  labels["app"] = "api";
+  EXPECT_FALSE(matches_labels(s, labels));  // matchLabels
+}
+
+TEST(MatchLabels, EmptySelectorSelectsEveryPod) {
+  PodSelection s;
+  s.has_selector = true;
+  EXPECT_TRUE(matches_labels(s, {}));
+  EXPECT_TRUE(matches_labels(s, {{"a", "b"}}));
+}
+
+TEST(MatchWorkload, DirectOwnersAndDerivedNames) {
+  auto owned = [](const std::string& kind, const std::string& name, Json labels = Json::object()) {
+    return parse_pod(pod("shop", "p", labels, {{"app", ""}},
+                         Json::array({{{"kind", kind}, {"name", name}, {"controller", true}}})));
+  };
+  auto target = [](const std::string& kind, const std::string& name) {
+    PodSelection s;
+    s.workload_kind = kind;
+    s.workload_name = name;
+    return s;
+  };
+  EXPECT_TRUE(matches_workload(target("StatefulSet", "db"), owned("StatefulSet", "db")));
+  EXPECT_FALSE(matches_workload(target("StatefulSet", "db"), owned("StatefulSet", "db2")));
+  EXPECT_FALSE(matches_workload(target("DaemonSet", "db"), owned("StatefulSet", "db")));
+  // Deployment → ReplicaSet "<name>-<pod-template-hash>".
+  EXPECT_TRUE(matches_workload(target("Deployment", "web"),
+                               owned("ReplicaSet", "web-7d9f", {{"pod-template-hash", "7d9f"}})));
+  EXPECT_FALSE(
+      matches_workload(target("Deployment", "web"),
+                       owned("ReplicaSet", "web-api-7d9f", {{"pod-template-hash", "7d9f"}})));
+  EXPECT_FALSE(matches_workload(target("Deployment", "web"), owned("ReplicaSet", "web-7d9f")));
+  EXPECT_TRUE(matches_workload(target("ReplicaSet", "web-7d9f"), owned("ReplicaSet", "web-7d9f")));
+  // CronJob → Job "<name>-<scheduled time>".
+  EXPECT_TRUE(matches_workload(target("CronJob", "backup"), owned("Job", "backup-28912345")));
+  EXPECT_FALSE(matches_workload(target("CronJob", "backup"), owned("Job", "backup-manual")));
+  EXPECT_FALSE(matches_workload(target("CronJob", "backup"), owned("Job", "backup-")));
+}
+
+TEST(ParsePolicy, ReadsSpecAndRejectsWhatItCannotApply) {
+  auto p = parse_policy(policy(
+      "shop", "checkout",
+      {{"targets",
+        {{{"selector", {{"matchLabels", {{"app", "checkout"}}}}}, {"containers", {"app"}}}}},
+       {"excludes",
+        {{{"selector",
+           {{"matchExpressions",
+             {{{"key", "track"}, {"operator", "In"}, {"values", {"canary"}}}}}}}}}},
+       {"instrumentations", {{"nodejsEventLoop", Json::object()}, {"cpu", {{"frequencyHz", 49}}}}},
+       {"limits", {{"maxTargetsPerNode", 20}}}}));
+  EXPECT_EQ(p.invalid, "");
+  EXPECT_EQ(p.uid, "u-checkout");
+  EXPECT_EQ(p.generation, 2);
+  ASSERT_EQ(p.targets.size(), 1u);
+  EXPECT_EQ(p.targets[0].containers, std::vector<std::string>{"app"});
+  ASSERT_EQ(p.excludes.size(), 1u);
+  EXPECT_EQ(p.excludes[0].match_expressions[0].op, LabelRequirement::Op::kIn);
+  EXPECT_TRUE(p.nodejs_event_loop);
+  EXPECT_FALSE(p.go_tls);
+  EXPECT_EQ(p.max_targets_per_node, 20);
+
+  auto bad = parse_policy(policy(
+      "shop", "bad",
+      {{"targets", {{{"selector", {{"matchExpressions", {{{"key", "a"}, {"operator", "Gt"}}}}}}}}},
+       {"instrumentations", nodejs()}}));
+  EXPECT_NE(bad.invalid.find("Gt"), std::string::npos) << bad.invalid;
+  EXPECT_NE(parse_policy(policy("shop", "none", {{"instrumentations", nodejs()}})).invalid, "");
+}
+
+TEST(TrimPod, KeepsWhatSelectionNeeds) {
+  Json full = pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}},
+                  Json::array({{{"kind", "ReplicaSet"}, {"name", "web-x"}}}));
+  full["metadata"]["annotations"] = {{"big", std::string(1000, 'x')}};
+  full["status"]["conditions"] = Json::array({{{"type", "Ready"}}});
+  Json trimmed = trim_pod(full);
+  EXPECT_FALSE(trimmed["metadata"].contains("annotations"));
+  EXPECT_FALSE(trimmed["status"].contains("conditions"));
+  EXPECT_FALSE(trimmed["spec"]["containers"][0].contains("image"));
+  EXPECT_EQ(trimmed["metadata"]["resourceVersion"], "x1");
+  EXPECT_EQ(parse_pod(trimmed), parse_pod(full));
+}
+
+class PolicySelectorTest : public ::testing::Test {
+ protected:
+  PolicySelector selector{[this] { ++changes; }};
+  int changes = 0;
+};
+
+TEST_F(PolicySelectorTest, SelectsContainersOfMatchingPodsWithPodLabels) {
+  selector.upsert_pod(
+      pod("shop", "web-1", {{"app", "web"}},
+          {{"app", "containerd://" + cid('a')}, {"sidecar", "cri-o://" + cid('b')}}));
+  selector.upsert_pod(pod("shop", "db-0", {{"app", "db"}}, {{"db", "docker://" + cid('c')}}));
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));  // no policy yet
+  selector.upsert_policy(policy("shop", "web",
+                                {{"targets", {{{"selector", {{"matchLabels", {{"app", "web"}}}}}}}},
+                                 {"instrumentations", nodejs()}}));
+  auto s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->nodejs_event_loop);
+  EXPECT_FALSE(s->go_tls);
+  EXPECT_EQ(s->labels, (ContainerLabels{"shop", "web-1", "app"}));
+  auto side = selector.select(process_in(cid('b')));
+  ASSERT_TRUE(side);
+  EXPECT_EQ(side->labels.container, "sidecar");
+  EXPECT_FALSE(selector.select(process_in(cid('c'))));  // other labels
+  EXPECT_FALSE(selector.select(process_in(cid('d'))));  // unknown container
+  EXPECT_FALSE(selector.select(process_in("")));        // not in a container
+
+  auto states = selector.policies();
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].matched_pods, std::vector<std::string>{"web-1"});
+  EXPECT_EQ(states[0].containers.size(), 2u);
+}
+
+TEST_F(PolicySelectorTest, PolicySelectsOnlyItsOwnNamespace) {
+  selector.upsert_pod(
+      pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}}));
+  selector.upsert_pod(
+      pod("blog", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('b')}}));
+  selector.upsert_policy(
+      policy("blog", "all",
+             {{"targets", {{{"selector", Json::object()}}}}, {"instrumentations", nodejs()}}));
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  auto s = selector.select(process_in(cid('b')));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->labels.namespace_name, "blog");
+}
+
+TEST_F(PolicySelectorTest, ExcludesAndContainerNames) {
+  selector.upsert_pod(
+      pod("shop", "web-1", {{"app", "web"}},
+          {{"app", "containerd://" + cid('a')}, {"proxy", "containerd://" + cid('b')}}));
+  selector.upsert_pod(
+      pod("shop", "web-2", {{"app", "web"}, {"track", "canary"}},
+          {{"app", "containerd://" + cid('c')}, {"proxy", "containerd://" + cid('d')}}));
+  selector.upsert_policy(policy(
+      "shop", "web",
+      {{"targets", {{{"selector", {{"matchLabels", {{"app", "web"}}}}}, {"containers", {"app"}}}}},
+       {"excludes",
+        {{{"selector",
+           {{"matchExpressions",
+             {{{"key", "track"}, {"operator", "In"}, {"values", {"canary"}}}}}}}}}},
+       {"instrumentations", nodejs()}}));
+  EXPECT_TRUE(selector.select(process_in(cid('a'))));
+  EXPECT_FALSE(selector.select(process_in(cid('b'))));  // container not named
+  EXPECT_FALSE(selector.select(process_in(cid('c'))));  // excluded pod
+  EXPECT_FALSE(selector.select(process_in(cid('d'))));
+  EXPECT_EQ(selector.policies()[0].matched_pods, std::vector<std::string>{"web-1"});
+
+  // An exclude naming containers leaves the pod's other containers selected.
+  selector.upsert_policy(
+      policy("shop", "web",
+             {{"targets", {{{"selector", {{"matchLabels", {{"app", "web"}}}}}}}},
+              {"excludes", {{{"selector", Json::object()}, {"containers", {"proxy"}}}}},
+              {"instrumentations", nodejs()}}));
+  EXPECT_TRUE(selector.select(process_in(cid('a'))));
+  EXPECT_FALSE(selector.select(process_in(cid('b'))));
+  EXPECT_TRUE(selector.select(process_in(cid('c'))));
+  EXPECT_FALSE(selector.select(process_in(cid('d'))));
+}
+
+TEST_F(PolicySelectorTest, InstrumentationsAreOredAcrossPolicies) {
+  selector.upsert_pod(
+      pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}}));
+  selector.upsert_policy(
+      policy("shop", "a",
+             {{"targets", {{{"selector", Json::object()}}}}, {"instrumentations", nodejs()}}));
+  selector.upsert_policy(policy("shop", "b",
+                                {{"targets", {{{"selector", {{"matchLabels", {{"app", "web"}}}}}}}},
+                                 {"instrumentations", {{"goTLS", Json::object()}}}}));
+  auto s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->nodejs_event_loop);
+  EXPECT_TRUE(s->go_tls);
+  selector.remove_policy(policy("shop", "a", Json::object()));
+  s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->nodejs_event_loop);
+  EXPECT_TRUE(s->go_tls);
+}
+
+TEST_F(PolicySelectorTest, CpuOnlyPolicyMatchesButInstrumentsNothingHere) {
+  selector.upsert_pod(pod("shop", "web-1", {}, {{"app", "containerd://" + cid('a')}}));
+  selector.upsert_policy(policy("shop", "cpu",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", {{"cpu", {{"frequencyHz", 49}}}}}}));
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  EXPECT_EQ(selector.policies()[0].matched_pods.size(), 1u);
+}
+
+TEST_F(PolicySelectorTest, DeselectsOnPolicyAndPodChanges) {
+  Json web = pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}});
+  selector.upsert_pod(web);
+  selector.upsert_policy(policy("shop", "web",
+                                {{"targets", {{{"selector", {{"matchLabels", {{"app", "web"}}}}}}}},
+                                 {"instrumentations", nodejs()}}));
+  EXPECT_TRUE(selector.select(process_in(cid('a'))));
+  web["metadata"]["labels"]["app"] = "other";
+  selector.upsert_pod(web);
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  web["metadata"]["labels"]["app"] = "web";
+  selector.upsert_pod(web);
+  EXPECT_TRUE(selector.select(process_in(cid('a'))));
+  web["status"]["phase"] = "Succeeded";
+  selector.upsert_pod(web);
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  EXPECT_TRUE(selector.policies()[0].matched_pods.empty());
+  web["status"]["phase"] = "Running";
+  selector.upsert_pod(web);
+  selector.remove_pod(web);
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+}
+
+TEST_F(PolicySelectorTest, NotifiesOnRealChangesOnly) {
+  Json web = pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}});
+  Json p = policy("shop", "web",
+                  {{"targets", {{{"selector", Json::object()}}}}, {"instrumentations", nodejs()}});
+  selector.upsert_pod(web);
+  selector.upsert_policy(p);
+  EXPECT_EQ(changes, 2);
+  web["metadata"]["resourceVersion"] = "x2";
+  web["status"]["conditions"] = Json::array({{{"type", "Ready"}}});
+  selector.upsert_pod(web);  // nothing selection reads changed
+  p["status"] = {{"matchedPods", 1}};
+  selector.upsert_policy(p);  // the operator's status write
+  EXPECT_EQ(changes, 2);
+  web["status"]["containerStatuses"][0]["containerID"] = "containerd://" + cid('e');  // restart
+  selector.upsert_pod(web);
+  EXPECT_EQ(changes, 3);
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  EXPECT_TRUE(selector.select(process_in(cid('e'))));
+  selector.remove_pod(web);
+  selector.remove_pod(web);  // already gone
+  EXPECT_EQ(changes, 4);
+}
+
+TEST_F(PolicySelectorTest, ContainersBeyondTheLimitAreLimitExceeded) {
+  for (char c : {'a', 'b', 'c'}) {
+    selector.upsert_pod(
+        pod("shop", std::string("web-") + c, {}, {{"app", "containerd://" + cid(c)}}));
+  }
+  selector.upsert_policy(policy("shop", "web",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", nodejs()},
+                                 {"limits", {{"maxTargetsPerNode", 2}}}}));
+  EXPECT_TRUE(selector.select(process_in(cid('a'))));
+  EXPECT_TRUE(selector.select(process_in(cid('b'))));
+  EXPECT_FALSE(selector.select(process_in(cid('c'))));
+  auto st = selector.policies()[0];
+  EXPECT_EQ(st.matched_pods.size(), 3u);
+  EXPECT_EQ(st.containers.size(), 2u);
+  ASSERT_EQ(st.problems.size(), 1u);
+  EXPECT_EQ(st.problems[0].reason, "LimitExceeded");
+  EXPECT_EQ(st.problems[0].pod, "web-c");
+  EXPECT_EQ(st.problems[0].container, "app");
+}
+
+TEST_F(PolicySelectorTest, ContainerNotStartedYetIsMatchedButNotSelectable) {
+  selector.upsert_pod(pod("shop", "web-1", {}, {{"app", ""}}));
+  selector.upsert_policy(
+      policy("shop", "web",
+             {{"targets", {{{"selector", Json::object()}}}}, {"instrumentations", nodejs()}}));
+  auto st = selector.policies()[0];
+  EXPECT_EQ(st.matched_pods.size(), 1u);
+  ASSERT_EQ(st.containers.size(), 1u);
+  EXPECT_EQ(st.containers[0].container_id, "");
+}
+
+TEST_F(PolicySelectorTest, InvalidPolicyIsKnownButSelectsNothing) {
+  selector.upsert_pod(pod("shop", "web-1", {}, {{"app", "containerd://" + cid('a')}}));
+  selector.upsert_policy(policy("shop", "bad", {{"instrumentations", nodejs()}}));
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  auto states = selector.policies();
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].name, "bad");
+  EXPECT_TRUE(states[0].matched_pods.empty());
+}
+
+}  // namespace
+}  // namespace sonde::agent
