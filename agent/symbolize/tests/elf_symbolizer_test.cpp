@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -29,13 +30,15 @@ TEST(ElfSymbolizer, AgreesWithLlvmSymbolizerOnNode) {
   std::mt19937_64 rng(17);
   std::vector<uint64_t> addrs(10000);
   for (auto& a : addrs) a = text->addr + rng() % text->size;
-  std::string in_path = ::testing::TempDir() + "/sonde-node-addrs.txt";
+  std::string in_path =
+      ::testing::TempDir() + "/sonde-node-addrs-" + std::to_string(getpid()) + ".txt";
   {
     std::ofstream in(in_path);
     for (uint64_t a : addrs) in << "0x" << std::hex << a << "\n";
   }
   std::istringstream out(testing::run_command(
       std::string("llvm-symbolizer --no-inlines --no-demangle --obj=") + kNode + " < " + in_path));
+  (void)std::remove(in_path.c_str());
 
   size_t agree = 0, disagree = 0;
   std::string want, location, blank;

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -111,13 +112,14 @@ void expect_agreement_with_go_addr2line(const std::string& binary) {
   for (uint32_t i = 0; i < table->function_count(); ++i)
     pcs.push_back(table->function_at(i)->entry);
 
-  std::string in_path = ::testing::TempDir() + "/sonde-addrs.txt";
+  std::string in_path = ::testing::TempDir() + "/sonde-addrs-" + std::to_string(getpid()) + ".txt";
   {
     std::ofstream in(in_path);
     for (uint64_t pc : pcs) in << "0x" << std::hex << pc << "\n";
   }
   std::istringstream out(
       run_command(std::string(SONDE_GO_TOOLDIR) + "/addr2line '" + binary + "' < " + in_path));
+  (void)std::remove(in_path.c_str());
 
   size_t agree = 0, disagree = 0;
   std::string want_func, want_pos;
@@ -196,13 +198,15 @@ TEST(GoPclntabInline, InlinedFramesAgreeWithDwarf) {
   for (int i = 0; i < 5000; ++i) {
     pcs.push_back(table->min_pc() + rng() % (table->max_pc() - table->min_pc()));
   }
-  std::string in_path = ::testing::TempDir() + "/sonde-inline-addrs.txt";
+  std::string in_path =
+      ::testing::TempDir() + "/sonde-inline-addrs-" + std::to_string(getpid()) + ".txt";
   {
     std::ofstream in(in_path);
     for (uint64_t pc : pcs) in << "0x" << std::hex << pc << "\n";
   }
   std::istringstream out(run_command("llvm-symbolizer --inlines --obj='" +
                                      std::string(SONDE_GO_TEST_BINARY) + "' < " + in_path));
+  (void)std::remove(in_path.c_str());
 
   size_t agree = 0, with_inlines = 0, compared = 0;
   std::string line;
