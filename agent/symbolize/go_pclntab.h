@@ -7,7 +7,7 @@
 // outlive it. Parsing checks the header and that every table it points to lies inside the span;
 // lookups bounds-check every offset they follow, so corrupt tables yield "not found", never a
 // crash. Lookups allocate nothing: names and files are string_views into the table. Parsing
-// builds a checkpoint index (a few hundred KiB for a 16 MB binary, index_bytes()) so a lookup
+// builds a checkpoint index (761 KiB for the 16.6 MB Go 1.19 compiler, index_bytes()) so a lookup
 // decodes a bounded number of pc-table steps. Immutable after parse; safe to use from several
 // threads.
 //
