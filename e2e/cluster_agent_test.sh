@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# The agent in-cluster end to end, against the in-repo fake API server on loopback: real
+# /usr/bin/node and sleep processes run in cgroups named like containerd containers, a Node and
+# Pods whose containerStatuses carry those container ids, and `sonde-agent --cluster` on the
+# real kernel. Checks that creating, changing and deleting a ProfilingPolicy attaches and
+# detaches the agent (its /metrics, per namespace/pod/container), that its ProfilingNodeReport
+# counts say so and carries SymbolsNotFound for a selected process that is not Node.js, and,
+# when sonde-operator is in SONDE_BIN, that the policy status shows the counts and
+# Degraded/SymbolsNotFound. Needs root (cgroups, BPF).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+blocker="$here/workloads/blocker.js"
+tmp="$SONDE_E2E_TMP"
+node_name="e2e-node"
+report_ns="sonde-system"
+
+[[ $EUID -eq 0 ]] || fail "needs root (cgroups and BPF)"
+if [[ -d /sys/fs/cgroup/unified ]]; then
+  cgroot=/sys/fs/cgroup/unified/sonde-e2e  # hybrid hierarchy: cgroup v2 beside v1
+else
+  cgroot=/sys/fs/cgroup/sonde-e2e
+fi
+
+pids=() cgroups=() api_pid="" op_pid=""
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_agent
+  [[ -n "$op_pid" ]] && { kill "$op_pid" 2>/dev/null || true; wait "$op_pid" 2>/dev/null || true; }
+  [[ -n "$api_pid" ]] && { kill -CONT "$api_pid" 2>/dev/null || true; kill "$api_pid" 2>/dev/null || true; wait "$api_pid" 2>/dev/null || true; }
+  for c in "${cgroups[@]}"; do rmdir "$c" 2>/dev/null || true; done
+  rmdir "$cgroot" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# --- the fake API server and a kubeconfig for it
+python3 "$root/common/kube/testing/fake_apiserver.py" --port 0 >"$tmp/apiserver.out" 2>&1 &
+api_pid=$!
+wait_until 100 grep -q '^PORT ' "$tmp/apiserver.out" || fail "the fake API server did not start"
+api="http://127.0.0.1:$(sed -n 's/^PORT //p' "$tmp/apiserver.out")"
+cat >"$tmp/kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+current-context: fake
+clusters: [{name: fake, cluster: {server: "$api"}}]
+users: [{name: fake, user: {token: fake-token}}]
+contexts: [{name: fake, context: {cluster: fake, user: fake, namespace: $report_ns}}]
+YAML
+kube() {  # kube METHOD PATH [JSON]
+  local ctype=application/json
+  [[ "$1" == PATCH ]] && ctype=application/merge-patch+json
+  curl -sf -X "$1" -H "Content-Type: $ctype" "$api$2" ${3:+--data "$3"}
+}
+policies=/apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies
+report_path=/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports/$node_name
+
+# --- "containers": a process exec'd inside a cgroup named like a containerd container
+run_in_container() {  # run_in_container NAME ID COMMAND...; sets LAST_PID
+  local name="$1" id="$2"; shift 2
+  local cg="$cgroot/cri-containerd-$id.scope"
+  mkdir -p "$cg"
+  cgroups+=("$cg")
+  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$tmp/$name.out" 2>&1 &
+  LAST_PID=$!
+  pids+=("$LAST_PID")
+  wait_until 50 grep -q "$id" "/proc/$LAST_PID/cgroup" ||
+    fail "$name: /proc/$LAST_PID/cgroup does not name container $id: $(cat "/proc/$LAST_PID/cgroup")"
+}
+new_id() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+mkdir -p "$cgroot"
+web_id="$(new_id)" sleeper_id="$(new_id)" other_id="$(new_id)"
+run_in_container web "$web_id" /usr/bin/node "$blocker" periodic 0 100  # 10% blocked
+wait_until 150 grep -q ready "$tmp/web.out" || fail "node workload did not start"
+run_in_container sleeper "$sleeper_id" sleep 600
+run_in_container other "$other_id" /usr/bin/node "$blocker" idle 0 0  # a pod of another node
+wait_until 150 grep -q ready "$tmp/other.out" || fail "node workload did not start"
+
+# --- the Node and its Pods
+kube POST /api/v1/nodes "{\"metadata\": {\"name\": \"$node_name\"}}" >/dev/null ||
+  fail "cannot create the Node"
+pod_json() {  # pod_json NAME NODE ID LABELS_JSON
+  cat <<JSON
+{"metadata": {"name": "$1", "namespace": "shop", "labels": $4},
+ "spec": {"nodeName": "$2", "containers": [{"name": "app", "image": "app:1"}]},
+ "status": {"phase": "Running",
+            "containerStatuses": [{"name": "app", "ready": true, "containerID": "containerd://$3"}]}}
+JSON
+}
+kube POST /api/v1/namespaces/shop/pods \
+  "$(pod_json web-1 "$node_name" "$web_id" '{"app": "web", "instance": "web-1"}')" >/dev/null
+kube POST /api/v1/namespaces/shop/pods \
+  "$(pod_json sleeper "$node_name" "$sleeper_id" '{"app": "web", "instance": "sleeper"}')" >/dev/null
+kube POST /api/v1/namespaces/shop/pods \
+  "$(pod_json other-1 other-node "$other_id" '{"app": "web", "instance": "other-1"}')" >/dev/null
+
+# --- the agent
+port="$(free_port)"
+"$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig" --node-name "$node_name" \
+  --metrics-address "127.0.0.1:$port" >"$tmp/agent.log" 2>&1 &
+AGENT_PID=$!
+wait_until 300 curl -sf "http://127.0.0.1:$port/metrics" ||
+  { cat "$tmp/agent.log"; fail "agent did not serve /metrics on $port"; }
+
+procs() {  # procs POD: the agent's Node.js process gauge for shop/POD/app
+  agent_metric "$port" "sonde_agent_nodejs_processes{namespace=\"shop\",pod=\"$1\",container=\"app\",node=\"$node_name\"}"
+}
+procs_is() { [[ "$(procs "$1")" == "$2" ]]; }
+attachments() { agent_metric "$port" 'sonde_agent_uprobe_attachments{feature="nodejs"}'; }
+attachments_is() { [[ "$(attachments)" == "$1" ]]; }
+entry() {  # entry JQ: of the report's entry for policy shop/web
+  kube GET "$report_path" |
+    jq -c ".status.policies[] | select(.namespace == \"shop\" and .name == \"web\") | $1"
+}
+entry_is() { [[ "$(entry "$1")" == "$2" ]]; }
+expect_entry() {  # expect_entry WHAT JQ WANT
+  wait_until 150 entry_is "$2" "$3" ||
+    fail "$1: report $2 is '$(entry "$2" || true)', want '$3'"$'\n'"$(kube GET "$report_path" | jq .status)"
+}
+wait_until 100 kube GET "$report_path" || { cat "$tmp/agent.log"; fail "no node report"; }
+[[ "$(kube GET "$report_path" | jq -r '.metadata.ownerReferences[0].kind')" == Node ]] ||
+  fail "the report has no ownerReference to its Node"
+[[ "$(attachments)" == 0 ]] || fail "uprobes attached before any policy: $(attachments)"
+[[ -z "$(procs web-1)" ]] || fail "web-1 instrumented before any policy"
+
+echo "--- a policy selecting the pods → attached"
+kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
+  "metadata": {"name": "web", "namespace": "shop"},
+  "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
+           "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null
+wait_until 100 procs_is web-1 1 ||
+  { tail -20 "$tmp/agent.log"; fail "web-1 not instrumented: procs=$(procs web-1)"; }
+echo "metrics: web-1 processes=$(procs web-1), nodejs uprobe attachments=$(attachments)"
+[[ -z "$(procs other-1)" ]] || fail "a pod of another node was instrumented"
+[[ -z "$(procs sleeper)" ]] || fail "sleep counted as a Node.js process"
+blocked="$(agent_metric "$port" "container_nodejs_event_loop_blocked_time_seconds_total{namespace=\"shop\",pod=\"web-1\",container=\"app\",node=\"$node_name\"}")"
+[[ -n "$blocked" ]] || fail "no event-loop series for shop/web-1/app"
+expect_entry "selected" '[.matchedPods, .instrumentedPods, .nodejsProcesses]' '[2,1,1]'
+expect_entry "selected" '[.problems[] | [.reason, .pod, .container]]' '[["SymbolsNotFound","sleeper","app"]]'
+blocked_in_report() { entry .eventLoopBlockedSecondsTotal | awk '{ exit !($1 > 0) }'; }
+wait_until 250 blocked_in_report ||
+  fail "the report's eventLoopBlockedSecondsTotal stays $(entry .eventLoopBlockedSecondsTotal)"
+echo "report: $(entry 'del(.uid)')"
+
+if [[ -x "$SONDE_BIN/sonde-operator" ]]; then
+  echo "--- the operator turns the report into policy status"
+  "$SONDE_BIN/sonde-operator" --kubeconfig "$tmp/kubeconfig" --report-namespace "$report_ns" \
+    --leader-elect=false --metrics-address "127.0.0.1:$(free_port)" >"$tmp/operator.log" 2>&1 &
+  op_pid=$!
+  status_is() { [[ "$(kube GET "$policies/web" | jq -c "$1")" == "$2" ]]; }
+  wait_until 200 status_is '[.status.matchedPods, .status.instrumentedPods, .status.nodejsProcesses]' '[2,1,1]' ||
+    { tail -20 "$tmp/operator.log"; fail "policy status counts: $(kube GET "$policies/web" | jq -c .status)"; }
+  wait_until 100 status_is '.status.conditions[] | select(.type == "Degraded") | [.status, .reason]' '["True","SymbolsNotFound"]' ||
+    fail "policy not Degraded/SymbolsNotFound: $(kube GET "$policies/web" | jq -c .status.conditions)"
+  echo "policy status: $(kube GET "$policies/web" | jq -c '.status | del(.conditions[].lastTransitionTime)')"
+else
+  echo "(no sonde-operator in $SONDE_BIN: policy status not checked)"
+fi
+
+echo "--- API server unreachable: the last known policies still apply"
+kill -STOP "$api_pid"
+run_in_container web-2nd "$web_id" /usr/bin/node "$blocker" idle 0 0  # a 2nd process in web-1
+wait_until 150 procs_is web-1 2 || { kill -CONT "$api_pid"; fail "with the API server stopped, a new process of web-1 was not instrumented: procs=$(procs web-1)"; }
+kill -CONT "$api_pid"
+echo "web-1 processes=$(procs web-1) while the API server was stopped"
+kill "${pids[-1]}"
+wait_until 100 procs_is web-1 1 || fail "web-1 processes=$(procs web-1) after the 2nd exited, want 1"
+
+echo "--- the policy excludes web-1 → detached"
+kube PATCH "$policies/web" '{"spec": {"excludes": [{"selector": {"matchLabels": {"instance": "web-1"}}}]}}' >/dev/null
+wait_until 100 attachments_is 0 ||
+  fail "still attached after the exclude: attachments=$(attachments)"
+[[ "$(procs web-1)" == 0 ]] || fail "web-1 processes=$(procs web-1) after the exclude, want 0"
+expect_entry "excluded" '[.observedGeneration, .matchedPods, .instrumentedPods, .nodejsProcesses]' '[2,1,0,0]'
+
+echo "--- the exclude removed → attached again"
+kube PATCH "$policies/web" '{"spec": {"excludes": null}}' >/dev/null
+wait_until 100 procs_is web-1 1 || fail "web-1 not instrumented again: procs=$(procs web-1)"
+expect_entry "re-selected" '[.matchedPods, .instrumentedPods, .nodejsProcesses]' '[2,1,1]'
+
+echo "--- the policy deleted → detached"
+kube DELETE "$policies/web" >/dev/null
+wait_until 100 attachments_is 0 ||
+  fail "still attached after the policy was deleted: attachments=$(attachments)"
+[[ "$(procs web-1)" == 0 ]] || fail "web-1 processes=$(procs web-1) after deletion, want 0"
+policies_in_report_is() { [[ "$(kube GET "$report_path" | jq '.status.policies | length')" == "$1" ]]; }
+wait_until 150 policies_in_report_is 0 ||
+  fail "the deleted policy is still in the report: $(kube GET "$report_path" | jq -c .status.policies)"
+
+stop_agent
+grep -q 'level=error' "$tmp/agent.log" && { cat "$tmp/agent.log"; fail "the agent logged errors"; }
+echo "PASS"
