@@ -1,7 +1,5 @@
 #include "operator/report_index.h"
 
-#include <unordered_set>
-
 namespace sonde::op {
 
 using kube::Json;
@@ -101,27 +99,38 @@ void ReportIndex::set_node_locked(const std::string& node, const std::string& rv
   it->second.resource_version = rv;
 }
 
-void ReportIndex::replace(std::vector<Json> items, const std::string& /*resource_version*/) {
+void ReportIndex::begin_list() {
+  listing_.clear();
+}
+
+void ReportIndex::list_item(Json item) {
+  listing_[node_of(item)] = {kube::resource_version_of(item), entries_of(item)};
+}
+
+void ReportIndex::end_list(const std::string& /*resource_version*/) {
   std::vector<std::string> changed;
   bool nodes_changed = false;
   {
     std::lock_guard lock(mu_);
-    std::unordered_set<std::string> present;
-    for (const auto& report : items) {
-      const std::string node = node_of(report);
-      auto entries = entries_of(report);
-      set_node_locked(node, kube::resource_version_of(report), &entries, changed, nodes_changed);
-      present.insert(node);
-    }
     std::vector<std::string> gone;
     for (const auto& [node, state] : by_node_) {
-      if (present.count(node) == 0) gone.push_back(node);
+      if (listing_.count(node) == 0) gone.push_back(node);
     }
     for (const auto& node : gone) set_node_locked(node, "", nullptr, changed, nodes_changed);
+    for (auto& [node, listed] : listing_) {
+      set_node_locked(node, listed.first, &listed.second, changed, nodes_changed);
+    }
     synced_ = true;
   }
+  listing_.clear();
   synced_cv_.notify_all();
   if (on_change_ && (nodes_changed || !changed.empty())) on_change_(changed, nodes_changed);
+}
+
+void ReportIndex::replace(std::vector<Json> items, const std::string& resource_version) {
+  begin_list();
+  for (auto& item : items) list_item(std::move(item));
+  end_list(resource_version);
 }
 
 void ReportIndex::apply(kube::WatchEvent::Type type, Json object) {

@@ -56,6 +56,11 @@ class ReportIndex final : public kube::ReflectorSink {
 
   explicit ReportIndex(ChangeHandler on_change = {}) : on_change_(std::move(on_change)) {}
 
+  // Reports are summarised as list pages arrive; the previous state stays in use until
+  // end_list() swaps the new one in.
+  void begin_list() override;
+  void list_item(kube::Json item) override;
+  void end_list(const std::string& resource_version) override;
   void replace(std::vector<kube::Json> items, const std::string& resource_version) override;
   void apply(kube::WatchEvent::Type type, kube::Json object) override;
 
@@ -81,6 +86,8 @@ class ReportIndex final : public kube::ReflectorSink {
                        std::vector<std::string>& changed, bool& nodes_changed);
 
   ChangeHandler on_change_;
+  // The list being received (reflector thread only): node -> (resourceVersion, entries).
+  std::map<std::string, std::pair<std::string, std::map<std::string, EntrySummary>>> listing_;
   mutable std::mutex mu_;
   mutable std::condition_variable synced_cv_;
   bool synced_ = false;

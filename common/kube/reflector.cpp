@@ -75,12 +75,13 @@ void Reflector::run(StopSignal& stop) {
 }
 
 Status Reflector::list_and_replace(StopSignal& stop) {
-  std::vector<Json> items;
   std::string list_rv;
+  size_t count = 0;
   ListOptions options;
   options.label_selector = options_.label_selector;
   options.field_selector = options_.field_selector;
   options.limit = options_.page_size;
+  sink_.begin_list();
   while (!stop.stopped()) {
     auto page = client_.list(type_, options_.ns, options);
     if (!page.ok()) {
@@ -89,7 +90,8 @@ Status Reflector::list_and_replace(StopSignal& stop) {
         // as a paged list could expire again for the same reason.
         log::info("list continuation expired; listing again without paging",
                   {{"resource", type_.plural}});
-        items.clear();
+        sink_.begin_list();
+        count = 0;
         list_rv.clear();
         options.continue_token.clear();
         options.limit = 0;
@@ -98,13 +100,13 @@ Status Reflector::list_and_replace(StopSignal& stop) {
       return page.error();
     }
     if (list_rv.empty()) list_rv = page->resource_version;
-    for (auto& item : page->items) items.push_back(std::move(item));
+    count += page->items.size();
+    for (auto& item : page->items) sink_.list_item(std::move(item));
     if (page->continue_token.empty()) break;
     options.continue_token = std::move(page->continue_token);
   }
   if (stop.stopped()) return Error("stopped");
-  const size_t count = items.size();
-  sink_.replace(std::move(items), list_rv);
+  sink_.end_list(list_rv);
   set_resource_version(list_rv);
   {
     std::lock_guard lock(mu_);

@@ -34,10 +34,27 @@ namespace sonde::kube {
 class ReflectorSink {
  public:
   virtual ~ReflectorSink() = default;
+
+  // A (re)list arrives as begin_list(), list_item() per object as pages come in, and
+  // end_list(); a list that fails part-way is abandoned by calling begin_list() again, so a
+  // sink must not act on items before end_list(). The default collects the items and calls
+  // replace(); a sink that can digest objects one at a time overrides all three so a large
+  // list is never held whole.
+  virtual void begin_list() { pending_.clear(); }
+  virtual void list_item(Json item) { pending_.push_back(std::move(item)); }
+  virtual void end_list(const std::string& resource_version) {
+    std::vector<Json> items = std::move(pending_);
+    pending_.clear();
+    replace(std::move(items), resource_version);
+  }
+
   // The complete state after a (re)list; anything the sink holds that is absent is gone.
   virtual void replace(std::vector<Json> items, const std::string& resource_version) = 0;
   // One watch event: kAdded, kModified or kDeleted.
   virtual void apply(WatchEvent::Type type, Json object) = 0;
+
+ private:
+  std::vector<Json> pending_;
 };
 
 struct ReflectorOptions {

@@ -494,10 +494,12 @@ class Handler(BaseHTTPRequestHandler):
             self.write_chunk(line[: len(line) // 2])
             return
         if STATE.split_events and len(line) > 3:
+            # Each piece is its own HTTP chunk, flushed as its own TCP segment (TCP_NODELAY).
+            # No sleep between pieces: a watch that writes slower than events arrive falls
+            # behind and delays control actions queued behind the backlog.
             third = len(line) // 3
             for piece in (line[:third], line[third: 2 * third], line[2 * third:]):
                 self.write_chunk(piece)
-                time.sleep(0.005)
         else:
             self.write_chunk(line)
 
