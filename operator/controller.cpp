@@ -29,6 +29,9 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
                                                kube::Transform{}, clock_);
   kube::ReflectorOptions report_options = options_.reflector;
   report_options.ns = options_.report_namespace;
+  // A report lists every policy (~200 KB of JSON at 1,000 policies); small pages keep the
+  // transient parse of a list small, as the index digests each page as it arrives.
+  report_options.page_size = std::min<int64_t>(report_options.page_size, 10);
   reports_ = std::make_unique<kube::Reflector>(client_, kProfilingNodeReports, report_options,
                                                index_, clock_);
 
