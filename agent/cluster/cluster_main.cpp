@@ -54,7 +54,7 @@ struct Args {
 };
 
 std::string env(const char* name) {
-  const char* v = std::getenv(name);
+  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): before any thread
   return v ? v : "";
 }
 
@@ -65,7 +65,7 @@ std::optional<Args> parse_args(int argc, char** argv, int& exit_code) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
+      (void)std::fputs(kUsage, stdout);
       exit_code = 0;
       return std::nullopt;
     }
@@ -77,12 +77,12 @@ std::optional<Args> parse_args(int argc, char** argv, int& exit_code) {
                           : arg == "--log-level"       ? &a.log_level
                                                        : nullptr;
     if (!target) {
-      std::fprintf(stderr, "sonde-agent: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
+      (void)std::fprintf(stderr, "sonde-agent: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
       exit_code = 2;
       return std::nullopt;
     }
     if (i + 1 >= argc) {
-      std::fprintf(stderr, "sonde-agent: %s needs a value\n", arg.c_str());
+      (void)std::fprintf(stderr, "sonde-agent: %s needs a value\n", arg.c_str());
       exit_code = 2;
       return std::nullopt;
     }
@@ -99,14 +99,15 @@ int cluster_main(int argc, char** argv) {
   if (!args) return exit_code;
   auto level = log::parse_level(args->log_level);
   if (!level) {
-    std::fprintf(stderr, "sonde-agent: unknown log level '%s'\n", args->log_level.c_str());
+    (void)std::fprintf(stderr, "sonde-agent: unknown log level '%s'\n", args->log_level.c_str());
     return 2;
   }
   log::set_level(*level);
   if (args->node_name.empty()) {
-    std::fprintf(stderr,
-                 "sonde-agent: no node name: pass --node-name or set NODE_NAME (the chart sets "
-                 "it from spec.nodeName)\n");
+    (void)std::fprintf(
+        stderr,
+        "sonde-agent: no node name: pass --node-name or set NODE_NAME (the chart sets "
+        "it from spec.nodeName)\n");
     return 2;
   }
   auto config = kube::load_client_config(args->kubeconfig);
@@ -116,9 +117,9 @@ int cluster_main(int argc, char** argv) {
   }
   const std::string ns = args->ns.empty() ? config->default_namespace : args->ns;
   if (ns.empty()) {
-    std::fprintf(stderr,
-                 "sonde-agent: no namespace for the node report: pass --namespace or set "
-                 "POD_NAMESPACE\n");
+    (void)std::fprintf(stderr,
+                       "sonde-agent: no namespace for the node report: pass --namespace or set "
+                       "POD_NAMESPACE\n");
     return 2;
   }
   const std::string server = config->server;
