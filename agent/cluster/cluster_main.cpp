@@ -106,8 +106,8 @@ int cluster_main(int argc, char** argv) {
   if (args->node_name.empty()) {
     (void)std::fprintf(
         stderr,
-        "sonde-agent: no node name: pass --node-name or set NODE_NAME (the chart sets "
-        "it from spec.nodeName)\n");
+        "sonde-agent: no node name: pass --node-name or set NODE_NAME (in a pod, from "
+        "the downward API: fieldRef spec.nodeName)\n");
     return 2;
   }
   auto config = kube::load_client_config(args->kubeconfig);
