@@ -7,6 +7,7 @@
 #include "agent/cluster/cluster_main.h"
 #include "agent/commands.h"
 #include "agent/standalone/standalone.h"
+#include "agent/symbolize/symbolize_command.h"
 #include "common/version.h"
 
 namespace {
@@ -21,6 +22,7 @@ constexpr Command kCommands[] = {
     {"doctor", sonde::agent::doctor_main, "check that this node can run the agent"},
     {"events", sonde::agent::events_main, "print process exec/exit events from the kernel"},
     {"symbols", sonde::agent::symbols_main, "resolve probe targets (address, returns) in a binary"},
+    {"symbolize", sonde::agent::symbolize_main, "addresses to functions, files and lines"},
 };
 
 void usage(FILE* out) {
