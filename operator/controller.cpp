@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "operator/pod_monitor.h"
 #include "operator/policy_status.h"
 #include "operator/resources.h"
 
@@ -118,6 +119,20 @@ void Controller::run_workers(kube::StopSignal& stop) {
         queue_.done(*key);
         metrics_.set_queue_depth(queue_.len());
       }
+    });
+  }
+  if (options_.manage_pod_monitor) {
+    workers.emplace_back([this, &stop] {
+      PodMonitorSync pod_monitor(client_, options_.report_namespace);
+      std::string last;
+      do {
+        auto action = pod_monitor.sync(policies_->size() > 0);
+        const std::string now = action.ok() ? to_string(*action) : action.error().message();
+        if (now != last) {
+          log::info("agent PodMonitor", {{"state", now}});
+          last = now;
+        }
+      } while (stop.sleep_for(clock_, options_.pod_monitor_interval));
     });
   }
   stop.sleep_for(clock_, std::chrono::hours(24 * 365 * 100));

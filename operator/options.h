@@ -17,6 +17,7 @@ struct OperatorOptions {
   std::string report_namespace;  // empty: the operator's own namespace
   std::string metrics_address = "0.0.0.0:8080";
   int workers = 2;
+  bool pod_monitor = true;
   std::string log_level = "info";
   bool leader_elect = true;
   std::string leader_election_id = "sonde-operator";  // the Lease's name

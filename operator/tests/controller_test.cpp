@@ -15,6 +15,7 @@ class ControllerTest : public ::testing::Test {
   ControllerTest() : client_(fake_.client_config(), client_options()) {
     ControllerOptions options;
     options.report_namespace = "sonde-system";
+    options.pod_monitor_interval = std::chrono::milliseconds(100);
     options.reflector.backoff = {std::chrono::milliseconds(50), std::chrono::milliseconds(500), 2.0,
                                  0.5};
     controller_ = std::make_unique<Controller>(client_, options, metrics_);
@@ -166,6 +167,40 @@ TEST_F(ControllerTest, ExportsPolicySeriesFromNodeReports) {
   metrics_.set_leader(false);
   EXPECT_EQ(metrics_.serialize().find("sonde_policy_"), std::string::npos)
       << "only the leader exports policy series";
+}
+
+TEST_F(ControllerTest, KeepsTheAgentPodMonitorInStepWithPolicies) {
+  const kube::ResourceType pod_monitors{"monitoring.coreos.com", "v1", "podmonitors", true};
+  const kube::ResourceType crds{"apiextensions.k8s.io", "v1", "customresourcedefinitions", false};
+  auto pod_monitor = [&] { return client_.get(pod_monitors, "sonde-system", "sonde-agents"); };
+  ASSERT_TRUE(client_.create(kProfilingPolicies, "team-a", make_policy("team-a", "web")).ok());
+  start();
+  ASSERT_TRUE(eventually([&] { return get("web").contains("status"); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(pod_monitor().ok()) << "no Prometheus Operator: no PodMonitor";
+
+  // The Prometheus Operator gets installed.
+  ASSERT_TRUE(client_
+                  .create(crds, "",
+                          {{"apiVersion", "apiextensions.k8s.io/v1"},
+                           {"kind", "CustomResourceDefinition"},
+                           {"metadata", {{"name", "podmonitors.monitoring.coreos.com"}}}})
+                  .ok());
+  ASSERT_TRUE(eventually([&] { return pod_monitor().ok(); }));
+  const Json created = *pod_monitor();
+  EXPECT_EQ(created["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"], "agent");
+  EXPECT_EQ(created["spec"]["podMetricsEndpoints"][0]["port"], "metrics");
+
+  // Someone edits it: put back.
+  Json edited = created;
+  edited["spec"]["podMetricsEndpoints"][0]["port"] = "http";
+  ASSERT_TRUE(client_.replace(pod_monitors, "sonde-system", "sonde-agents", edited).ok());
+  ASSERT_TRUE(eventually(
+      [&] { return (*pod_monitor())["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"; }));
+
+  // The last policy goes: so does the PodMonitor.
+  ASSERT_TRUE(client_.remove(kProfilingPolicies, "team-a", "web").ok());
+  ASSERT_TRUE(eventually([&] { return !pod_monitor().ok(); }));
 }
 
 }  // namespace
