@@ -8,8 +8,10 @@
 //
 // Retries: ordinary requests answered 429 or 5xx, or failing in transport, are retried up to
 // RetryPolicy::max_attempts times, waiting the longer of the server's Retry-After and an
-// exponential backoff with jitter. Watches are not retried here: the reflector owns that
-// decision because a watch must resume from the right resourceVersion.
+// exponential backoff with jitter. A create (POST) whose answer was lost in transport may thus
+// reach the server twice; the second attempt then fails with 409 AlreadyExists, which callers
+// of create() must treat as "it exists". Watches are not retried here: the reflector owns
+// that decision because a watch must resume from the right resourceVersion.
 //
 // Thread-safe: one client is shared by all informers, workers and the leader elector.
 // Each watch holds its own connection for its lifetime.
