@@ -1,0 +1,66 @@
+// /metrics, /healthz and /readyz over real HTTP.
+#include "operator/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "common/kube/api_client.h"
+
+namespace sonde::op {
+namespace {
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST(HttpServerTest, ServesMetricsHealthAndReadiness) {
+  OperatorMetrics metrics;
+  metrics.reconciled("written", 0.002);
+  metrics.set_leader(true);
+  std::atomic<bool> ready{false};
+  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  HttpServer server(address, metrics, [&] { return ready.load(); });
+  ASSERT_TRUE(server.start().ok());
+
+  kube::ClientConfig config;
+  config.server = "http://" + address;
+  kube::ApiClientOptions options;
+  options.retry.max_attempts = 1;
+  kube::ApiClient client(config, options);
+
+  auto health = client.send("GET", "/healthz");
+  ASSERT_TRUE(health.ok()) << health.error().message();
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(client.send("GET", "/readyz")->status, 503) << "not ready before the caches sync";
+  ready = true;
+  EXPECT_EQ(client.send("GET", "/readyz")->status, 200);
+
+  auto scraped = client.send("GET", "/metrics");
+  ASSERT_TRUE(scraped.ok());
+  EXPECT_EQ(scraped->status, 200);
+  EXPECT_NE(scraped->body.find("sonde_operator_reconciles_total{result=\"written\"} 1"),
+            std::string::npos)
+      << scraped->body;
+  EXPECT_NE(scraped->body.find("sonde_operator_reconcile_duration_seconds_count 1"),
+            std::string::npos);
+  EXPECT_NE(scraped->body.find("sonde_operator_leader 1"), std::string::npos);
+  EXPECT_NE(scraped->body.find("sonde_operator_queue_depth"), std::string::npos);
+  EXPECT_EQ(client.send("GET", "/nope")->status, 404);
+  server.stop();
+}
+
+}  // namespace
+}  // namespace sonde::op
