@@ -125,10 +125,11 @@ wait_until 100 kube GET "$report_path" || { cat "$tmp/agent.log"; fail "no node 
 [[ -z "$(procs web-1)" ]] || fail "web-1 instrumented before any policy"
 
 echo "--- a policy selecting the pods → attached"
-kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
+policy='{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
   "metadata": {"name": "web", "namespace": "shop"},
   "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
-           "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null
+           "instrumentations": {"nodejsEventLoop": {}}}}'
+kube POST "$policies" "$policy" >/dev/null
 wait_until 100 procs_is web-1 1 ||
   { tail -20 "$tmp/agent.log"; fail "web-1 not instrumented: procs=$(procs web-1)"; }
 echo "metrics: web-1 processes=$(procs web-1), nodejs uprobe attachments=$(attachments)"
@@ -158,15 +159,6 @@ else
   echo "(no sonde-operator in $SONDE_BIN: policy status not checked)"
 fi
 
-echo "--- API server unreachable: the last known policies still apply"
-kill -STOP "$api_pid"
-run_in_container web-2nd "$web_id" /usr/bin/node "$blocker" idle 0 0  # a 2nd process in web-1
-wait_until 150 procs_is web-1 2 || { kill -CONT "$api_pid"; fail "with the API server stopped, a new process of web-1 was not instrumented: procs=$(procs web-1)"; }
-kill -CONT "$api_pid"
-echo "web-1 processes=$(procs web-1) while the API server was stopped"
-kill "${pids[-1]}"
-wait_until 100 procs_is web-1 1 || fail "web-1 processes=$(procs web-1) after the 2nd exited, want 1"
-
 echo "--- the policy excludes web-1 → detached"
 kube PATCH "$policies/web" '{"spec": {"excludes": [{"selector": {"matchLabels": {"instance": "web-1"}}}]}}' >/dev/null
 wait_until 100 attachments_is 0 ||
@@ -188,6 +180,24 @@ policies_in_report_is() { [[ "$(kube GET "$report_path" | jq '.status.policies |
 wait_until 150 policies_in_report_is 0 ||
   fail "the deleted policy is still in the report: $(kube GET "$report_path" | jq -c .status.policies)"
 
-stop_agent
+echo "--- API server unreachable: the last known policies apply, SIGTERM still stops the agent"
+kube POST "$policies" "$policy" >/dev/null
+wait_until 100 procs_is web-1 1 || fail "web-1 not instrumented by the re-created policy"
+kill -STOP "$api_pid"
+run_in_container web-2nd "$web_id" /usr/bin/node "$blocker" idle 0 0  # a 2nd process in web-1
+wait_until 150 procs_is web-1 2 ||
+  fail "with the API server stopped, a new process of web-1 was not instrumented: procs=$(procs web-1)"
+echo "web-1 processes=$(procs web-1) while the API server is stopped"
+sleep 2  # the report writer is now blocked on the unanswered API server
+start=$(date +%s.%N)
+kill -TERM "$AGENT_PID"
+rc=0
+wait "$AGENT_PID" || rc=$?
+AGENT_PID=
+took="$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')"
+kill -CONT "$api_pid"
+echo "agent exited $rc after SIGTERM in $took s"
+[[ $rc == 0 ]] || fail "agent exit status $rc after SIGTERM"
+awk -v t="$took" 'BEGIN { exit !(t < 10) }' || fail "agent took $took s to stop during the outage"
 grep -q 'level=error' "$tmp/agent.log" && { cat "$tmp/agent.log"; fail "the agent logged errors"; }
 echo "PASS"

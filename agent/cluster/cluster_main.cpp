@@ -26,6 +26,9 @@ namespace {
 // informers keep trying (a late list triggers a re-selection).
 constexpr auto kSyncTimeout = std::chrono::seconds(30);
 
+// The longest a node report request may take.
+constexpr auto kReportRequestTimeout = std::chrono::seconds(5);
+
 constexpr const char* kUsage =
     "Usage: sonde-agent --cluster [OPTIONS]\n"
     "\n"
@@ -123,8 +126,15 @@ int cluster_main(int argc, char** argv) {
     return 2;
   }
   const std::string server = config->server;
-  kube::ApiClient client(std::move(config).value(),
-                         {.user_agent = std::string("sonde-agent/") + kVersion});
+  const std::string user_agent = std::string("sonde-agent/") + kVersion;
+  kube::ApiClient client(*config, {.user_agent = user_agent});
+  // The report writer retries with its own backoff, and a write in flight cannot be
+  // interrupted: short single attempts keep SIGTERM during an API outage from waiting out
+  // the shared client's retries (minutes) before the agent exits.
+  kube::ApiClient report_client(std::move(config).value(),
+                                {.user_agent = user_agent,
+                                 .request_timeout = kReportRequestTimeout,
+                                 .retry = {.max_attempts = 1}});
 
   // The selector may ask for a re-selection before the runtime exists (the first lists) and
   // after it is gone (informers stopping): the pointer says whether there is one to ask.
@@ -166,7 +176,7 @@ int cluster_main(int argc, char** argv) {
   runtime_ptr.store(&rt);
 
   const AgentFacts facts = read_agent_facts();
-  NodeReportWriter writer(client, args->node_name, ns, [&] {
+  NodeReportWriter writer(report_client, args->node_name, ns, [&] {
     return report_status(
         facts, build_policy_reports(selector.policies(), rt.outcomes(), rt.event_loop_samples()));
   });
