@@ -242,6 +242,7 @@ def strip_volatile(obj):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    required_token = None
 
     def log_message(self, fmt, *args):
         pass
@@ -313,6 +314,9 @@ class Handler(BaseHTTPRequestHandler):
             if url.path.startswith("/_fake/"):
                 return self.control(url.path, query)
             body = self.read_body() if self.command in ("POST", "PUT", "PATCH") else None
+            if self.required_token and \
+                    self.headers.get("Authorization") != "Bearer " + self.required_token:
+                return self.send_status(401, "Unauthorized", "Unauthorized")
             if self.apply_fault(url.path, query):
                 return
             route = parse_path(url.path)
@@ -721,9 +725,18 @@ def main():
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--exit-with-parent", action="store_true",
                         help="exit when the process that started us goes away")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate")
+    parser.add_argument("--tls-key", help="the certificate's PEM private key")
+    parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (else 401)")
     args = parser.parse_args()
+    Handler.required_token = args.token
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
+    if args.tls_cert:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     if args.exit_with_parent:
         threading.Thread(target=watch_parent, args=(os.getppid(),), daemon=True).start()
     print("PORT %d" % server.server_address[1], flush=True)

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <vector>
 
 extern char** environ;
 
@@ -28,15 +29,24 @@ namespace {
 
 }  // namespace
 
-FakeApiServer::FakeApiServer() {
+FakeApiServer::FakeApiServer(const Options& options)
+    : tls_(!options.tls_cert_file.empty()), token_(options.token) {
   int out[2];
   if (pipe(out) != 0) fail("pipe failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, out[0]);
-  const char* argv[] = {"python3", SONDE_FAKE_APISERVER, "--exit-with-parent", nullptr};
-  if (posix_spawnp(&pid_, "python3", &actions, nullptr, const_cast<char**>(argv), environ) != 0) {
+  std::vector<std::string> args = {"python3", SONDE_FAKE_APISERVER, "--exit-with-parent"};
+  if (tls_) {
+    args.push_back("--tls-cert=" + options.tls_cert_file);
+    args.push_back("--tls-key=" + options.tls_key_file);
+  }
+  if (!token_.empty()) args.push_back("--token=" + token_);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  if (posix_spawnp(&pid_, "python3", &actions, nullptr, argv.data(), environ) != 0) {
     fail("cannot start python3 " SONDE_FAKE_APISERVER);
   }
   posix_spawn_file_actions_destroy(&actions);
@@ -46,10 +56,12 @@ FakeApiServer::FakeApiServer() {
     fail("did not print its port");
   }
   std::fclose(stream);
-  ApiClientOptions options;
-  options.retry.max_attempts = 1;
-  options.user_agent = "fake-control";
-  control_client_ = std::make_unique<ApiClient>(client_config(), options);
+  ApiClientOptions client_options;
+  client_options.retry.max_attempts = 1;
+  client_options.user_agent = "fake-control";
+  ClientConfig control_config = client_config();
+  control_config.insecure_skip_tls_verify = true;  // the control endpoints are test plumbing
+  control_client_ = std::make_unique<ApiClient>(control_config, client_options);
 }
 
 FakeApiServer::~FakeApiServer() {
@@ -63,6 +75,7 @@ FakeApiServer::~FakeApiServer() {
 ClientConfig FakeApiServer::client_config() const {
   ClientConfig config;
   config.server = url();
+  config.bearer_token = token_;
   config.default_namespace = "default";
   return config;
 }

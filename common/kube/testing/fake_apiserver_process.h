@@ -12,15 +12,25 @@ namespace sonde::kube::testing {
 
 class FakeApiServer {
  public:
+  struct Options {
+    std::string tls_cert_file;  // serve HTTPS with this certificate (and key) when set
+    std::string tls_key_file;
+    std::string token;  // require this bearer token on API paths when set
+  };
+
   // Starts the server; aborts the test binary if python3 or the script cannot be started.
-  FakeApiServer();
+  FakeApiServer() : FakeApiServer(Options{}) {}
+  explicit FakeApiServer(const Options& options);
   ~FakeApiServer();
   FakeApiServer(const FakeApiServer&) = delete;
   FakeApiServer& operator=(const FakeApiServer&) = delete;
 
   int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  // A configuration pointing at this server (plain HTTP, no credentials).
+  std::string url() const {
+    return (tls_ ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port_);
+  }
+  // A configuration pointing at this server (the bearer token when one is required; a TLS
+  // server's CA is left for the test to set).
   ClientConfig client_config() const;
   // Writes a kubeconfig for this server to `path` (for the operator binary).
   void write_kubeconfig(const std::string& path) const;
@@ -34,6 +44,8 @@ class FakeApiServer {
  private:
   pid_t pid_ = -1;
   int port_ = 0;
+  bool tls_ = false;
+  std::string token_;
   std::unique_ptr<ApiClient> control_client_;
 };
 
