@@ -26,8 +26,10 @@ namespace {
 // informers keep trying (a late list triggers a re-selection).
 constexpr auto kSyncTimeout = std::chrono::seconds(30);
 
-// The longest a node report request may take.
-constexpr auto kReportRequestTimeout = std::chrono::seconds(5);
+// How long a node report request may stay without progress. cpprestsdk applies it to the
+// sending and the answering phase apart, so a write to an API server that stopped answering
+// takes up to twice this; a shutdown then waits at most that long for the writer.
+constexpr auto kReportRequestTimeout = std::chrono::seconds(3);
 
 constexpr const char* kUsage =
     "Usage: sonde-agent --cluster [OPTIONS]\n"
