@@ -92,8 +92,20 @@ int BPF_PROG(sys_enter_wait, struct pt_regs* regs, long id) {
   return 0;
 }
 
+/* The syscall number of a sys_exit; a direct load, as tp_btf arguments are BTF pointers. */
+#if defined(__TARGET_ARCH_x86)
+#define SYSCALL_NR(regs) ((regs)->orig_ax)
+#elif defined(__TARGET_ARCH_arm64)
+#define SYSCALL_NR(regs) ((regs)->syscallno)
+#else
+#error "nodejs: unsupported architecture"
+#endif
+
+/* Runs on every system call exit of every process: the cheap number test comes before the
+ * map lookup. */
 SEC("tp_btf/sys_exit")
-int BPF_PROG(sys_exit_wait) {
+int BPF_PROG(sys_exit_wait, struct pt_regs* regs) {
+  if (!is_epoll_wait_nr((long)SYSCALL_NR(regs))) return 0;
   wait_ends();
   return 0;
 }

@@ -43,15 +43,20 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  const std::string& last_line() const { return last_line_; }
 
-  // Reads stdout until a line starting with `prefix` arrives; false on timeout or EOF.
+  // Reads stdout until a line starting with `prefix` arrives; false on timeout or EOF. The
+  // line is kept in last_line().
   bool wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
       for (size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
         std::string line = buffer_.substr(0, nl);
         buffer_.erase(0, nl + 1);
-        if (line.rfind(prefix, 0) == 0) return true;
+        if (line.rfind(prefix, 0) == 0) {
+          last_line_ = line;
+          return true;
+        }
       }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
@@ -77,6 +82,7 @@ class ChildProcess {
   int out_ = -1;
   bool reaped_ = false;
   std::string buffer_;
+  std::string last_line_;
 };
 
 }  // namespace sonde::testing

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -29,17 +30,25 @@ std::string run(const std::string& cmd) {
   return out;
 }
 
-// Ground truth from binutils, not from sonde's own ELF reader.
+// Ground truth from binutils, not from sonde's own ELF reader; read once per test binary
+// (readelf over node's ~109k symbols takes a while).
 uint64_t readelf_symbol(const std::string& name) {
-  std::istringstream in(run(std::string("readelf -sW ") + kNode));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string num, value, size, type, bind, vis, ndx, sym;
-    f >> num >> value >> size >> type >> bind >> vis >> ndx >> sym;
-    if (sym == name) return std::stoull(value, nullptr, 16);
-  }
-  return 0;
+  static const std::map<std::string, uint64_t> symbols = [] {
+    std::map<std::string, uint64_t> out;
+    std::istringstream in(run(std::string("readelf -sW ") + kNode));
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string num, value, size, type, bind, vis, ndx, sym;
+      f >> num >> value >> size >> type >> bind >> vis >> ndx >> sym;
+      if (sym == "uv__io_poll" || sym == "default_loop_struct") {
+        out.emplace(sym, std::stoull(value, nullptr, 16));
+      }
+    }
+    return out;
+  }();
+  auto it = symbols.find(name);
+  return it == symbols.end() ? 0 : it->second;
 }
 
 uint64_t readelf_file_offset(uint64_t vaddr) {
@@ -56,6 +65,11 @@ uint64_t readelf_file_offset(uint64_t vaddr) {
   }
   return 0;
 }
+
+struct Measured {
+  double agent = -1;  // blocked seconds the agent counted between "ready" and the end
+  double node = -1;   // Node's own event-loop active seconds over the same stretch
+};
 
 class LoopProbesTest : public ::testing::TestWithParam<Source> {
  protected:
@@ -78,28 +92,42 @@ class LoopProbesTest : public ::testing::TestWithParam<Source> {
     return loop;  // /usr/bin/node is ET_EXEC: link-time address = runtime address
   }
 
-  // Runs the blocker, tracked from its exec; returns the blocked seconds counted between its
-  // "ready" (set-up done) and a moment after "blocking done".
-  double measure(const std::string& kind, int count, int ms, const LoopProbes::Start& start) {
+  // Runs the blocker, tracked from its exec, from its "ready" (set-up done) to a moment after
+  // "blocking done".
+  Measured measure(const std::string& kind, int count, int ms, const LoopProbes::Start& start) {
     ChildProcess node({kNode, kBlocker, kind, std::to_string(count), std::to_string(ms)});
     EXPECT_TRUE(probes_->track(node.pid(), start).ok());
     EXPECT_TRUE(node.wait_for_line("ready", milliseconds(10000)));
     auto baseline = probes_->blocked_ns(node.pid());
+    double node_ready = elu_seconds(node.last_line());
     EXPECT_TRUE(node.wait_for_line("blocking done", milliseconds(30000)));
+    double node_done = elu_seconds(node.last_line());
     std::this_thread::sleep_for(milliseconds(200));  // back in its idle wait
     auto v = probes_->untrack(node.pid(), monotonic_ns());
     EXPECT_TRUE(baseline.ok() && v.ok());
-    return baseline.ok() && v.ok() ? static_cast<double>(*v - *baseline) / 1e9 : -1;
+    if (!baseline.ok() || !v.ok()) return {};
+    return {static_cast<double>(*v - *baseline) / 1e9, node_done - node_ready};
+  }
+
+  // Node's own count, "elu_active_ms=<ms>" at the end of a blocker line, in seconds.
+  static double elu_seconds(const std::string& line) {
+    auto pos = line.find("elu_active_ms=");
+    return pos == std::string::npos ? -1 : std::stod(line.substr(pos + 14)) / 1000;
   }
 
   std::unique_ptr<LoopProbes> probes_;
   std::unique_ptr<Attachment> link_;
 };
 
-// ±5% or ±20 ms, whichever is larger (the accuracy bar).
-void expect_near(double got, double want) {
-  double tolerance = std::max(0.05 * want, 0.020);
-  EXPECT_NEAR(got, want, tolerance) << "measured " << got << " s, injected " << want << " s";
+// The agent agrees with Node's own account of its loop (libuv's idle-time metrics) within 5%
+// or 20 ms, and never counts less than the injected blocking. On a quiet machine Node's own
+// count is the injected blocking plus a few ms; on a loaded one a loop also waits for a CPU,
+// which both count as active.
+void expect_near(const Measured& m, double injected) {
+  double tolerance = std::max(0.05 * m.node, 0.020);
+  EXPECT_NEAR(m.agent, m.node, tolerance)
+      << "agent " << m.agent << " s, node's own " << m.node << " s, injected " << injected;
+  EXPECT_GE(m.agent, injected * 0.98) << "agent " << m.agent << " s, injected " << injected;
 }
 
 TEST_P(LoopProbesTest, TimerBlockingWithoutSymbols) {
@@ -116,10 +144,10 @@ TEST_P(LoopProbesTest, EveryCallbackKindWithTheLoopUprobe) {
 
 TEST_P(LoopProbesTest, NestedLoopOfSpawnSyncIsBlocking) {
   uint64_t loop = attach_uv_io_poll();
-  // execFileSync blocks for the sleep and for spawning and reaping the child on top of it.
-  double got = measure("spawnsync", 3, 200, {.default_loop = loop});
-  EXPECT_GE(got, 0.6);
-  EXPECT_LE(got, 0.6 + 3 * 0.025);
+  // execFileSync blocks for the sleep and for spawning and reaping the child on top of it;
+  // Node's own count of its default loop agrees (the nested loop's waits are not the
+  // default loop's idle time).
+  expect_near(measure("spawnsync", 3, 200, {.default_loop = loop}), 0.6);
 }
 
 TEST_P(LoopProbesTest, IdleProcessStaysNearZero) {

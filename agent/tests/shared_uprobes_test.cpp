@@ -43,9 +43,9 @@ class SharedUprobesTest : public ::testing::Test {
 
 TEST_F(SharedUprobesTest, OneAttachmentPerKeySharedByPids) {
   for (pid_t pid = 100; pid < 150; ++pid) {
-    ASSERT_TRUE(uprobes_.acquire(key(7, 0x40), "/proc/" + std::to_string(pid) + "/exe", pid,
-                                 attach_fn())
-                    .ok());
+    ASSERT_TRUE(
+        uprobes_.acquire(key(7, 0x40), "/proc/" + std::to_string(pid) + "/exe", pid, attach_fn())
+            .ok());
   }
   EXPECT_EQ(live_, 1);
   EXPECT_EQ(uprobes_.size(), 1u);
