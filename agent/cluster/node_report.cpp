@@ -219,11 +219,11 @@ Status NodeReportWriter::write(const Json& status) {
       ++writes_;
       return ok_status();
     }
-    resource_version_.clear();
     // 409: someone else wrote it since we read it; 404: it was deleted. Read again.
     if (!kube::is_conflict(replaced.error()) && !kube::is_not_found(replaced.error())) {
       return replaced.error().wrap("replace node report " + ns_ + "/" + node_);
     }
+    resource_version_.clear();
   }
   return Error("node report " + ns_ + "/" + node_ + " changed under every one of " +
                std::to_string(kMaxWriteAttempts) + " writes");

@@ -50,7 +50,9 @@ struct PodSelection {
   bool operator==(const PodSelection&) const = default;
 };
 
-// What the agent needs of a ProfilingPolicy.
+// What the agent needs of a ProfilingPolicy. Of its instrumentations the agent runs the
+// Node.js event loop and Go TLS; `cpu` is not read (the agent has no CPU sampler), so a
+// cpu-only policy matches pods but instruments none.
 struct PolicySpec {
   std::string ns;
   std::string name;
