@@ -89,7 +89,8 @@ reject bad-frequency '{targets: [{selector: {matchLabels: {app: x}}}], instrumen
 step "one operator replica holds the Lease"
 lease="sonde-operator"
 holder() { kubectl get lease -n "$ns" "$lease" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
-wait_for 60 "a Lease holder" bash -c "[[ -n \"\$(kubectl get lease -n $ns $lease -o jsonpath='{.spec.holderIdentity}')\" ]]"
+has_holder() { [[ -n "$(holder)" ]]; }
+wait_for 60 "a Lease holder" has_holder
 leader="$(holder)"
 echo "leader: $leader"
 
@@ -106,7 +107,8 @@ cond() {  # cond TYPE -> "Status/Reason"
   kubectl get profilingpolicy -n "$policy_ns" web \
     -o jsonpath="{.status.conditions[?(@.type==\"$1\")].status}/{.status.conditions[?(@.type==\"$1\")].reason}"
 }
-wait_for 30 "Ready=False/NoAgents" bash -c "[[ \"\$(kubectl get profilingpolicy -n $policy_ns web -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].reason}')\" == NoAgents ]]"
+cond_is() { [[ "$(cond "$1")" == "$2" ]]; }  # cond_is TYPE "Status/Reason"
+wait_for 30 "Ready=False/NoAgents" cond_is Ready False/NoAgents
 [[ "$(cond Accepted)" == "True/Valid" ]] || fail "Accepted is $(cond Accepted)"
 
 step "a node report makes the policy Ready, a problem makes it Degraded"
@@ -126,17 +128,18 @@ status:
 YAML
 }
 report '[{reason: SymbolsNotFound, pod: web-0, container: app, message: "no uv__io_poll"}]'
-wait_for 30 "Degraded=True/SymbolsNotFound" bash -c "[[ \"\$(kubectl get profilingpolicy -n $policy_ns web -o jsonpath='{.status.conditions[?(@.type==\"Degraded\")].reason}')\" == SymbolsNotFound ]]"
+wait_for 30 "Degraded=True/SymbolsNotFound" cond_is Degraded True/SymbolsNotFound
 [[ "$(cond Ready)" == "True/AllNodesReporting" ]] || fail "Ready is $(cond Ready)"
 [[ "$(kubectl get profilingpolicy -n "$policy_ns" web -o jsonpath='{.status.matchedPods}')" == 2 ]] ||
   fail "matchedPods is not 2"
 report '[]'
-wait_for 30 "Degraded=False" bash -c "[[ \"\$(kubectl get profilingpolicy -n $policy_ns web -o jsonpath='{.status.conditions[?(@.type==\"Degraded\")].status}')\" == False ]]"
+wait_for 30 "Degraded=False/AsExpected" cond_is Degraded False/AsExpected
 
 step "failover: delete the leader pod"
 start=$SECONDS
 kubectl delete pod -n "$ns" "$leader" --grace-period=0 --force >/dev/null 2>&1 || true
-wait_for 30 "a new Lease holder" bash -c "h=\$(kubectl get lease -n $ns $lease -o jsonpath='{.spec.holderIdentity}'); [[ -n \"\$h\" && \"\$h\" != \"$leader\" ]]"
+new_holder() { local h; h="$(holder)"; [[ -n "$h" && "$h" != "$leader" ]]; }
+wait_for 30 "a new Lease holder" new_holder
 echo "new leader: $(holder) after $((SECONDS - start)) s (lease 6 s)"
 
 step "delete the policy"
