@@ -159,7 +159,7 @@ Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, s
   }
   if (reason_counts.empty()) {
     conditions.push_back(condition(previous, "Degraded", false, "AsExpected",
-                                   "every selected pod is instrumented", generation, now));
+                                   "no node reports a problem", generation, now));
   } else {
     std::vector<std::pair<std::string, int64_t>> ranked(reason_counts.begin(), reason_counts.end());
     std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
