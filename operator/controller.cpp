@@ -19,11 +19,13 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
       metrics_(metrics),
       clock_(clock),
       queue_(clock),
-      index_([this](const std::vector<std::string>& keys, bool nodes_changed) {
-        // A node coming or going changes every policy's "nodes reporting" denominator.
-        if (nodes_changed) enqueue_all_policies();
-        for (const auto& key : keys) queue_.add(key);
-      }) {
+      index_(
+          [this](const std::vector<std::string>& keys, bool nodes_changed) {
+            // A node coming or going changes every policy's "nodes reporting" denominator.
+            if (nodes_changed) enqueue_all_policies();
+            for (const auto& key : keys) queue_.add(key);
+          },
+          options_.report_ttl, clock_) {
   kube::ReflectorOptions policy_options = options_.reflector;
   policy_options.ns = options_.policy_namespace;
   policies_ = std::make_unique<kube::Informer>(client_, kProfilingPolicies, policy_options,
@@ -73,7 +75,14 @@ void Controller::enqueue_all_policies() {
 Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
   const ObjectPtr policy = policies_->get(key);
   if (policy == nullptr) return Outcome::kDeleted;
-  Json status = compute_status(*policy, index_.entries_for(key), index_.nodes(),
+  std::vector<NodeEntry> entries = index_.entries_for(key);
+  size_t stale = 0;
+  if (options_.report_ttl > kube::Duration::zero()) {
+    const auto stale_nodes = index_.stale_nodes(clock_.wall_now() - options_.report_ttl);
+    stale = stale_nodes.size();
+    std::erase_if(entries, [&](const NodeEntry& e) { return stale_nodes.count(e.node) != 0; });
+  }
+  Json status = compute_status(*policy, entries, index_.nodes() - stale, stale,
                                format_rfc3339(clock_.wall_now()));
   if (policy->value("status", Json()) == status) return Outcome::kUnchanged;
   Json updated = *policy;
@@ -119,6 +128,13 @@ void Controller::run_workers(kube::StopSignal& stop) {
         queue_.done(*key);
         metrics_.set_queue_depth(queue_.len());
       }
+    });
+  }
+  if (options_.report_ttl > kube::Duration::zero()) {
+    workers.emplace_back([this, &stop] {
+      const kube::Duration period =
+          std::max<kube::Duration>(options_.report_ttl / 4, std::chrono::milliseconds(100));
+      while (stop.sleep_for(clock_, period)) enqueue_all_policies();
     });
   }
   if (options_.manage_pod_monitor) {

@@ -32,6 +32,10 @@ struct ControllerOptions {
   // Keep a PodMonitor for the agents in report_namespace when the Prometheus Operator is
   // installed (pod_monitor.h); checked every pod_monitor_interval while leading.
   bool manage_pod_monitor = true;
+  // A node report whose heartbeat is older than this is not trusted (its agent may be gone):
+  // its entries are ignored and the policy is not Ready. Zero disables the check. Policies are
+  // re-evaluated every report_ttl / 4 so reports going stale are noticed without an event.
+  kube::Duration report_ttl = std::chrono::minutes(3);
   kube::Duration pod_monitor_interval = std::chrono::seconds(30);
   kube::ReflectorOptions reflector;  // selectors/namespace fields are filled in per informer
 };

@@ -19,6 +19,8 @@ const char* usage_text() {
          "  --metrics-address HOST:PORT       /metrics, /healthz, /readyz (default 0.0.0.0:8080)\n"
          "  --workers N                       concurrent reconciles (default 2)\n"
          "  --log-level LEVEL                 debug, info, warn, error (default info)\n"
+         "  --report-ttl DUR                  node reports older than this are stale (default\n"
+         "                                    3m; 0s disables)\n"
          "  --pod-monitor=BOOL                keep a PodMonitor for the agents when the\n"
          "                                    Prometheus Operator is installed (default true)\n"
          "  --leader-elect=BOOL               Lease leader election (default true)\n"
@@ -97,6 +99,11 @@ Result<OperatorOptions> parse_options(const std::vector<std::string>& args) {
       if (ec != std::errc() || ptr != v.data() + v.size() || options.workers < 1) {
         return Error("--workers: must be a positive integer, got \"" + v + "\"");
       }
+    } else if (flag == "--report-ttl") {
+      ASSIGN_OR_RETURN(const std::string v, take());
+      auto d = parse_duration(v);
+      if (!d.ok()) return d.error().wrap(flag);
+      options.report_ttl = *d;
     } else if (flag == "--lease-duration" || flag == "--renew-deadline" ||
                flag == "--retry-period") {
       ASSIGN_OR_RETURN(const std::string v, take());

@@ -18,6 +18,7 @@ struct OperatorOptions {
   std::string metrics_address = "0.0.0.0:8080";
   int workers = 2;
   bool pod_monitor = true;
+  kube::Duration report_ttl = std::chrono::minutes(3);
   std::string log_level = "info";
   bool leader_elect = true;
   std::string leader_election_id = "sonde-operator";  // the Lease's name

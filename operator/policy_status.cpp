@@ -111,7 +111,7 @@ Status validate_policy_spec(const Json& spec) {
 }
 
 Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, size_t nodes_total,
-                    const std::string& now) {
+                    size_t stale_nodes, const std::string& now) {
   const int64_t generation = kube::generation_of(policy);
   const Json previous = policy.value("status", Json::object());
   const Status valid = validate_policy_spec(policy.value("spec", Json()));
@@ -143,6 +143,14 @@ Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, s
   if (!valid.ok()) {
     conditions.push_back(condition(previous, "Ready", false, "InvalidSpec",
                                    "the spec is not accepted", generation, now));
+  } else if (stale_nodes > 0) {
+    conditions.push_back(
+        condition(previous, "Ready", false, "StaleNodeReports",
+                  std::to_string(stale_nodes) + (stale_nodes == 1 ? " node has" : " nodes have") +
+                      " not reported recently; " + std::to_string(current) + " of " +
+                      std::to_string(nodes_total) + " current nodes report generation " +
+                      std::to_string(generation),
+                  generation, now));
   } else if (nodes_total == 0) {
     conditions.push_back(condition(previous, "Ready", false, "NoAgents",
                                    "no node agent has reported yet", generation, now));
@@ -178,9 +186,14 @@ Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, s
         condition(previous, "Degraded", true, ranked.front().first, message, generation, now));
   }
 
-  return {{"observedGeneration", generation}, {"matchedPods", matched},
-          {"instrumentedPods", instrumented}, {"nodejsProcesses", nodejs},
-          {"nodesReporting", current},        {"nodes", static_cast<int64_t>(nodes_total)},
+  return {{"observedGeneration", generation},
+          {"matchedPods", matched},
+          {"instrumentedPods", instrumented},
+          {"nodejsProcesses", nodejs},
+          {"nodesReporting", current},
+          {"nodes", static_cast<int64_t>(nodes_total)},
+          {"staleNodes", static_cast<int64_t>(stale_nodes)},
+          {"staleNodes", static_cast<int64_t>(stale_nodes)},
           {"conditions", conditions}};
 }
 

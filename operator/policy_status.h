@@ -6,7 +6,9 @@
 //    schema and CEL rules reject most mistakes at admission; this catches what they cannot
 //    (label selector operators and values).
 //  - Ready: every node with an agent reports the policy's current generation
-//    (True/AllNodesReporting; False/WaitingForNodes, NoAgents, or InvalidSpec).
+//    (True/AllNodesReporting; False/WaitingForNodes, NoAgents, StaleNodeReports — some
+//    agent's report has no recent heartbeat, so that node is not known to be covered — or
+//    InvalidSpec).
 //  - Degraded: some selected pod could not be (fully) instrumented. The reason is the most
 //    frequent problem reason across nodes, ties broken by severity KernelUnsupported >
 //    LimitExceeded > SymbolsNotFound > Conflicting; the message counts each reason and names a
@@ -30,9 +32,11 @@ inline constexpr size_t kMaxPodsInMessage = 3;
 
 Status validate_policy_spec(const kube::Json& spec);
 
-// `nodes_total`: nodes that have a report. `now`: RFC 3339 time for new transitions.
+// `entries` and `nodes_total` cover nodes with a current report; `stale_nodes` counts those
+// whose report is too old to trust (their entries are not passed). `now`: RFC 3339 time for
+// new transitions.
 kube::Json compute_status(const kube::Json& policy, const std::vector<NodeEntry>& entries,
-                          size_t nodes_total, const std::string& now);
+                          size_t nodes_total, size_t stale_nodes, const std::string& now);
 
 // RFC 3339, seconds precision, UTC.
 std::string format_rfc3339(kube::WallTime t);

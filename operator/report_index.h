@@ -14,10 +14,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/kube/clock.h"
 #include "common/kube/reflector.h"
 #include "common/kube/resource.h"
 
@@ -44,6 +46,9 @@ struct EntrySummary {
 // Reads one status.policies[] element; missing or mistyped fields read as zero/empty.
 EntrySummary summarize_entry(const kube::Json& entry);
 
+// Parses RFC 3339 ("2026-01-02T03:04:05Z", fractional seconds and offsets allowed).
+std::optional<kube::WallTime> parse_rfc3339(const std::string& text);
+
 struct NodeEntry {
   std::string node;
   EntrySummary entry;
@@ -54,7 +59,11 @@ class ReportIndex final : public kube::ReflectorSink {
   using ChangeHandler =
       std::function<void(const std::vector<std::string>& policy_keys, bool nodes_changed)>;
 
-  explicit ReportIndex(ChangeHandler on_change = {}) : on_change_(std::move(on_change)) {}
+  // `ttl`: when a node whose heartbeat was older than this reports again, every policy is
+  // named as changed (nodes_changed), so a returning agent is noticed at once. Zero: off.
+  explicit ReportIndex(ChangeHandler on_change = {}, kube::Duration ttl = {},
+                       const kube::Clock& clock = kube::real_clock())
+      : on_change_(std::move(on_change)), ttl_(ttl), clock_(clock) {}
 
   // Reports are summarised as list pages arrive; the previous state stays in use until
   // end_list() swaps the new one in.
@@ -71,23 +80,34 @@ class ReportIndex final : public kube::ReflectorSink {
   std::vector<NodeEntry> entries_for(const std::string& policy_key) const;
   // Nodes that have a report, i.e. agents the operator expects to hear from.
   size_t nodes() const;
+  // Nodes whose report's status.heartbeatTime is before `cutoff` (reports without a
+  // readable heartbeat are never stale).
+  std::set<std::string> stale_nodes(kube::WallTime cutoff) const;
 
  private:
   struct Node {
     std::string resource_version;
+    std::optional<kube::WallTime> heartbeat;
     std::map<std::string, EntrySummary> entries;  // policy key -> entry
   };
 
   static std::string node_of(const kube::Json& report);
   static std::map<std::string, EntrySummary> entries_of(const kube::Json& report);
-  // Sets (or with `entries` null, removes) a node; appends changed policy keys.
-  void set_node_locked(const std::string& node, const std::string& rv,
-                       std::map<std::string, EntrySummary>* entries,
-                       std::vector<std::string>& changed, bool& nodes_changed);
+  struct Listed {
+    std::string resource_version;
+    std::optional<kube::WallTime> heartbeat;
+    std::map<std::string, EntrySummary> entries;
+  };
+  static Listed digest(const kube::Json& report);
+  // Sets (or with `listed` null, removes) a node; appends changed policy keys.
+  void set_node_locked(const std::string& node, Listed* listed, std::vector<std::string>& changed,
+                       bool& nodes_changed);
 
   ChangeHandler on_change_;
-  // The list being received (reflector thread only): node -> (resourceVersion, entries).
-  std::map<std::string, std::pair<std::string, std::map<std::string, EntrySummary>>> listing_;
+  const kube::Duration ttl_;
+  const kube::Clock& clock_;
+  // The list being received (reflector thread only).
+  std::map<std::string, Listed> listing_;
   mutable std::mutex mu_;
   mutable std::condition_variable synced_cv_;
   bool synced_ = false;

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
   // Pod k runs on node k % nodes and is selected by policy k % policies.
   std::vector<std::vector<int>> matched(nodes, std::vector<int>(policies, 0));
   for (int k = 0; k < pods; ++k) ++matched[k % nodes][k % policies];
+  // Heartbeats from the start of the run: well within the operator's default 3 min report TTL.
+  char now[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   for (int n = 0; n < nodes; ++n) {
     Json entries = Json::array();
     for (int i = 0; i < policies; ++i) {
@@ -97,7 +102,7 @@ int main(int argc, char** argv) {
                    {"kind", "ProfilingNodeReport"},
                    {"metadata", {{"name", node}, {"namespace", "sonde-system"}}},
                    {"spec", {{"nodeName", node}}},
-                   {"status", {{"heartbeatTime", "2026-01-01T00:00:00Z"}, {"policies", entries}}}};
+                   {"status", {{"heartbeatTime", now}, {"policies", entries}}}};
     if (!client.create(kProfilingNodeReports, "sonde-system", report).ok()) return 1;
   }
   std::printf("seeded %d policies, %d node reports (%d pods) in %.0f ms\n", policies, nodes, pods,

@@ -129,7 +129,8 @@ TEST_F(ControllerTest, WritesStatusOnlyWhenItChanges) {
                                {{"metadata", {{"labels", {{"team", "a"}}}}}})
                   .ok());
   Json report = make_report("n1", {report_entry("team-a", "api", 1, 1, 1)});
-  report["status"]["heartbeatTime"] = "2026-01-01T00:00:30Z";
+  report["status"]["heartbeatTime"] =
+      format_rfc3339(std::chrono::system_clock::now() + std::chrono::seconds(1));
   ASSERT_TRUE(client_.merge_patch(kProfilingNodeReports, "sonde-system", "n1", report).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(successful_writes(), writes);
@@ -167,6 +168,27 @@ TEST_F(ControllerTest, ExportsPolicySeriesFromNodeReports) {
   metrics_.set_leader(false);
   EXPECT_EQ(metrics_.serialize().find("sonde_policy_"), std::string::npos)
       << "only the leader exports policy series";
+}
+
+TEST_F(ControllerTest, AReportWithoutRecentHeartbeatIsStale) {
+  ASSERT_TRUE(client_.create(kProfilingPolicies, "team-a", make_policy("team-a", "web")).ok());
+  put_report("n1", {report_entry("team-a", "web", 1, 2, 2)});
+  Json old = make_report("n2", {report_entry("team-a", "web", 1, 5, 5)});
+  old["status"]["heartbeatTime"] = "2020-01-01T00:00:00Z";
+  ASSERT_TRUE(client_.create(kProfilingNodeReports, "sonde-system", old).ok());
+  start();
+  ASSERT_TRUE(eventually(
+      [&] { return condition_reason(get("web"), "Ready") == "False/StaleNodeReports"; }));
+  Json web = get("web");
+  EXPECT_EQ(web["status"]["staleNodes"], 1);
+  EXPECT_EQ(web["status"]["nodes"], 1);
+  EXPECT_EQ(web["status"]["matchedPods"], 2) << "a stale report's numbers are not counted";
+
+  // The agent on n2 comes back.
+  put_report("n2", {report_entry("team-a", "web", 1, 5, 5)});
+  ASSERT_TRUE(eventually(
+      [&] { return condition_reason(get("web"), "Ready") == "True/AllNodesReporting"; }));
+  EXPECT_EQ(get("web")["status"]["matchedPods"], 7);
 }
 
 TEST_F(ControllerTest, KeepsTheAgentPodMonitorInStepWithPolicies) {

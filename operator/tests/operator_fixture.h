@@ -9,6 +9,7 @@
 
 #include "common/kube/api_client.h"
 #include "common/kube/testing/fake_apiserver_process.h"
+#include "operator/policy_status.h"
 #include "operator/resources.h"
 
 namespace sonde::op::testing {
@@ -41,7 +42,9 @@ inline Json make_report(const std::string& node, Json entries) {
           {"kind", "ProfilingNodeReport"},
           {"metadata", {{"name", node}, {"namespace", "sonde-system"}}},
           {"spec", {{"nodeName", node}}},
-          {"status", {{"heartbeatTime", "2026-01-01T00:00:00Z"}, {"policies", entries}}}};
+          {"status",
+           {{"heartbeatTime", format_rfc3339(std::chrono::system_clock::now())},
+            {"policies", entries}}}};
 }
 
 inline Json report_entry(const std::string& ns, const std::string& name, int64_t generation,

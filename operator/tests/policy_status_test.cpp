@@ -38,7 +38,7 @@ const Json* find_condition(const Json& status, const std::string& type) {
 
 TEST(PolicyStatusTest, SumsCurrentGenerationEntriesAndIsReadyWhenAllNodesReport) {
   const Json status =
-      compute_status(policy(3), {{"n1", entry(3, 2, 2)}, {"n2", entry(3, 1, 1)}}, 2, "T0");
+      compute_status(policy(3), {{"n1", entry(3, 2, 2)}, {"n2", entry(3, 1, 1)}}, 2, 0, "T0");
   EXPECT_EQ(status["observedGeneration"], 3);
   EXPECT_EQ(status["matchedPods"], 3);
   EXPECT_EQ(status["instrumentedPods"], 3);
@@ -51,7 +51,7 @@ TEST(PolicyStatusTest, SumsCurrentGenerationEntriesAndIsReadyWhenAllNodesReport)
 
 TEST(PolicyStatusTest, StaleEntriesAreNotCountedAndReadyWaits) {
   const Json status =
-      compute_status(policy(4), {{"n1", entry(3, 5, 5)}, {"n2", entry(4, 1, 1)}}, 2, "T0");
+      compute_status(policy(4), {{"n1", entry(3, 5, 5)}, {"n2", entry(4, 1, 1)}}, 2, 0, "T0");
   EXPECT_EQ(status["matchedPods"], 1);
   EXPECT_EQ(status["nodesReporting"], 1);
   const Json& ready = *find_condition(status, "Ready");
@@ -60,8 +60,19 @@ TEST(PolicyStatusTest, StaleEntriesAreNotCountedAndReadyWaits) {
   EXPECT_EQ(ready["message"], "1 of 2 nodes report generation 4");
 }
 
+TEST(PolicyStatusTest, StaleReportsKeepThePolicyFromReady) {
+  const Json status = compute_status(policy(2), {{"n1", entry(2, 1, 1)}}, 1, 1, "T0");
+  const Json& ready = *find_condition(status, "Ready");
+  EXPECT_EQ(ready["status"], "False");
+  EXPECT_EQ(ready["reason"], "StaleNodeReports");
+  EXPECT_EQ(ready["message"],
+            "1 node has not reported recently; 1 of 1 current nodes report generation 2");
+  EXPECT_EQ(status["staleNodes"], 1);
+  EXPECT_EQ(status["nodes"], 1);
+}
+
 TEST(PolicyStatusTest, NoAgentsYet) {
-  const Json status = compute_status(policy(1), {}, 0, "T0");
+  const Json status = compute_status(policy(1), {}, 0, 0, "T0");
   EXPECT_EQ((*find_condition(status, "Ready"))["reason"], "NoAgents");
 }
 
@@ -72,7 +83,7 @@ TEST(PolicyStatusTest, DegradedNamesTheMostFrequentReasonAndThePods) {
                           {"message", "no uv__io_poll in /usr/bin/node"}},
                          {{"reason", "SymbolsNotFound"}, {"pod", "web-2"}, {"container", "app"}},
                          {{"reason", "LimitExceeded"}, {"pod", "web-3"}, {"container", "app"}}};
-  const Json status = compute_status(policy(1), {{"n1", entry(1, 3, 0, problems)}}, 1, "T0");
+  const Json status = compute_status(policy(1), {{"n1", entry(1, 3, 0, problems)}}, 1, 0, "T0");
   const Json& degraded = *find_condition(status, "Degraded");
   EXPECT_EQ(degraded["status"], "True");
   EXPECT_EQ(degraded["reason"], "SymbolsNotFound");
@@ -85,18 +96,18 @@ TEST(PolicyStatusTest, DegradedNamesTheMostFrequentReasonAndThePods) {
 TEST(PolicyStatusTest, TiesGoToTheMoreSevereReason) {
   const Json problems = {{{"reason", "Conflicting"}, {"pod", "a"}},
                          {{"reason", "KernelUnsupported"}, {"pod", "b"}}};
-  const Json status = compute_status(policy(1), {{"n1", entry(1, 2, 0, problems)}}, 1, "T0");
+  const Json status = compute_status(policy(1), {{"n1", entry(1, 2, 0, problems)}}, 1, 0, "T0");
   EXPECT_EQ((*find_condition(status, "Degraded"))["reason"], "KernelUnsupported");
 }
 
 TEST(PolicyStatusTest, TransitionTimesSurviveWhileStatusHolds) {
   Json p = policy(1);
-  p["status"] = compute_status(p, {{"n1", entry(1, 1, 1)}}, 1, "T0");
-  const Json again = compute_status(p, {{"n1", entry(1, 1, 1)}}, 1, "T1");
+  p["status"] = compute_status(p, {{"n1", entry(1, 1, 1)}}, 1, 0, "T0");
+  const Json again = compute_status(p, {{"n1", entry(1, 1, 1)}}, 1, 0, "T1");
   EXPECT_EQ(again, p["status"]) << "an unchanged world must give an identical status";
 
   const Json degraded = compute_status(
-      p, {{"n1", entry(1, 1, 0, {{{"reason", "LimitExceeded"}, {"pod", "x"}}})}}, 1, "T2");
+      p, {{"n1", entry(1, 1, 0, {{{"reason", "LimitExceeded"}, {"pod", "x"}}})}}, 1, 0, "T2");
   EXPECT_EQ((*find_condition(degraded, "Degraded"))["lastTransitionTime"], "T2");
   EXPECT_EQ((*find_condition(degraded, "Ready"))["lastTransitionTime"], "T0");
 }
@@ -106,7 +117,7 @@ TEST(PolicyStatusTest, InvalidSpecIsNotAccepted) {
       {"targets",
        {{{"selector", {{"matchExpressions", {{{"key", "app"}, {"operator", "Matches"}}}}}}}}},
       {"instrumentations", {{"cpu", {{"frequencyHz", 49}}}}}};
-  Json status = compute_status(policy(1, spec), {}, 1, "T0");
+  Json status = compute_status(policy(1, spec), {}, 1, 0, "T0");
   const Json& accepted = *find_condition(status, "Accepted");
   EXPECT_EQ(accepted["status"], "False");
   EXPECT_EQ(accepted["reason"], "InvalidSpec");

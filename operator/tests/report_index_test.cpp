@@ -69,6 +69,24 @@ TEST(ReportIndexTest, IndexesByPolicyAndReportsWhatChanged) {
   EXPECT_TRUE(index.entries_for("a/p").empty());
 }
 
+TEST(ReportIndexTest, ParsesHeartbeatsAndFindsStaleNodes) {
+  const auto t = parse_rfc3339("2026-11-29T09:00:00Z");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(std::chrono::system_clock::to_time_t(*t), 1795942800);
+  EXPECT_EQ(parse_rfc3339("2026-11-29T10:00:00.123+01:00"), t);
+  EXPECT_FALSE(parse_rfc3339("yesterday").has_value());
+  EXPECT_FALSE(parse_rfc3339("2026-11-29T09:00:00").has_value()) << "no zone";
+
+  ReportIndex index;
+  Json fresh = report("n1", "r1", Json::array());
+  fresh["status"]["heartbeatTime"] = "2026-11-29T09:00:00Z";
+  Json old = report("n2", "r2", Json::array());
+  old["status"]["heartbeatTime"] = "2026-11-29T08:00:00Z";
+  index.replace({fresh, old, report("n3", "r3", Json::array())}, "r3");
+  EXPECT_EQ(index.stale_nodes(*t - std::chrono::minutes(3)), (std::set<std::string>{"n2"}))
+      << "n3 has no heartbeat and is never stale";
+}
+
 TEST(ReportIndexTest, MalformedEntriesReadAsEmpty) {
   const EntrySummary s = summarize_entry(
       {{"observedGeneration", "3"}, {"matchedPods", 2.5}, {"problems", {1, {{"reason", 7}}}}});
