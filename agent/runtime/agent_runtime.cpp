@@ -185,7 +185,12 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
   }
   auto selection = selector.select(c->info);
   if (!selection || all_names.empty()) {
-    exited(pid, monotonic_ns());  // deselected (or never selected: a no-op)
+    bool was_selected = false;
+    {
+      std::lock_guard lock(outcomes_mu);
+      was_selected = outcomes.count(pid) > 0;
+    }
+    if (was_selected) exited(pid, monotonic_ns());  // deselected: release and fold counters
     return;
   }
   (void)cache.resolve(c->binary, all_names);
