@@ -10,7 +10,9 @@
 //	                             (each is 2 Writes and 2 Reads through crypto/tls)
 //
 // The certificate is generated at start-up (no files, no network). HTTP/2 is switched off so
-// every exchange is HTTP/1.1 unless -h2 is given to both sides.
+// every exchange is HTTP/1.1 unless -h2 is given to both sides. GOTLS_START_DELAY_MS delays a
+// client's first request (an agent instruments a new process a few ms after its exec; a test
+// that counts every request must not race that).
 package main
 
 import (
@@ -45,6 +47,12 @@ func certificate() tls.Certificate {
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	check(err)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func startDelay() {
+	if ms, err := strconv.Atoi(os.Getenv("GOTLS_START_DELAY_MS")); err == nil && ms > 0 {
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
 }
 
 func check(err error) {
@@ -96,6 +104,7 @@ func main() {
 			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		}
 		client := &http.Client{Transport: tr}
+		startDelay()
 		for _, code := range args[2:] {
 			resp, err := client.Get("https://127.0.0.1:" + args[1] + "/status/" + code)
 			check(err)
