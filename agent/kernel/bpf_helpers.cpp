@@ -64,8 +64,4 @@ Result<int> RingBufferReader::poll(int timeout_ms) {
   return n;
 }
 
-int RingBufferReader::fd() const {
-  return ring_buffer__epoll_fd(ring_);
-}
-
 }  // namespace sonde::agent

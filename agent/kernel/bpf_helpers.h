@@ -55,8 +55,6 @@ class RingBufferReader {
 
   // Waits up to timeout_ms; returns the records delivered. EINTR counts as none.
   Result<int> poll(int timeout_ms);
-  // An epoll fd that becomes readable when records arrive.
-  int fd() const;
 
  private:
   RingBufferReader(std::string what, Callback callback)

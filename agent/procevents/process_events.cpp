@@ -60,10 +60,6 @@ Result<int> ProcessEventSource::poll(int timeout_ms) {
   return ring_->poll(timeout_ms);
 }
 
-int ProcessEventSource::fd() const {
-  return ring_->fd();
-}
-
 uint64_t ProcessEventSource::dropped() const {
   return sum_percpu_counter(skel_->maps.dropped, 0);
 }

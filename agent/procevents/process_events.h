@@ -46,9 +46,6 @@ class ProcessEventSource {
   // Returns the number delivered; EINTR counts as zero events, not an error.
   Result<int> poll(int timeout_ms);
 
-  // The ring buffer's epoll fd, to wait on it together with other fds.
-  int fd() const;
-
   // Events the kernel could not queue because the ring buffer was full.
   uint64_t dropped() const;
 
