@@ -94,7 +94,6 @@ struct {
   __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-
 static __always_inline bool starts_with(const char* buf, const char* prefix, int n) {
   for (int i = 0; i < n; i++) {
     if (buf[i] != prefix[i]) return false;

@@ -20,7 +20,6 @@ struct {
   __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-
 static __always_inline struct sonde_proc_event* reserve(struct task_struct* task, __u32 kind) {
   struct sonde_proc_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
   if (!e) {
