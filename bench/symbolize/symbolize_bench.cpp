@@ -7,10 +7,8 @@
 #include <benchmark/benchmark.h>
 
 #include <array>
-#include <atomic>
 #include <cstdlib>
 #include <fstream>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,23 +16,7 @@
 #include "agent/symbolize/elf_symbolizer.h"
 #include "agent/symbolize/go_binary.h"
 #include "agent/symbolize/kallsyms.h"
-
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-// noinline: with the replacements visible, GCC's -Wmismatched-new-delete pairs the inlined
-// malloc with the inlined free and warns.
-__attribute__((noinline)) void* operator new(size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((noinline)) void operator delete(void* p) noexcept {
-  std::free(p);
-}
-__attribute__((noinline)) void operator delete(void* p, size_t) noexcept {
-  std::free(p);
-}
+#include "agent/symbolize/tests/allocation_counter.h"
 
 namespace sonde::symbolize {
 namespace {
@@ -64,13 +46,14 @@ void BM_GoLookup(benchmark::State& state) {
   const GoPclntab& t = go_binary().pclntab();
   auto pcs = random_pcs(t, 10000);
   size_t i = 0;
-  uint64_t before = g_allocations.load();
+  uint64_t before = testing::allocations();
   for (auto _ : state) {
     auto f = t.lookup(pcs[i++ % pcs.size()]);
     benchmark::DoNotOptimize(f);
   }
-  state.counters["allocs_per_lookup"] = benchmark::Counter(
-      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations()));
+  state.counters["allocs_per_lookup"] =
+      benchmark::Counter(static_cast<double>(testing::allocations() - before) /
+                         static_cast<double>(state.iterations()));
   state.counters["functions"] = t.function_count();
 }
 BENCHMARK(BM_GoLookup);
@@ -80,13 +63,14 @@ void BM_GoLookupWithInlinedFrames(benchmark::State& state) {
   auto pcs = random_pcs(t, 10000);
   std::array<GoFrame, 16> frames;
   size_t i = 0, total = 0;
-  uint64_t before = g_allocations.load();
+  uint64_t before = testing::allocations();
   for (auto _ : state) {
     total += t.lookup_frames(pcs[i++ % pcs.size()], frames);
     benchmark::DoNotOptimize(frames);
   }
-  state.counters["allocs_per_lookup"] = benchmark::Counter(
-      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations()));
+  state.counters["allocs_per_lookup"] =
+      benchmark::Counter(static_cast<double>(testing::allocations() - before) /
+                         static_cast<double>(state.iterations()));
   state.counters["frames_per_lookup"] =
       static_cast<double>(total) / static_cast<double>(state.iterations());
 }
@@ -126,13 +110,14 @@ void BM_ElfLookup(benchmark::State& state) {
     return;
   }
   size_t i = 0;
-  uint64_t before = g_allocations.load();
+  uint64_t before = testing::allocations();
   for (auto _ : state) {
     auto hit = (*sym)->lookup(addrs[i++ % addrs.size()]);
     benchmark::DoNotOptimize(hit);
   }
-  state.counters["allocs_per_lookup"] = benchmark::Counter(
-      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations()));
+  state.counters["allocs_per_lookup"] =
+      benchmark::Counter(static_cast<double>(testing::allocations() - before) /
+                         static_cast<double>(state.iterations()));
   state.counters["symbols"] = static_cast<double>((*sym)->size());
   state.counters["table_bytes_per_symbol"] =
       static_cast<double>((*sym)->table_bytes()) / static_cast<double>((*sym)->size());
@@ -188,13 +173,14 @@ void BM_KallsymsLookup(benchmark::State& state) {
     a = s.address + rng() % 64;
   }
   size_t i = 0;
-  uint64_t before = g_allocations.load();
+  uint64_t before = testing::allocations();
   for (auto _ : state) {
     auto s = table->lookup(addrs[i++ % addrs.size()]);
     benchmark::DoNotOptimize(s);
   }
-  state.counters["allocs_per_lookup"] = benchmark::Counter(
-      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations()));
+  state.counters["allocs_per_lookup"] =
+      benchmark::Counter(static_cast<double>(testing::allocations() - before) /
+                         static_cast<double>(state.iterations()));
 }
 BENCHMARK(BM_KallsymsLookup);
 

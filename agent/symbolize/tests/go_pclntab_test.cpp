@@ -8,38 +8,18 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <new>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "agent/symbolize/go_binary.h"
+#include "agent/symbolize/tests/allocation_counter.h"
 #include "agent/symbolize/tests/go_test_binary.h"
-
-// Counts every operator new in this test binary; lookups must not move it.
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-// noinline: with the replacements visible, GCC's -Wmismatched-new-delete pairs the inlined
-// malloc with the inlined free and warns.
-__attribute__((noinline)) void* operator new(size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-__attribute__((noinline)) void operator delete(void* p) noexcept {
-  std::free(p);
-}
-__attribute__((noinline)) void operator delete(void* p, size_t) noexcept {
-  std::free(p);
-}
 
 namespace sonde::symbolize {
 namespace {
@@ -355,12 +335,12 @@ TEST(GoPclntabInline, LookupsAllocateNothing) {
   }
   std::array<GoFrame, 8> frames;
   size_t found = 0;
-  uint64_t before = g_allocations.load();
+  uint64_t before = testing::allocations();
   for (uint64_t pc : pcs) {
     if (table->lookup(pc)) ++found;
     found += table->lookup_frames(pc, frames) > 1 ? 1 : 0;
   }
-  EXPECT_EQ(g_allocations.load() - before, 0u);
+  EXPECT_EQ(testing::allocations() - before, 0u);
   EXPECT_GT(found, 10000u);
 }
 
