@@ -69,9 +69,13 @@ TlsMonitor::BinaryVerdict TlsMonitor::verdict_for(const symbols::OpenBinary& bin
   log::info(v.instrumentable ? "instrumenting Go TLS binary" : "Go TLS binary not instrumentable",
             {{"binary", exe}, {"reason", v.reason}});
   std::lock_guard lock(mu_);
+  remember_locked(key, v);
+  return v;
+}
+
+void TlsMonitor::remember_locked(const std::string& key, const BinaryVerdict& v) {
   if (verdicts_.size() >= kMaxVerdicts) verdicts_.erase(verdicts_.begin());
   verdicts_.emplace(key, v);
-  return v;
 }
 
 const std::vector<std::string>& TlsMonitor::symbol_names() {
@@ -114,8 +118,7 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
       log::info("Go TLS binary not instrumentable", {{"binary", v.path}, {"reason", v.reason}});
     }
     std::lock_guard lock(mu_);
-    if (verdicts_.size() >= kMaxVerdicts) verdicts_.erase(verdicts_.begin());
-    verdicts_.emplace(key, v);
+    remember_locked(key, v);
     return stripped ? Outcome::kNotInstrumentable : Outcome::kNotTlsUser;
   }
   auto verdict = verdict_for(c.binary, c.info.exe, t);

@@ -93,6 +93,8 @@ class TlsMonitor {
   // The verdict for binary, computed once per identity.
   BinaryVerdict verdict_for(const symbols::OpenBinary& binary, const std::string& exe,
                             std::vector<symbols::ProbeTarget>& targets);
+  // With mu_ held: keeps v for the binary `key`, forgetting an old verdict past kMaxVerdicts.
+  void remember_locked(const std::string& key, const BinaryVerdict& v);
   void finish_locked(pid_t pid);
 
   TlsProbes& probes_;
