@@ -6,8 +6,12 @@
  * libuv callbacks that leave through tail calls and so have no return to probe), microtasks,
  * synchronous calls, nested loops such as spawnSync's -- is blocked time. So the accounting
  * hooks the kernel's epoll wait (fentry/fexit on do_epoll_wait, or raw syscall tracepoints
- * where that function is not traceable), and one uprobe on libuv's uv__io_poll tells which
- * epoll fd belongs to the default loop.
+ * where that function is not traceable), and reads which epoll fd belongs to the default loop
+ * from libuv's default_loop_struct in the process's own memory.
+ *
+ * Nothing here writes into the process: no uprobe, no breakpoint. A breakpoint in node's code
+ * would travel with `node --use-largepages`, which copies .text into anonymous huge pages
+ * where the kernel has no uprobe for it, and the process would die of SIGTRAP.
  */
 #include "vmlinux.h"
 
@@ -39,18 +43,26 @@ static __always_inline struct sonde_loop_state* main_thread_state(void) {
   return bpf_map_lookup_elem(&loops, &tgid);
 }
 
+/* A wait on the default loop's epoll fd. The fd is read from the loop's backend_fd when the
+ * wait is on another fd than the one last learned: the first wait of the loop, a nested loop
+ * (spawnSync: its waits are blocked time), or a loop whose fd changed (uv_loop_fork). A read
+ * that fails (page not present) leaves the wait unrecognized: counted as busy, never idle. */
 static __always_inline bool is_loop_wait(struct sonde_loop_state* s, int epfd) {
   if (s->flags & SONDE_LOOP_ANY_EPFD) return true;
-  if (s->learn_epfd) {
-    s->loop_epfd = epfd;
-    s->learn_epfd = 0;
+  if (s->loop_epfd >= 0 && epfd == s->loop_epfd) return true;
+  if (!s->backend_fd_ptr) return false;
+  int backend_fd = -1;
+  if (bpf_probe_read_user(&backend_fd, sizeof backend_fd, (const void*)s->backend_fd_ptr) != 0) {
+    return false;
   }
-  return s->loop_epfd >= 0 && epfd == s->loop_epfd;
+  if (backend_fd <= 0 || backend_fd != epfd) return false;
+  s->loop_epfd = backend_fd;
+  return true;
 }
 
 static __always_inline void wait_begins(int epfd) {
   struct sonde_loop_state* s = main_thread_state();
-  if (!s || !is_loop_wait(s, epfd)) return;
+  if (!s || s->phase == SONDE_LOOP_EXITED || !is_loop_wait(s, epfd)) return;
   __u64 now = bpf_ktime_get_ns();
   if (s->phase == SONDE_LOOP_BUSY && now > s->busy_since_ns) {
     s->blocked_ns += now - s->busy_since_ns;
@@ -110,14 +122,17 @@ int BPF_PROG(sys_exit_wait, struct pt_regs* regs) {
   return 0;
 }
 
-/* Entry of libuv's uv__io_poll(loop, timeout): when the loop is the default loop, the next
- * epoll wait of the main thread is on that loop's epoll fd. Attached once per binary and
- * shared by every process running it; untracked processes return at the map lookup. */
-SEC("uprobe")
-int BPF_KPROBE(uv_io_poll_enter, void* loop) {
+/* The main thread exits: a busy period in progress ends now, not when user space reads the
+ * exit event, and the value is final. Runs for every exiting thread on the node; others
+ * return at the pid test or the map lookup. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(main_thread_exit, struct task_struct* task) {
   struct sonde_loop_state* s = main_thread_state();
   if (!s) return 0;
-  if (s->default_loop && (__u64)loop != s->default_loop) return 0;
-  s->learn_epfd = 1;
+  __u64 now = bpf_ktime_get_ns();
+  if (s->phase == SONDE_LOOP_BUSY && now > s->busy_since_ns) {
+    s->blocked_ns += now - s->busy_since_ns;
+  }
+  s->phase = SONDE_LOOP_EXITED;
   return 0;
 }

@@ -15,6 +15,7 @@ enum sonde_loop_phase {
   SONDE_LOOP_UNKNOWN = 0, /* not seen a loop wait yet (start-up, or just tracked) */
   SONDE_LOOP_IDLE = 1,    /* inside the loop's epoll wait */
   SONDE_LOOP_BUSY = 2,    /* running callbacks, timers, JS: blocked since busy_since_ns */
+  SONDE_LOOP_EXITED = 3,  /* the main thread exited: blocked_ns is final */
 };
 
 enum sonde_loop_flags {
@@ -23,15 +24,22 @@ enum sonde_loop_flags {
 };
 
 struct sonde_loop_state {
-  __u64 blocked_ns;    /* sum of finished busy periods */
-  __u64 busy_since_ns; /* bpf_ktime_get_ns() when the current busy period began */
-  __u64 waits;         /* loop waits seen, for self-checks and the iteration cost bench */
-  __u64 default_loop;  /* runtime address of libuv's default loop; 0 = unknown */
-  __s32 loop_epfd;     /* epoll fd of the main loop, -1 until learned */
-  __u32 phase;         /* enum sonde_loop_phase */
-  __u32 flags;         /* enum sonde_loop_flags */
-  __u32 learn_epfd;    /* set by the uv__io_poll uprobe: the next wait reveals loop_epfd */
+  __u64 blocked_ns;     /* sum of finished busy periods */
+  __u64 busy_since_ns;  /* bpf_ktime_get_ns() when the current busy period began */
+  __u64 waits;          /* loop waits seen, for self-checks and the iteration cost bench */
+  __u64 backend_fd_ptr; /* runtime address of the default loop's backend_fd (an int in the
+                           process's memory), 0 = unknown */
+  __s32 loop_epfd;      /* epoll fd of the default loop, -1 until learned */
+  __u32 phase;          /* enum sonde_loop_phase */
+  __u32 flags;          /* enum sonde_loop_flags */
+  __u32 pad;
 };
+
+/* Offset of backend_fd (the epoll fd) in libuv's uv_loop_t on 64-bit targets. The public
+ * fields before it (data, active_handles, handle_queue, active_reqs, internal_fields or the
+ * older unused[2], stop_flag) and the first private one (flags) are part of libuv 1.x's
+ * stable ABI, so the offset is the same in every libuv 1.x, hence in Node.js 12 and later. */
+#define SONDE_UV_LOOP_BACKEND_FD_OFFSET 64
 
 /* Processes tracked at once; LRU, so a full map evicts the stalest entry, never refuses. */
 #define SONDE_NODEJS_MAX_PROCESSES 16384

@@ -36,7 +36,7 @@ class SharedUprobes {
   struct Key {
     symbols::BinaryIdentity binary;
     uint64_t file_offset = 0;
-    std::string program;  // e.g. "nodejs/uv__io_poll"
+    std::string program;  // e.g. "gotls/read"
     bool operator<(const Key& o) const;
   };
 

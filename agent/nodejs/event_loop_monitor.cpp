@@ -2,21 +2,21 @@
 
 #include <elf.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 
 #include "agent/symbols/elf_file.h"
 #include "common/log.h"
+#include "nodejs.h"
 
 namespace sonde::agent {
 namespace {
 
 // Asked of every candidate binary in one resolve; absent answers are cached per binary.
-enum NameIndex { kNapi = 0, kIoPoll = 1, kDefaultLoop = 2 };
-const std::vector<std::string> kNames = {"napi_module_register", "uv__io_poll",
-                                         "default_loop_struct"};
-constexpr const char* kProgram = "nodejs/uv__io_poll";
+enum NameIndex { kNapi = 0, kDefaultLoop = 1 };
+const std::vector<std::string> kNames = {"napi_module_register", "default_loop_struct"};
 
 bool is_epoll_wait(long nr) {
 #ifdef SYS_epoll_wait
@@ -39,20 +39,29 @@ Result<uint64_t> runtime_address(const ProcReader& proc, pid_t pid, const symbol
   return base + vaddr - lowest;
 }
 
+// The default loop's epoll fd, read from the process's memory (process_vm_readv: a read, no
+// ptrace stop); -1 when it cannot be read or the loop is not initialised yet.
+int default_loop_epfd(pid_t pid, uint64_t default_loop) {
+  int fd = -1;
+  iovec local{&fd, sizeof fd};
+  iovec remote{reinterpret_cast<void*>(default_loop + SONDE_UV_LOOP_BACKEND_FD_OFFSET), sizeof fd};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof fd)) return -1;
+  return fd > 0 ? fd : -1;
+}
+
 }  // namespace
 
 const char* loop_mode_name(LoopMode mode) {
   switch (mode) {
     case LoopMode::kPrecise: return "precise";
-    case LoopMode::kAnyLoop: return "any-loop";
     case LoopMode::kEpollOnly: return "epoll-only";
   }
   return "unknown";
 }
 
 EventLoopMonitor::EventLoopMonitor(LoopProbes& probes, symbols::ProbeTargetCache& cache,
-                                   SharedUprobes& uprobes, const ProcReader& proc)
-    : probes_(probes), cache_(cache), uprobes_(uprobes), proc_(proc) {}
+                                   const ProcReader& proc, uint64_t grace_ns)
+    : probes_(probes), cache_(cache), proc_(proc), containers_(grace_ns) {}
 
 const std::vector<std::string>& EventLoopMonitor::symbol_names() {
   return kNames;
@@ -71,9 +80,8 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
       finish_locked(pid, monotonic_ns());
     }
   }
-  const std::string& path = c.path;
-  const symbols::OpenBinary* binary = &c.binary;
-  auto targets = cache_.resolve(*binary, kNames);
+  const symbols::OpenBinary& binary = c.binary;
+  auto targets = cache_.resolve(binary, kNames);
   if (!targets.ok()) {
     log::debug("not an ELF we can read", {{"pid", pid}, {"error", targets.error().message()}});
     return Outcome::kNotNode;
@@ -83,32 +91,31 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
 
   LoopProbes::Start start;
   LoopMode mode = LoopMode::kEpollOnly;
-  if (t[kIoPoll].found) {
-    auto attached = uprobes_.acquire(
-        {binary->identity(), t[kIoPoll].file_offset, kProgram}, path, pid,
-        [this](const std::string& p, uint64_t offset) { return probes_.attach_uprobe(p, offset); });
-    if (attached.ok()) {
-      mode = LoopMode::kAnyLoop;
-      auto elf = symbols::ElfFile::parse(binary->bytes());
-      if (t[kDefaultLoop].found && elf.ok()) {
-        auto addr = runtime_address(proc_, pid, *elf, t[kDefaultLoop].address);
-        if (addr.ok()) {
-          start.default_loop = *addr;
-          mode = LoopMode::kPrecise;
-        }
-      }
-    } else if (is_gone(attached.error())) {
+  if (t[kDefaultLoop].found) {
+    auto elf = symbols::ElfFile::parse(binary.bytes());
+    auto addr = elf.ok() ? runtime_address(proc_, pid, *elf, t[kDefaultLoop].address)
+                         : Result<uint64_t>(elf.error());
+    if (addr.ok()) {
+      start.default_loop = *addr;
+      mode = LoopMode::kPrecise;
+    } else if (is_gone(addr.error())) {
       return Outcome::kGone;
     } else {
-      log::warn("uv__io_poll uprobe failed; measuring every main-thread epoll wait",
-                {{"pid", pid}, {"error", attached.error().message()}});
+      log::warn("default loop address unknown; measuring every main-thread epoll wait",
+                {{"pid", pid}, {"error", addr.error().message()}});
     }
   }
   start.any_epfd = mode == LoopMode::kEpollOnly;
   if (running) {
-    // Mid-flight: a main thread blocked in epoll now is (almost surely) the loop waiting.
+    // Mid-flight: the main thread blocked in an epoll wait on the loop's fd is idle; anywhere
+    // else (including a nested loop's wait) it is busy. Without the loop's address, any epoll
+    // wait is (almost surely) the loop waiting.
     auto sys = proc_.syscall_of(pid, pid);
-    if (sys.ok() && is_epoll_wait(sys->nr)) {
+    bool waiting = sys.ok() && is_epoll_wait(sys->nr);
+    if (waiting && start.default_loop != 0) {
+      waiting = default_loop_epfd(pid, start.default_loop) == static_cast<int>(sys->arg0);
+    }
+    if (waiting) {
       start.now = LoopProbes::Start::Now::kWaiting;
       start.epfd = static_cast<int>(sys->arg0);
     } else {
@@ -116,22 +123,20 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
     }
   }
   if (auto st = probes_.track(pid, start); !st.ok()) {
-    uprobes_.release(pid);
     log::warn("cannot track process", {{"pid", pid}, {"error", st.error().message()}});
     return Outcome::kFailed;
   }
 
   std::lock_guard lock(mu_);
-  processes_[pid] = Process{c.info.start_time, labels, binary->identity(), 0};
-  containers_[labels].processes++;
-  auto [b, inserted] =
-      binaries_.try_emplace(binary->identity().to_string(), Binary{c.info.exe, mode, 0});
+  processes_[pid] = Process{c.info.start_time, labels, binary.identity(), 0};
+  containers_.started(labels);
+  auto [b, inserted] = binaries_.try_emplace(
+      binary.identity().to_string(), Binary{c.info.exe, binary.identity().digest_hex(), mode, 0});
   b->second.processes++;
   if (inserted) {
-    log::info("instrumenting Node.js binary", {{"binary", c.info.exe},
-                                               {"mode", loop_mode_name(mode)},
-                                               {"uv__io_poll", t[kIoPoll].found},
-                                               {"default_loop_struct", t[kDefaultLoop].found}});
+    log::info(
+        "instrumenting Node.js binary",
+        {{"binary", c.info.exe}, {"build_id", b->second.build_id}, {"mode", loop_mode_name(mode)}});
   }
   log::debug("tracking Node.js process", {{"pid", pid}, {"container", labels.container}});
   return Outcome::kTracked;
@@ -147,13 +152,10 @@ void EventLoopMonitor::finish_locked(pid_t pid, uint64_t end_ns) {
   if (it == processes_.end()) return;
   auto final_ns = probes_.untrack(pid, end_ns);
   uint64_t value = std::max(it->second.last_ns, final_ns.ok() ? *final_ns : 0);
-  auto& c = containers_[it->second.labels];
-  c.finished_ns += value;
-  c.processes--;
+  containers_.finished(it->second.labels, value, monotonic_ns());
   auto b = binaries_.find(it->second.binary.to_string());
   if (b != binaries_.end() && --b->second.processes == 0) binaries_.erase(b);
   processes_.erase(it);
-  uprobes_.release(pid);
 }
 
 void EventLoopMonitor::sweep() {
@@ -175,15 +177,19 @@ std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
   uint64_t now = monotonic_ns();
   for (auto& [pid, p] : processes_) {
     auto v = probes_.blocked_ns_at(pid, now);
-    if (v.ok()) p.last_ns = std::max(p.last_ns, *v);
+    if (v.ok()) {
+      p.last_ns = std::max(p.last_ns, *v);
+    } else if (v.error().code() == ENOENT && !p.lost) {
+      p.lost = true;
+      ++states_lost_;
+      log::warn("Node.js process state evicted from the kernel map",
+                {{"pid", pid}, {"max_processes", SONDE_NODEJS_MAX_PROCESSES}});
+    }
     live[p.labels] += p.last_ns;
   }
   std::vector<Sample> out;
-  out.reserve(containers_.size());
-  for (auto& [labels, c] : containers_) {
-    uint64_t value = std::max(c.reported_ns, c.finished_ns + live[labels]);
-    c.reported_ns = value;
-    out.push_back({labels, static_cast<double>(value) / 1e9, c.processes});
+  for (const auto& t : containers_.report(live, now)) {
+    out.push_back({t.labels, static_cast<double>(t.value) / 1e9, t.processes});
   }
   return out;
 }
@@ -191,8 +197,15 @@ std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
 std::vector<EventLoopMonitor::BinaryInfo> EventLoopMonitor::binaries() const {
   std::lock_guard lock(mu_);
   std::vector<BinaryInfo> out;
-  for (const auto& [key, b] : binaries_) out.push_back({b.path, b.mode, b.processes});
+  for (const auto& [key, b] : binaries_) {
+    out.push_back({b.path, b.build_id, b.mode, b.processes});
+  }
   return out;
+}
+
+uint64_t EventLoopMonitor::states_lost() const {
+  std::lock_guard lock(mu_);
+  return states_lost_;
 }
 
 size_t EventLoopMonitor::tracked() const {

@@ -7,15 +7,14 @@
 // cache remembers absent names per binary identity).
 //
 // Per binary, the best available mode is used and reported:
-//   precise      uv__io_poll uprobe + libuv's default loop address: only waits of the default
-//                loop are idle; nested loops (spawnSync) count as blocked
-//   any-loop     uv__io_poll found, default loop symbol absent: waits of any libuv loop on
-//                the main thread are idle
+//   precise      libuv's default_loop_struct found: only waits on the default loop's epoll fd
+//                (read from the loop in the process's memory by the kernel hook) are idle;
+//                nested loops (spawnSync) count as blocked
 //   epoll-only   no libuv symbols (stripped .symtab): every epoll wait of the main thread is idle
+// Nothing is written into Node.js processes: no uprobe (see bpf/nodejs.bpf.c for why).
 //
-// Counters never go backwards: a process's final value is folded into its container's total
-// when it exits (pid reuse and restarts inside a container only add), and every reported value
-// is at least the previous one.
+// Counters follow ContainerTotals: folded at exit, never backwards, forgotten `grace` after a
+// container's last process.
 //
 // Thread-safety: all methods may be called concurrently (one mutex); samples() is what the
 // metrics scrape calls, and it reads the kernel map only for live processes.
@@ -31,29 +30,22 @@
 #include <string>
 #include <vector>
 
-#include "agent/attach/shared_uprobes.h"
 #include "agent/discovery/candidate.h"
 #include "agent/discovery/proc_reader.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/runtime/container_totals.h"
 #include "agent/symbols/probe_target_cache.h"
 
 namespace sonde::agent {
 
-// The labels of a container's series.
-struct ContainerLabels {
-  std::string namespace_name;
-  std::string pod;
-  std::string container;
-  auto operator<=>(const ContainerLabels&) const = default;
-};
-
-enum class LoopMode { kPrecise, kAnyLoop, kEpollOnly };
+enum class LoopMode { kPrecise, kEpollOnly };
 const char* loop_mode_name(LoopMode mode);
 
 class EventLoopMonitor {
  public:
-  EventLoopMonitor(LoopProbes& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
-                   const ProcReader& proc);
+  // `grace_ns`: how long a container's series outlive its last process.
+  EventLoopMonitor(LoopProbes& probes, symbols::ProbeTargetCache& cache, const ProcReader& proc,
+                   uint64_t grace_ns);
 
   // The symbols consider() looks up, so a caller can resolve every feature's names in one
   // parse of a new binary.
@@ -75,31 +67,32 @@ class EventLoopMonitor {
     double blocked_seconds;
     size_t processes;  // live Node.js processes of the container
   };
-  // Per container, including containers whose processes all exited.
+  // Per container, including containers whose processes exited less than `grace` ago.
   std::vector<Sample> samples();
 
   struct BinaryInfo {
-    std::string path;  // as first seen
+    std::string path;      // as first seen
+    std::string build_id;  // BinaryIdentity digest (hex): tells two binaries at one path apart
     LoopMode mode;
     size_t processes;
   };
   std::vector<BinaryInfo> binaries() const;
   size_t tracked() const;
+  // Tracked processes whose kernel state vanished while they lived: the LRU map was full and
+  // evicted them. Their counters keep their last value instead of growing.
+  uint64_t states_lost() const;
 
  private:
   struct Process {
     uint64_t start_time;
     ContainerLabels labels;
     symbols::BinaryIdentity binary;
-    uint64_t last_ns;  // last value read: a lost or evicted map entry never lowers it
-  };
-  struct Container {
-    uint64_t finished_ns = 0;  // blocked time of exited processes
-    uint64_t reported_ns = 0;  // last value reported: the floor of the next one
-    size_t processes = 0;
+    uint64_t last_ns;   // last value read: a lost or evicted map entry never lowers it
+    bool lost = false;  // its map entry was evicted (counted once)
   };
   struct Binary {
     std::string path;
+    std::string build_id;
     LoopMode mode;
     size_t processes = 0;
   };
@@ -109,13 +102,13 @@ class EventLoopMonitor {
 
   LoopProbes& probes_;
   symbols::ProbeTargetCache& cache_;
-  SharedUprobes& uprobes_;
   const ProcReader& proc_;
 
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;
-  std::map<ContainerLabels, Container> containers_;
+  ContainerTotals containers_;
   std::map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
+  uint64_t states_lost_ = 0;
 };
 
 }  // namespace sonde::agent

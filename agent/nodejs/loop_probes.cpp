@@ -74,8 +74,6 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
                            " programs (run 'sonde-agent doctor')",
                        -err);
   }
-  // The uprobe program is attached per binary by attach_uprobe(); only the wait hooks here.
-  bpf_program__set_autoattach(skel->progs.uv_io_poll_enter, false);
   if (int err = nodejs_bpf__attach(skel); err) {
     return errno_error(std::string("nodejs probes: attach ") + self->wait_source(), -err);
   }
@@ -88,14 +86,11 @@ const char* LoopProbes::wait_source() const {
   return source_ == WaitSource::kFentry ? "fentry/do_epoll_wait" : "tp_btf/sys_enter+sys_exit";
 }
 
-Result<std::unique_ptr<Attachment>> LoopProbes::attach_uprobe(const std::string& path,
-                                                              uint64_t file_offset) {
-  return sonde::agent::attach_uprobe(skel_->progs.uv_io_poll_enter, path, file_offset);
-}
-
 Status LoopProbes::track(pid_t pid, const Start& start) {
   sonde_loop_state s{};
-  s.default_loop = start.default_loop;
+  if (start.default_loop != 0) {
+    s.backend_fd_ptr = start.default_loop + SONDE_UV_LOOP_BACKEND_FD_OFFSET;
+  }
   s.loop_epfd = -1;
   s.flags = start.any_epfd ? SONDE_LOOP_ANY_EPFD : 0;
   switch (start.now) {

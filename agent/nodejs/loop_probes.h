@@ -2,9 +2,11 @@
 //
 // Loads the programs once per agent: the epoll-wait hooks (fentry/fexit on do_epoll_wait, or
 // the raw syscall tracepoints where the running kernel cannot trace that function) and the
-// uv__io_poll uprobe program, which callers attach per binary through attach_uprobe(). Owns
-// the skeleton; destroying it detaches everything. Map operations are thread-safe (each is a
-// syscall); the object itself is not shared across threads without external locking.
+// main-thread exit hook. Nothing is attached to Node.js binaries: which epoll fd is the default
+// loop's is read from the process's memory (libuv's default_loop_struct), so no breakpoint is
+// ever written into a process. Owns the skeleton; destroying it detaches everything. Map
+// operations are thread-safe (each is a syscall); the object itself is not shared across
+// threads without external locking.
 #pragma once
 
 #include <sys/types.h>
@@ -13,7 +15,6 @@
 #include <memory>
 #include <string>
 
-#include "agent/kernel/bpf_helpers.h"
 #include "common/result.h"
 
 struct nodejs_bpf;
@@ -33,18 +34,16 @@ class LoopProbes {
   // Which hook measures the waits ("fentry/do_epoll_wait" or "tp_btf/sys_enter+sys_exit").
   const char* wait_source() const;
 
-  // Attaches the uv__io_poll entry program at `file_offset` of the binary at `path`, for every
-  // process running it (filtering happens in the kernel through the tracked-process map).
-  Result<std::unique_ptr<Attachment>> attach_uprobe(const std::string& path, uint64_t file_offset);
-
   struct Start {
     enum class Now {
       kUnknown,  // just exec'd: accounting starts at the loop's first wait
       kWaiting,  // the main thread is waiting in epoll on `epfd` right now
       kBusy,     // the main thread is running now: count from this instant
     };
-    uint64_t default_loop = 0;  // runtime address of libuv's default loop, 0 if unknown
-    bool any_epfd = false;      // no libuv symbols: every main-thread epoll wait is the loop's
+    // Runtime address of libuv's default loop (default_loop_struct), 0 if unknown: waits on
+    // the epoll fd it holds are the loop's idle time, waits of nested loops are not.
+    uint64_t default_loop = 0;
+    bool any_epfd = false;  // no libuv symbols: every main-thread epoll wait is the loop's
     Now now = Now::kUnknown;
     int epfd = -1;  // for kWaiting
   };
@@ -57,7 +56,8 @@ class LoopProbes {
   Result<uint64_t> blocked_ns_at(pid_t pid, uint64_t now_ns) const;
 
   // Stops accounting for `pid`; returns its final blocked nanoseconds, with a busy period in
-  // progress counted up to `end_ns` (CLOCK_MONOTONIC; the process's exit time when known).
+  // progress counted up to `end_ns` (CLOCK_MONOTONIC). When the main thread has exited, the
+  // kernel closed the busy period at that moment and `end_ns` does not matter.
   Result<uint64_t> untrack(pid_t pid, uint64_t end_ns);
 
  private:

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# One uprobe per real binary: fifty node processes of one binary share one attachment (agent
-# self-metrics and bpftool agree), two "pods" running one image through two overlay mounts of
-# one lower layer share one attachment too and are not double counted, and every process's
-# own number stays right. Needs root (mounts overlays).
+# Fifty node processes of one binary and two "pods" running one image through two overlay
+# mounts of one lower layer: every process is measured right against Node's own account, and
+# the overlay pods are not double counted. Needs root (mounts overlays).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 blocker="$(cd "$(dirname "$0")" && pwd)/workloads/blocker.js"
@@ -21,16 +20,6 @@ port="$(free_port)"
 start_agent "$port"
 metric=container_nodejs_event_loop_blocked_time_seconds_total
 series() { echo "$metric{namespace=\"\",pod=\"\",container=\"$1\",node=\"$(hostname)\"}"; }
-
-# uprobe links of the agent's uv__io_poll program (kernel names are cut at 15 characters).
-uv_links() {
-  local n=0 id name
-  for id in $(bpftool -j link show | jq -r '.[] | select(.type == "perf_event") | .prog_id'); do
-    name="$(bpftool -j prog show id "$id" 2>/dev/null | jq -r .name)"
-    [[ "$name" == uv_io_poll_ente* ]] && n=$((n + 1))
-  done
-  echo "$n"
-}
 
 # Two pods of one image: one lower layer holding a node binary, two overlay mounts over it.
 mkdir -p "$tmp/lower"
@@ -96,19 +85,13 @@ until grep -q ready "$tmp/w01.out" 2>/dev/null; do
   ((SECONDS < 120)) || fail "node-w01 did not start"
   sleep 0.2
 done
-# Every process is instrumented, through exactly two attachments: /usr/bin/node and the
-# overlay layer's copy (one real file, two mounts).
+# Every process is instrumented.
 instrumented() {
   curl -sf "http://127.0.0.1:$port/metrics" | awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s }'
 }
 wait_until 100 bash -c "[[ \$(curl -sf http://127.0.0.1:$port/metrics | awk '/^sonde_agent_nodejs_processes\\{/ { s += \$2 } END { print s }') == $((n + 2)) ]]" ||
   fail "instrumented processes: $(instrumented), want $((n + 2))"
-attachments="$(agent_metric "$port" 'sonde_agent_uprobe_attachments{feature="nodejs"}')"
-attaches="$(agent_metric "$port" 'sonde_agent_uprobe_attaches_total{feature="nodejs"}')"
-links="$(uv_links)"
-echo "$((n + 2)) processes: $attachments attachments ($attaches made), $links uv__io_poll links in bpftool"
-[[ "$attachments" == 2 && "$attaches" == 2 && "$links" == 2 ]] ||
-  fail "want 2 attachments, 2 made, 2 links"
+echo "$((n + 2)) processes instrumented"
 
 wrong=0
 for i in $(seq -w 1 $n); do
@@ -130,22 +113,21 @@ echo "overlay pods: injected 0.3 + 0.5 s, node's own $done_sum s, agent ${v:-non
 complaint="$(check_process "overlay pods" "${v:-0}" "$ready_sum" "$done_sum" 0.8)"
 [[ -z "$complaint" ]] || fail "$complaint (twice the injected would be double counting)"
 
-# Last user gone, attachment gone.
+# Every process gone: no Node.js process left instrumented.
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
-wait_until 50 bash -c "[[ \$(curl -sf http://127.0.0.1:$port/metrics | awk '/^sonde_agent_uprobe_attachments\\{feature=\"nodejs\"\\} / { print \$2 }') == 0 ]]" ||
-  fail "attachments left after every process exited"
-[[ "$(uv_links)" == 0 ]] || fail "uv__io_poll links left in the kernel"
+wait_until 50 bash -c "[[ \$(curl -sf http://127.0.0.1:$port/metrics | awk '/^sonde_agent_nodejs_processes\\{/ { s += \$2 } END { print s + 0 }') == 0 ]]" ||
+  fail "processes still instrumented after every process exited"
 
 # Graceful shutdown: SIGINT detaches everything the agent attached.
 agent_progs() {
   local id
   for id in $(bpftool -j link show | jq -r '.[].prog_id'); do
     bpftool -j prog show id "$id" 2>/dev/null | jq -r .name
-  done | grep -cE '^(handle_exec|handle_exit|sys_enter_wait|sys_exit_wait|epoll_wait_ente|epoll_wait_exit)$' || true
+  done | grep -cE '^(handle_exec|handle_exit|sys_enter_wait|sys_exit_wait|epoll_wait_ente|epoll_wait_exit|main_thread_exi)$' || true
 }
 [[ "$(agent_progs)" -gt 0 ]] || fail "no agent programs attached while it runs"
 stop_agent
 [[ "$(agent_progs)" == 0 ]] || fail "agent links left in the kernel after SIGINT"
-echo "nodejs shared uprobes: ok"
+echo "nodejs many processes: ok"
