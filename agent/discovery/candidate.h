@@ -15,13 +15,18 @@ namespace sonde::agent {
 
 struct Candidate {
   ProcessInfo info;
-  std::string path;  // /proc/<pid>/exe: opens the process's executable while it lives
   symbols::OpenBinary binary;
   bool running;  // found by the start-up scan (it may be mid-flight), not at its exec
+
+  // The path through which probes are attached: the agent's own descriptor of the file that
+  // was identified and parsed (/proc/self/fd/N), never /proc/<pid>/exe, which names whatever
+  // the process runs now (after a re-exec, another binary, where the offsets mean nothing).
+  std::string attach_path() const;
 };
 
-// Reads the process and opens its executable. Errors carry ENOENT/ESRCH when it is gone.
-Result<Candidate> open_candidate(const ProcReader& proc, pid_t pid, bool running);
+// Opens the executable of the process `info` describes (through /proc/<pid>/exe). Errors carry
+// ENOENT/ESRCH when it is gone.
+Result<Candidate> open_candidate(const ProcReader& proc, ProcessInfo info, bool running);
 
 // The process exited (or never existed) while we looked at it: not worth a log line.
 inline bool is_gone(const Error& e) {

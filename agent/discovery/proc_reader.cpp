@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/text.h"
+
 namespace sonde::agent {
 namespace {
 
@@ -114,11 +116,13 @@ Result<ProcessInfo> ProcReader::read(pid_t pid) const {
   ASSIGN_OR_RETURN(info.start_time, start_time(pid));
   ASSIGN_OR_RETURN(auto comm, read_text(dir + "/comm"));
   while (!comm.empty() && comm.back() == '\n') comm.pop_back();
-  info.comm = std::move(comm);
+  // Names and paths are the tenant's bytes: kept as valid UTF-8 from here on, as they end up
+  // in labels, JSON and logs. The executable is opened through /proc/<pid>/exe, not this path.
+  info.comm = valid_utf8(comm);
   char buf[4096];
   ssize_t n = ::readlink((dir + "/exe").c_str(), buf, sizeof buf - 1);
   if (n < 0) return errno_error("readlink " + dir + "/exe", errno);
-  info.exe.assign(buf, static_cast<size_t>(n));
+  info.exe = valid_utf8({buf, static_cast<size_t>(n)});
   ASSIGN_OR_RETURN(auto cgroup, read_text(dir + "/cgroup"));
   info.container_id = container_id_from_cgroup(cgroup);
   return info;
@@ -138,6 +142,11 @@ Result<BlockedSyscall> ProcReader::syscall_of(pid_t pid, pid_t tid) const {
 }
 
 Result<uint64_t> ProcReader::exe_load_base(pid_t pid) const {
+  ASSIGN_OR_RETURN(auto mapping, exe_mapping(pid));
+  return mapping.base;
+}
+
+Result<ProcReader::ExeMapping> ProcReader::exe_mapping(pid_t pid) const {
   std::string dir = root_ + "/" + std::to_string(pid);
   char buf[4096];
   ssize_t n = ::readlink((dir + "/exe").c_str(), buf, sizeof buf - 1);
@@ -149,7 +158,10 @@ Result<uint64_t> ProcReader::exe_load_base(pid_t pid) const {
   while (std::getline(in, line)) {
     // "start-end perms offset dev inode path"
     if (!line.ends_with(" " + exe)) continue;
-    return std::strtoull(line.c_str(), nullptr, 16);
+    std::istringstream fields(line);
+    std::string range, perms, offset, dev, inode;
+    fields >> range >> perms >> offset >> dev >> inode;
+    return ExeMapping{std::strtoull(range.c_str(), nullptr, 16), dev + ":" + inode};
   }
   return Error("no mapping of " + exe + " in " + dir + "/maps", ENOENT);
 }

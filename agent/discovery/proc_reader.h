@@ -48,6 +48,13 @@ class ProcReader {
   // (/proc/<pid>/exe, valid while the process lives).
   std::string exe_path(pid_t pid) const;
 
+  // The first mapping of the executable, from /proc/<pid>/maps (which names the file without
+  // touching it: no I/O on a file that may hang).
+  struct ExeMapping {
+    uint64_t base = 0;  // its start address (for position-independent binaries)
+    std::string file;   // "<dev>:<inode>" as the mapping names the file
+  };
+  Result<ExeMapping> exe_mapping(pid_t pid) const;
   // Base address of the first mapping of the executable (for position-independent binaries).
   Result<uint64_t> exe_load_base(pid_t pid) const;
 

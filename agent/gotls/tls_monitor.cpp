@@ -92,7 +92,7 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
       finish_locked(pid);
     }
   }
-  const std::string& path = c.path;
+  const std::string path = c.attach_path();
   auto targets = cache_.resolve(c.binary, kNames);
   if (!targets.ok()) return Outcome::kNotTlsUser;
   auto& t = *targets;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "agent/attach/shared_uprobes.h"
 #include "agent/discovery/candidate.h"
@@ -15,6 +16,7 @@
 #include "agent/kernel/libbpf_log.h"
 #include "agent/metrics/metrics_server.h"
 #include "agent/procevents/process_events.h"
+#include "agent/runtime/inspection_queue.h"
 #include "agent/symbols/probe_target_cache.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -25,6 +27,9 @@ namespace {
 // How often processes that vanished without an exit event (a lost ring-buffer record) are
 // looked for.
 constexpr auto kSweepInterval = std::chrono::seconds(10);
+// After exec events were lost, /proc is scanned again for what they announced; at most this
+// often, so an exec storm that keeps the ring buffer full costs one scan per period.
+constexpr auto kRescanInterval = std::chrono::seconds(1);
 
 std::string host_name() {
   char buf[256] = {};
@@ -123,8 +128,10 @@ struct AgentRuntime::Impl {
   Status start();
   Status run(const StopSignals& stop);
   void consider(pid_t pid, bool running);
+  void instrument(ProcessInfo info, const Selection& selection, bool running);
   void exited(pid_t pid, uint64_t timestamp_ns);
   void reselect();
+  void check_inspections();
   void add_collector();
 
   RuntimeOptions options;
@@ -138,10 +145,12 @@ struct AgentRuntime::Impl {
   std::unique_ptr<LoopProbes> probes;
   std::unique_ptr<TlsMonitor> tls;  // before its probes: their events call into it
   std::unique_ptr<TlsProbes> tls_probes;
-  // One registry per feature: releasing a pid from one must not detach the other's probes.
-  SharedUprobes uprobes, tls_uprobes;
+  SharedUprobes tls_uprobes;
   std::unique_ptr<EventLoopMonitor> monitor;
-  std::vector<std::string> all_names;     // every feature's symbols, resolved in one parse
+  std::vector<std::string> all_names;  // every feature's symbols, resolved in one parse
+  // Opening and parsing executables (tenants' files) happens here, off the event thread. After
+  // the monitors: its worker finishes (or is abandoned) before they go.
+  std::unique_ptr<InspectionQueue> inspections;
   std::unique_ptr<MetricsServer> server;  // last: stops serving before the rest goes
 
   std::atomic<bool> reselect_requested{false};
@@ -156,9 +165,11 @@ Status AgentRuntime::Impl::start() {
   // both (consider() is idempotent), one that exits in between sends an exit event.
   ASSIGN_OR_RETURN(
       events, ProcessEventSource::start([this](const ProcessEvent& e) { pending.push_back(e); }));
+  const auto grace_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options.series_grace).count());
   if (options.nodejs_event_loop) {
     ASSIGN_OR_RETURN(probes, LoopProbes::load(options.wait_source));
-    monitor = std::make_unique<EventLoopMonitor>(*probes, cache, uprobes, proc);
+    monitor = std::make_unique<EventLoopMonitor>(*probes, cache, proc, grace_ns);
     all_names = EventLoopMonitor::symbol_names();
   }
   if (options.go_tls) {
@@ -169,21 +180,26 @@ Status AgentRuntime::Impl::start() {
     const auto& more = TlsMonitor::symbol_names();
     all_names.insert(all_names.end(), more.begin(), more.end());
   }
+  inspections = std::make_unique<InspectionQueue>(
+      InspectionQueue::Options{.deadline = options.inspection_deadline});
   ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address));
   add_collector();
   return ok_status();
 }
 
+// On the event thread: only /proc is read here, never the process's executable, so an
+// unselected process costs a few /proc reads and a selected one is opened by the inspection
+// worker.
 void AgentRuntime::Impl::consider(pid_t pid, bool running) {
-  auto c = open_candidate(proc, pid, running);
-  if (!c.ok()) {
+  auto info = proc.read(pid);
+  if (!info.ok()) {
     // A process gone, or one even root cannot read (a sandbox's init): nothing to do.
-    if (!is_gone(c.error())) {
-      log::debug("cannot inspect process", {{"pid", pid}, {"error", c.error().message()}});
+    if (!is_gone(info.error())) {
+      log::debug("cannot inspect process", {{"pid", pid}, {"error", info.error().message()}});
     }
     return;
   }
-  auto selection = selector.select(c->info);
+  auto selection = selector.select(*info);
   if (!selection || all_names.empty()) {
     bool was_selected = false;
     {
@@ -193,14 +209,34 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
     if (was_selected) exited(pid, monotonic_ns());  // deselected: release and fold counters
     return;
   }
+  auto mapping = proc.exe_mapping(pid);
+  std::string key = mapping.ok() ? mapping->file : "";
+  bool queued = inspections->push(key, [this, info = *info, sel = *selection, running]() mutable {
+    instrument(std::move(info), sel, running);
+  });
+  if (!queued) {
+    log::debug("process not inspected", {{"pid", pid}, {"exe", info->exe}, {"file", key}});
+  }
+}
+
+// On the inspection worker.
+void AgentRuntime::Impl::instrument(ProcessInfo info, const Selection& selection, bool running) {
+  const pid_t pid = info.pid;
+  auto c = open_candidate(proc, std::move(info), running);
+  if (!c.ok()) {
+    if (!is_gone(c.error())) {
+      log::debug("cannot open executable", {{"pid", pid}, {"error", c.error().message()}});
+    }
+    return;
+  }
   (void)cache.resolve(c->binary, all_names);
   ProcessOutcome out{.pid = pid,
                      .container_id = c->info.container_id,
-                     .labels = selection->labels,
+                     .labels = selection.labels,
                      .exe = c->info.exe};
   using State = ProcessOutcome::State;
-  if (monitor && selection->nodejs_event_loop) {
-    switch (monitor->consider(*c, selection->labels)) {
+  if (monitor && selection.nodejs_event_loop) {
+    switch (monitor->consider(*c, selection.labels)) {
       case EventLoopMonitor::Outcome::kTracked: out.nodejs = State::kInstrumented; break;
       case EventLoopMonitor::Outcome::kNotNode:
         out.nodejs = State::kSymbolsNotFound;
@@ -215,8 +251,8 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
   } else if (monitor) {
     monitor->exited(pid, monotonic_ns());
   }
-  if (tls && selection->go_tls) {
-    switch (tls->consider(*c, selection->labels)) {
+  if (tls && selection.go_tls) {
+    switch (tls->consider(*c, selection.labels)) {
       case TlsMonitor::Outcome::kTracked: out.go_tls = State::kInstrumented; break;
       case TlsMonitor::Outcome::kNotTlsUser: break;
       case TlsMonitor::Outcome::kNotInstrumentable:
@@ -244,6 +280,18 @@ void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
   outcomes.erase(pid);
 }
 
+// A worker stuck on a file past the deadline is replaced; the file is not tried again.
+void AgentRuntime::Impl::check_inspections() {
+  for (const auto& file : inspections->check()) {
+    log::warn("reading an executable hung; not instrumenting that file",
+              {{"file", file},
+               {"deadline_ms",
+                std::chrono::duration_cast<std::chrono::milliseconds>(options.inspection_deadline)
+                    .count()},
+               {"stuck_workers", inspections->stats().stuck_workers}});
+  }
+}
+
 void AgentRuntime::Impl::reselect() {
   // Every live process: the newly selected are instrumented, the deselected released, the
   // unchanged left as they are (the monitors recognize a process they already track).
@@ -252,6 +300,8 @@ void AgentRuntime::Impl::reselect() {
 
 Status AgentRuntime::Impl::run(const StopSignals& stop) {
   for (pid_t pid : proc.list_pids()) consider(pid, true);
+  // The start-up line reports what the scan found; a hung file does not delay it past this.
+  (void)inspections->drain(options.inspection_deadline);
   log::info("sonde-agent running", {{"version", kVersion},
                                     {"metrics", options.metrics_address},
                                     {"port", server->port()},
@@ -259,6 +309,8 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
                                     {"gotls_processes", tls ? tls->tracked() : 0},
                                     {"wait_source", probes ? probes->wait_source() : "none"}});
   auto next_sweep = StopSignals::Clock::now() + kSweepInterval;
+  auto next_rescan = StopSignals::Clock::now();
+  uint64_t dropped_seen = events->dropped();
   while (!stop.requested()) {
     // TLS exchanges first: a process's last exchanges come before its exit event.
     if (tls_probes) {
@@ -277,7 +329,17 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
         exited(pid, e.timestamp_ns);
       }
     }
+    // Exec events lost to a full ring buffer: the processes they announced are found by a scan.
+    if (uint64_t dropped = events->dropped(); dropped != dropped_seen) {
+      if (StopSignals::Clock::now() >= next_rescan) {
+        log::info("process events were lost; rescanning /proc", {{"lost", dropped - dropped_seen}});
+        dropped_seen = dropped;
+        next_rescan = StopSignals::Clock::now() + kRescanInterval;
+        reselect_requested.store(true);
+      }
+    }
     if (reselect_requested.exchange(false)) reselect();
+    check_inspections();
     if (StopSignals::Clock::now() >= next_sweep) {
       if (monitor) monitor->sweep();
       if (tls) tls->sweep();
@@ -308,26 +370,46 @@ void AgentRuntime::Impl::add_collector() {
         add_sample(procs, labels, static_cast<double>(s.processes));
       }
       auto binaries = gauge_family("sonde_agent_nodejs_binaries",
-                                   "Instrumented Node.js binaries: processes per binary and "
-                                   "measurement mode (precise, any-loop, epoll-only).");
+                                   "Instrumented Node.js binaries: processes per binary (path as "
+                                   "first seen, build id) and measurement mode (precise, "
+                                   "epoll-only).");
+      std::map<std::tuple<std::string, std::string, std::string>, size_t> by_labels;
       for (const auto& b : monitor->binaries()) {
-        add_sample(binaries, {{"binary", b.path}, {"mode", loop_mode_name(b.mode)}},
-                   static_cast<double>(b.processes));
+        by_labels[{b.path, b.build_id, loop_mode_name(b.mode)}] += b.processes;
       }
+      for (const auto& [l, n] : by_labels) {
+        const auto& [path, build_id, mode] = l;
+        add_sample(binaries, {{"binary", path}, {"build_id", build_id}, {"mode", mode}},
+                   static_cast<double>(n));
+      }
+      auto lost = counter_family("sonde_agent_nodejs_states_lost_total",
+                                 "Tracked Node.js processes whose kernel state was evicted from "
+                                 "the full process map; their counters stop growing.");
+      add_sample(lost, {}, static_cast<double>(monitor->states_lost()));
       out.push_back(std::move(blocked));
       out.push_back(std::move(procs));
       out.push_back(std::move(binaries));
+      out.push_back(std::move(lost));
     }
     if (tls) add_tls_families(*tls, *tls_probes, node, out);
     auto attachments = gauge_family("sonde_agent_uprobe_attachments",
                                     "Uprobe attachments alive: one per (real file, offset, "
                                     "program), shared by every process running the file.");
-    add_sample(attachments, {{"feature", "nodejs"}}, static_cast<double>(uprobes.size()));
     add_sample(attachments, {{"feature", "gotls"}}, static_cast<double>(tls_uprobes.size()));
     auto attaches =
         counter_family("sonde_agent_uprobe_attaches_total", "Uprobe attachments made since start.");
-    add_sample(attaches, {{"feature", "nodejs"}}, static_cast<double>(uprobes.attach_count()));
     add_sample(attaches, {{"feature", "gotls"}}, static_cast<double>(tls_uprobes.attach_count()));
+    auto ins = inspections->stats();
+    auto stuck = gauge_family("sonde_agent_inspection_workers_stuck",
+                              "Workers abandoned because reading an executable hung past the "
+                              "deadline (at 4 no executable is inspected any more).");
+    add_sample(stuck, {}, static_cast<double>(ins.stuck_workers));
+    auto refused = counter_family("sonde_agent_inspections_refused_total",
+                                  "Selected processes whose executable was not inspected: the "
+                                  "file hung before, the queue was full, or no worker is left.");
+    add_sample(refused, {}, static_cast<double>(ins.refused));
+    out.push_back(std::move(stuck));
+    out.push_back(std::move(refused));
     auto st = cache.stats();
     auto cache_family = [&](const char* name, const char* help, double v) {
       auto f = counter_family(std::string("sonde_agent_symbol_cache_") + name + "_total", help);

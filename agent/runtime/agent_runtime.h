@@ -4,14 +4,18 @@
 // selector built from the config file; in-cluster mode one built from ProfilingPolicies and
 // the node's pods.
 //
-// Threads: run() is the main loop, on the caller's thread; it is the only thread that
-// instruments or releases processes. request_reselect() and the report accessors may be
-// called from any thread (informer handlers, the report writer, the metrics server).
+// Threads: run() is the main loop, on the caller's thread: it reads process events and /proc
+// and asks the Selector, and never touches a process's executable. Executables are opened and
+// parsed, and processes instrumented, on an inspection worker with a deadline (a file whose
+// reads hang costs a worker, never the event loop). Exits and deselections are handled on the
+// event thread. request_reselect() and the report accessors may be called from any thread
+// (informer handlers, the report writer, the metrics server).
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -51,6 +55,10 @@ struct RuntimeOptions {
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
   bool nodejs_event_loop = true;  // load the Node.js probes at all
   bool go_tls = true;             // load the Go TLS probes at all
+  // How long a container's series outlive its last process (then they leave /metrics).
+  std::chrono::seconds series_grace{300};
+  // How long reading one executable may take before its worker is abandoned.
+  std::chrono::milliseconds inspection_deadline{5000};
 };
 
 // What became of a selected process, for reports (policy status, node reports).

@@ -71,6 +71,9 @@ class OpenBinary {
 
   const std::string& path() const { return path_; }
   const BinaryIdentity& identity() const { return identity_; }
+  // The open descriptor (owned by this object): attaching through /proc/self/fd/<fd> reaches
+  // exactly the identified file.
+  int fd() const { return fd_.get(); }
   // Maps the whole file read-only; needed only to parse it (a cache miss). The caller owns the
   // mapping and decides how long it lives.
   Result<MappedFile> map() const { return MappedFile::map(fd_.get(), path_); }
