@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "common/text.h"
+
 namespace sonde::log {
 namespace {
 
@@ -36,9 +38,10 @@ std::string timestamp() {
   return buf;
 }
 
-// JSON string escaping; also used for logfmt values that need quoting.
+// JSON string escaping; also used for logfmt values that need quoting. Fields may carry text
+// from processes (paths, names): bytes that are not UTF-8 become U+FFFD.
 void append_escaped(std::string& out, std::string_view s) {
-  for (unsigned char c : s) {
+  for (unsigned char c : valid_utf8(s)) {
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;

@@ -9,6 +9,7 @@
 #include "common/kube/backoff.h"
 #include "common/kube/sonde_resources.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/version.h"
 
 namespace sonde::agent {
@@ -22,9 +23,9 @@ const kube::ResourceType kNodes{"", "v1", "nodes", false};
 // Write attempts per write() when the report keeps changing under us (409) or vanishes (404).
 constexpr int kMaxWriteAttempts = 5;
 
-std::string bounded(std::string message) {
-  if (message.size() > kMaxProblemMessage) message.resize(kMaxProblemMessage);
-  return message;
+// Messages carry paths from processes: valid UTF-8 (the report is JSON), cut at a character.
+std::string bounded(const std::string& message) {
+  return valid_utf8(message, kMaxProblemMessage);
 }
 
 // The problem a container none of whose processes has a requested instrumentation live

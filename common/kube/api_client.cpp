@@ -15,6 +15,12 @@ namespace client = web::http::client;
 
 namespace {
 
+// A request body. Objects may carry text from processes on the node (paths in messages): bytes
+// that are not UTF-8 become U+FFFD instead of making dump() throw on a writer thread.
+std::string to_body(const nlohmann::json& object) {
+  return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 constexpr auto kTokenReloadInterval = std::chrono::minutes(1);
 
 bool retryable_status(int status) {
@@ -193,20 +199,20 @@ Result<ListPage> ApiClient::list(const ResourceType& type, const std::string& ns
 
 Result<Json> ApiClient::create(const ResourceType& type, const std::string& ns,
                                const Json& object) {
-  return json_call("POST", collection_path(type, ns), object.dump(), "application/json");
+  return json_call("POST", collection_path(type, ns), to_body(object), "application/json");
 }
 
 Result<Json> ApiClient::replace(const ResourceType& type, const std::string& ns,
                                 const std::string& name, const Json& object,
                                 const std::string& subresource) {
-  return json_call("PUT", object_path(type, ns, name, subresource), object.dump(),
+  return json_call("PUT", object_path(type, ns, name, subresource), to_body(object),
                    "application/json");
 }
 
 Result<Json> ApiClient::merge_patch(const ResourceType& type, const std::string& ns,
                                     const std::string& name, const Json& patch,
                                     const std::string& subresource) {
-  return json_call("PATCH", object_path(type, ns, name, subresource), patch.dump(),
+  return json_call("PATCH", object_path(type, ns, name, subresource), to_body(patch),
                    "application/merge-patch+json");
 }
 
