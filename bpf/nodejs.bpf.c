@@ -92,7 +92,47 @@ int BPF_PROG(epoll_wait_exit) {
   return 0;
 }
 
-/* Fallback for kernels where do_epoll_wait is inlined: the raw syscall tracepoints. */
+/* Where BPF trampolines are missing (this VM; arm64 before 6.0): the syscall tracepoints of
+ * the epoll waits only, so a process that is not waiting in epoll pays nothing. They need
+ * tracefs (for the event ids). sys_enter_epoll_wait does not exist on arm64. */
+SEC("tracepoint/syscalls/sys_enter_epoll_wait")
+int epoll_wait_event(struct trace_event_raw_sys_enter* ctx) {
+  wait_begins((int)ctx->args[0]);
+  return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_epoll_pwait")
+int epoll_pwait_event(struct trace_event_raw_sys_enter* ctx) {
+  wait_begins((int)ctx->args[0]);
+  return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_epoll_pwait2")
+int epoll_pwait2_event(struct trace_event_raw_sys_enter* ctx) {
+  wait_begins((int)ctx->args[0]);
+  return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_epoll_wait")
+int epoll_wait_exit_event(struct trace_event_raw_sys_exit* ctx) {
+  wait_ends();
+  return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_epoll_pwait")
+int epoll_pwait_exit_event(struct trace_event_raw_sys_exit* ctx) {
+  wait_ends();
+  return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_epoll_pwait2")
+int epoll_pwait2_exit_event(struct trace_event_raw_sys_exit* ctx) {
+  wait_ends();
+  return 0;
+}
+
+/* Last resort, without tracefs: the raw syscall tracepoints, which run on every system call of
+ * every process. */
 static __always_inline bool is_epoll_wait_nr(long nr) {
   return nr == nr_epoll_wait || nr == nr_epoll_pwait || nr == nr_epoll_pwait2;
 }

@@ -3,7 +3,9 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -20,6 +22,23 @@ namespace {
 // the raw syscall tracepoints (which fire on every syscall, so cost more) take over.
 bool kernel_can_trace_do_epoll_wait() {
   return libbpf_find_vmlinux_btf_id("do_epoll_wait", BPF_TRACE_FENTRY) > 0;
+}
+
+// The syscall tracepoints need tracefs for their event ids (libbpf reads them from
+// /sys/kernel/tracing, or /sys/kernel/debug/tracing where that exists). A node without it
+// mounted gets it mounted at the standard place (in the agent's own mount namespace when it
+// runs in a container); without CAP_SYS_ADMIN that fails and the raw tracepoints take over.
+bool tracefs_has_epoll_events() {
+  constexpr const char* kEvent = "/sys/kernel/tracing/events/syscalls/sys_enter_epoll_pwait/id";
+  if (access("/sys/kernel/debug/tracing", F_OK) == 0) {
+    return access("/sys/kernel/debug/tracing/events/syscalls/sys_enter_epoll_pwait/id", R_OK) == 0;
+  }
+  if (access(kEvent, R_OK) == 0) return true;
+  if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) != 0) {
+    log::debug("cannot mount tracefs", {{"error", std::strerror(errno)}});
+    return false;
+  }
+  return access(kEvent, R_OK) == 0;
 }
 
 uint64_t value_now(const sonde_loop_state& s, uint64_t now) {
@@ -46,7 +65,13 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
     auto probes = load_with(WaitSource::kFentry);
     libbpf_set_print(previous);
     if (probes.ok()) return probes;
-    log::info("fentry on do_epoll_wait unavailable, using raw syscall tracepoints",
+    log::info("fentry on do_epoll_wait unavailable, trying the epoll syscall tracepoints",
+              {{"reason", probes.error().message()}});
+  }
+  if (tracefs_has_epoll_events()) {
+    auto probes = load_with(WaitSource::kEpollTracepoints);
+    if (probes.ok()) return probes;
+    log::info("epoll syscall tracepoints unavailable, using raw syscall tracepoints",
               {{"reason", probes.error().message()}});
   }
   return load_with(WaitSource::kSyscallTracepoints);
@@ -59,12 +84,23 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
   auto* skel = self->skel_.get();
   self->source_ = source;
   bool fentry = source == WaitSource::kFentry;
+  bool events = source == WaitSource::kEpollTracepoints;
+  bool raw = source == WaitSource::kSyscallTracepoints;
   bpf_program__set_autoload(skel->progs.epoll_wait_enter, fentry);
   bpf_program__set_autoload(skel->progs.epoll_wait_exit, fentry);
-  bpf_program__set_autoload(skel->progs.sys_enter_wait, !fentry);
-  bpf_program__set_autoload(skel->progs.sys_exit_wait, !fentry);
+  bpf_program__set_autoload(skel->progs.epoll_pwait_event, events);
+  bpf_program__set_autoload(skel->progs.epoll_pwait_exit_event, events);
+  bpf_program__set_autoload(skel->progs.epoll_pwait2_event, events);
+  bpf_program__set_autoload(skel->progs.epoll_pwait2_exit_event, events);
+  bpf_program__set_autoload(skel->progs.sys_enter_wait, raw);
+  bpf_program__set_autoload(skel->progs.sys_exit_wait, raw);
 #ifdef SYS_epoll_wait
   skel->rodata->nr_epoll_wait = SYS_epoll_wait;  // arm64 has only epoll_pwait
+  bpf_program__set_autoload(skel->progs.epoll_wait_event, events);
+  bpf_program__set_autoload(skel->progs.epoll_wait_exit_event, events);
+#else
+  bpf_program__set_autoload(skel->progs.epoll_wait_event, false);
+  bpf_program__set_autoload(skel->progs.epoll_wait_exit_event, false);
 #endif
   skel->rodata->nr_epoll_pwait = SYS_epoll_pwait;
   skel->rodata->nr_epoll_pwait2 = 441;  // the same number on every architecture
@@ -83,7 +119,11 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
 LoopProbes::~LoopProbes() = default;
 
 const char* LoopProbes::wait_source() const {
-  return source_ == WaitSource::kFentry ? "fentry/do_epoll_wait" : "tp_btf/sys_enter+sys_exit";
+  switch (source_) {
+    case WaitSource::kFentry: return "fentry/do_epoll_wait";
+    case WaitSource::kEpollTracepoints: return "tracepoint/syscalls/epoll_wait*";
+    default: return "tp_btf/sys_enter+sys_exit";
+  }
 }
 
 Status LoopProbes::track(pid_t pid, const Start& start) {

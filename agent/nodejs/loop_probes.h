@@ -1,12 +1,13 @@
 // LoopProbes: the kernel half of Node.js event-loop accounting (bpf/nodejs.bpf.c).
 //
-// Loads the programs once per agent: the epoll-wait hooks (fentry/fexit on do_epoll_wait, or
-// the raw syscall tracepoints where the running kernel cannot trace that function) and the
-// main-thread exit hook. Nothing is attached to Node.js binaries: which epoll fd is the default
-// loop's is read from the process's memory (libuv's default_loop_struct), so no breakpoint is
-// ever written into a process. Owns the skeleton; destroying it detaches everything. Map
-// operations are thread-safe (each is a syscall); the object itself is not shared across
-// threads without external locking.
+// Loads the programs once per agent: the epoll-wait hooks and the main-thread exit hook. The
+// wait hook is the cheapest the kernel allows, in this order: fentry/fexit on do_epoll_wait
+// (BPF trampolines), the syscall tracepoints of the epoll waits (tracefs; mounted when the node
+// has not), the raw sys_enter/sys_exit tracepoints (every system call of every process pays).
+// Nothing is attached to Node.js binaries: which epoll fd is the default loop's is read from the
+// process's memory (libuv's default_loop_struct), so no breakpoint is ever written into a process.
+// Owns the skeleton; destroying it detaches everything. Map operations are thread-safe (each is a
+// syscall); the object itself is not shared across threads without external locking.
 #pragma once
 
 #include <sys/types.h>
@@ -26,12 +27,13 @@ uint64_t monotonic_ns();
 
 class LoopProbes {
  public:
-  enum class WaitSource { kAuto, kFentry, kSyscallTracepoints };
+  enum class WaitSource { kAuto, kFentry, kEpollTracepoints, kSyscallTracepoints };
 
   static Result<std::unique_ptr<LoopProbes>> load(WaitSource source = WaitSource::kAuto);
   ~LoopProbes();
 
-  // Which hook measures the waits ("fentry/do_epoll_wait" or "tp_btf/sys_enter+sys_exit").
+  // Which hook measures the waits ("fentry/do_epoll_wait", "tracepoint/syscalls/epoll_wait*"
+  // or "tp_btf/sys_enter+sys_exit").
   const char* wait_source() const;
 
   struct Start {

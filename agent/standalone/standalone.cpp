@@ -27,8 +27,9 @@ constexpr const char* kUsage =
     "  --proc-root DIR          the host's /proc (default /proc)\n"
     "  --log-level LEVEL        debug, info, warn or error (default: config, else info)\n"
     "  --log-format FORMAT      logfmt or json (default logfmt)\n"
-    "  --wait-source SOURCE     auto, fentry or syscalls: the kernel hook measuring event-loop\n"
-    "                           waits (default auto: fentry where the kernel supports it)\n"
+    "  --wait-source SOURCE     auto, fentry, epoll-tracepoints or syscalls: the kernel hook\n"
+    "                           measuring event-loop waits (default auto: the cheapest the\n"
+    "                           kernel supports, in that order)\n"
     "  -h, --help               show this help\n";
 
 struct Args {
@@ -83,10 +84,14 @@ std::optional<Args> parse_args(int argc, char** argv, int& exit_code) {
         a.wait_source = LoopProbes::WaitSource::kAuto;
       else if (*v == "fentry")
         a.wait_source = LoopProbes::WaitSource::kFentry;
+      else if (*v == "epoll-tracepoints")
+        a.wait_source = LoopProbes::WaitSource::kEpollTracepoints;
       else if (*v == "syscalls")
         a.wait_source = LoopProbes::WaitSource::kSyscallTracepoints;
       else {
-        std::fprintf(stderr, "sonde-agent: --wait-source must be auto, fentry or syscalls\n");
+        std::fprintf(stderr,
+                     "sonde-agent: --wait-source must be auto, fentry, epoll-tracepoints or "
+                     "syscalls\n");
         exit_code = 2;
         return std::nullopt;
       }

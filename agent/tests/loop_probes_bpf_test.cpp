@@ -196,7 +196,8 @@ TEST_P(LoopProbesTest, BlockInProgressIsVisible) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WaitSources, LoopProbesTest,
-                         // kAuto: fentry where the kernel has BPF trampolines, else syscalls.
+                         // kAuto: fentry where the kernel has BPF trampolines, else the epoll
+                         // syscall tracepoints (this VM); kSyscallTracepoints: the last resort.
                          ::testing::Values(Source::kAuto, Source::kSyscallTracepoints),
                          [](const auto& info) {
                            return info.param == Source::kAuto ? "auto" : "syscalls";
