@@ -42,7 +42,6 @@ cpu="$(cpu_percent "$t0" "$t1" "$s0" "$s1")"
 metrics="$(curl -sf "127.0.0.1:$port/metrics")"
 rss="$(agent_rss_mib)"
 procs="$(awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s }' <<<"$metrics")"
-attach="$(awk '/^sonde_agent_uprobe_attachments\{feature="nodejs"\} / { print $2 }' <<<"$metrics")"
 
 cat <<TABLE
 | measure | without agent | with agent | added |
@@ -55,7 +54,6 @@ wait hook: $wait_source; median of $runs runs of $iterations iterations / 2,000,
 | 50 instrumented node processes (20 ms of work per second each) | value |
 |---|---|
 | processes instrumented | $procs |
-| uprobe attachments | $attach |
 | agent CPU (30 s average) | $cpu % of one core |
 | agent RSS | $rss MiB |
 TABLE
