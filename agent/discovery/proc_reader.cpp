@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -83,6 +82,48 @@ std::optional<uint64_t> parse_stat_start_time(std::string_view stat) {
   return std::nullopt;
 }
 
+namespace {
+
+// The hex number at the start of text ("0x" prefix allowed), nullopt when there is none or it
+// does not fit 64 bits.
+std::optional<uint64_t> leading_hex(std::string_view text) {
+  if (text.starts_with("0x") || text.starts_with("0X")) text.remove_prefix(2);
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 16);
+  if (ec != std::errc()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+BlockedSyscall parse_syscall(std::string_view text) {
+  BlockedSyscall s;
+  if (text.starts_with("running")) return s;
+  long nr = -1;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), nr);
+  if (ec != std::errc() || nr < 0 || p == text.data() + text.size() || *p != ' ') return s;
+  auto arg0 = leading_hex(text.substr(static_cast<size_t>(p - text.data()) + 1));
+  if (!arg0) return s;
+  s.nr = nr;
+  s.arg0 = *arg0;
+  return s;
+}
+
+std::optional<uint64_t> load_base_from_maps(std::string_view maps, std::string_view exe) {
+  while (!maps.empty()) {
+    const size_t eol = maps.find('\n');
+    std::string_view line = maps.substr(0, eol);
+    maps = eol == std::string_view::npos ? std::string_view() : maps.substr(eol + 1);
+    // "start-end perms offset dev inode path"
+    if (line.size() <= exe.size() || !line.ends_with(exe) ||
+        line[line.size() - exe.size() - 1] != ' ') {
+      continue;
+    }
+    return leading_hex(line);
+  }
+  return std::nullopt;
+}
+
 std::vector<pid_t> ProcReader::list_pids() const {
   std::vector<pid_t> pids;
   DIR* dir = opendir(root_.c_str());
@@ -127,14 +168,7 @@ Result<ProcessInfo> ProcReader::read(pid_t pid) const {
 Result<BlockedSyscall> ProcReader::syscall_of(pid_t pid, pid_t tid) const {
   ASSIGN_OR_RETURN(auto text, read_text(root_ + "/" + std::to_string(pid) + "/task/" +
                                         std::to_string(tid) + "/syscall"));
-  BlockedSyscall s;
-  if (text.starts_with("running")) return s;
-  std::istringstream in(text);
-  std::string arg0;
-  in >> s.nr >> arg0;
-  if (!in || s.nr < 0) return s;
-  s.arg0 = std::strtoull(arg0.c_str(), nullptr, 16);
-  return s;
+  return parse_syscall(text);
 }
 
 Result<uint64_t> ProcReader::exe_load_base(pid_t pid) const {
@@ -144,13 +178,7 @@ Result<uint64_t> ProcReader::exe_load_base(pid_t pid) const {
   if (n < 0) return errno_error("readlink " + dir + "/exe", errno);
   std::string exe(buf, static_cast<size_t>(n));
   ASSIGN_OR_RETURN(auto maps, read_text(dir + "/maps"));
-  std::istringstream in(maps);
-  std::string line;
-  while (std::getline(in, line)) {
-    // "start-end perms offset dev inode path"
-    if (!line.ends_with(" " + exe)) continue;
-    return std::strtoull(line.c_str(), nullptr, 16);
-  }
+  if (auto base = load_base_from_maps(maps, exe)) return *base;
   return Error("no mapping of " + exe + " in " + dir + "/maps", ENOENT);
 }
 

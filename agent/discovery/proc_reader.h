@@ -63,4 +63,13 @@ std::string container_id_from_cgroup(std::string_view cgroup_text);
 // start_time from /proc/<pid>/stat text (the comm field may hold spaces and parentheses).
 std::optional<uint64_t> parse_stat_start_time(std::string_view stat_text);
 
+// /proc/<pid>/task/<tid>/syscall text: "running", or "<nr> <arg0 hex> ... <sp> <pc>" ("-1 <sp>
+// <pc>" when blocked outside a system call). Anything malformed reads as nr -1 (not in a
+// system call): the caller's safe answer.
+BlockedSyscall parse_syscall(std::string_view syscall_text);
+
+// Start address of the first line of /proc/<pid>/maps text that maps exactly `exe` (the path
+// is the line's last field), nullopt when none does or the line's address is malformed.
+std::optional<uint64_t> load_base_from_maps(std::string_view maps_text, std::string_view exe);
+
 }  // namespace sonde::agent

@@ -170,12 +170,14 @@ Result<BinaryIdentity> identify(int fd, const std::string& what) {
 std::span<const uint8_t> OpenBinary::bytes() const {
   if (!mapping_) {
     auto mapping = map();
+    if (!mapping.ok()) map_error_.emplace(mapping.error());
     mapping_.emplace(mapping.ok() ? std::move(*mapping) : MappedFile());
   }
   return mapping_->bytes();
 }
 
 Status OpenBinary::check_bytes() const {
+  if (map_error_) return *map_error_;
   if (!mapping_) return ok_status();
   return mapping_->check(path_);
 }

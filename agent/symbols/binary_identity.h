@@ -79,8 +79,9 @@ class OpenBinary {
   // empty span when it cannot be mapped (ElfFile::parse then reports "not an ELF file"). Lazy
   // so that identifying a binary never maps it; not safe to call from two threads at once.
   std::span<const uint8_t> bytes() const;
-  // After reading bytes(): an Error when the file was truncated or failed to read under the
-  // mapping (see mapped_file.h), so what was read from it must not be trusted or cached.
+  // After reading bytes(): why they are empty when the file could not be mapped (e.g. the
+  // "too large" verdict of limits.h), or an Error when the file was truncated or failed to
+  // read under the mapping (see mapped_file.h), so what was read must not be trusted or cached.
   Status check_bytes() const;
 
  private:
@@ -91,6 +92,7 @@ class OpenBinary {
   UniqueFd fd_;
   BinaryIdentity identity_;
   mutable std::optional<MappedFile> mapping_;
+  mutable std::optional<Error> map_error_;
 };
 
 }  // namespace sonde::symbols

@@ -184,6 +184,14 @@ TEST(LimitsTest, FileOverTheSizeCapIsNotMapped) {
   ASSERT_FALSE(targets.ok());
   EXPECT_TRUE(is_too_large(targets.error()));
   EXPECT_EQ(cache.stats().rejected, 1u);
+
+  // Callers parsing OpenBinary::bytes() themselves learn the verdict from check_bytes().
+  auto binary = OpenBinary::open(path);
+  ASSERT_TRUE(binary.ok()) << binary.error().message();
+  EXPECT_TRUE(binary->bytes().empty());
+  Status checked = binary->check_bytes();
+  ASSERT_FALSE(checked.ok());
+  EXPECT_TRUE(is_too_large(checked.error())) << checked.error().message();
 }
 
 }  // namespace
