@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -85,6 +84,64 @@ std::optional<uint64_t> parse_stat_start_time(std::string_view stat) {
   return std::nullopt;
 }
 
+namespace {
+
+// The hex number at the start of text ("0x" prefix allowed), nullopt when there is none or it
+// does not fit 64 bits.
+std::optional<uint64_t> leading_hex(std::string_view text) {
+  if (text.starts_with("0x") || text.starts_with("0X")) text.remove_prefix(2);
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 16);
+  if (ec != std::errc()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+BlockedSyscall parse_syscall(std::string_view text) {
+  BlockedSyscall s;
+  if (text.starts_with("running")) return s;
+  long nr = -1;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), nr);
+  if (ec != std::errc() || nr < 0 || p == text.data() + text.size() || *p != ' ') return s;
+  auto arg0 = leading_hex(text.substr(static_cast<size_t>(p - text.data()) + 1));
+  if (!arg0) return s;
+  s.nr = nr;
+  s.arg0 = *arg0;
+  return s;
+}
+
+std::optional<ExeMapping> exe_mapping_from_maps(std::string_view maps, std::string_view exe) {
+  while (!maps.empty()) {
+    const size_t eol = maps.find('\n');
+    std::string_view line = maps.substr(0, eol);
+    maps = eol == std::string_view::npos ? std::string_view() : maps.substr(eol + 1);
+    // "start-end perms offset dev inode path"
+    if (line.size() <= exe.size() || !line.ends_with(exe) ||
+        line[line.size() - exe.size() - 1] != ' ') {
+      continue;
+    }
+    auto base = leading_hex(line);
+    if (!base) return std::nullopt;
+    // The fourth and fifth fields name the file: "<major>:<minor> <inode>".
+    std::string_view rest = line;
+    for (int field = 0; field < 3; ++field) {
+      auto space = rest.find(' ');
+      if (space == std::string_view::npos) return std::nullopt;
+      rest.remove_prefix(space + 1);
+    }
+    auto dev_end = rest.find(' ');
+    if (dev_end == std::string_view::npos) return std::nullopt;
+    auto inode_end = rest.find(' ', dev_end + 1);
+    if (inode_end == std::string_view::npos) return std::nullopt;
+    std::string file(rest.substr(0, dev_end));
+    file += ':';
+    file += rest.substr(dev_end + 1, inode_end - dev_end - 1);
+    return ExeMapping{*base, std::move(file)};
+  }
+  return std::nullopt;
+}
+
 std::vector<pid_t> ProcReader::list_pids() const {
   std::vector<pid_t> pids;
   DIR* dir = opendir(root_.c_str());
@@ -131,14 +188,7 @@ Result<ProcessInfo> ProcReader::read(pid_t pid) const {
 Result<BlockedSyscall> ProcReader::syscall_of(pid_t pid, pid_t tid) const {
   ASSIGN_OR_RETURN(auto text, read_text(root_ + "/" + std::to_string(pid) + "/task/" +
                                         std::to_string(tid) + "/syscall"));
-  BlockedSyscall s;
-  if (text.starts_with("running")) return s;
-  std::istringstream in(text);
-  std::string arg0;
-  in >> s.nr >> arg0;
-  if (!in || s.nr < 0) return s;
-  s.arg0 = std::strtoull(arg0.c_str(), nullptr, 16);
-  return s;
+  return parse_syscall(text);
 }
 
 Result<uint64_t> ProcReader::exe_load_base(pid_t pid) const {
@@ -146,23 +196,14 @@ Result<uint64_t> ProcReader::exe_load_base(pid_t pid) const {
   return mapping.base;
 }
 
-Result<ProcReader::ExeMapping> ProcReader::exe_mapping(pid_t pid) const {
+Result<ExeMapping> ProcReader::exe_mapping(pid_t pid) const {
   std::string dir = root_ + "/" + std::to_string(pid);
   char buf[4096];
   ssize_t n = ::readlink((dir + "/exe").c_str(), buf, sizeof buf - 1);
   if (n < 0) return errno_error("readlink " + dir + "/exe", errno);
   std::string exe(buf, static_cast<size_t>(n));
   ASSIGN_OR_RETURN(auto maps, read_text(dir + "/maps"));
-  std::istringstream in(maps);
-  std::string line;
-  while (std::getline(in, line)) {
-    // "start-end perms offset dev inode path"
-    if (!line.ends_with(" " + exe)) continue;
-    std::istringstream fields(line);
-    std::string range, perms, offset, dev, inode;
-    fields >> range >> perms >> offset >> dev >> inode;
-    return ExeMapping{std::strtoull(range.c_str(), nullptr, 16), dev + ":" + inode};
-  }
+  if (auto mapping = exe_mapping_from_maps(maps, exe)) return *mapping;
   return Error("no mapping of " + exe + " in " + dir + "/maps", ENOENT);
 }
 

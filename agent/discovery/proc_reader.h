@@ -31,6 +31,12 @@ struct BlockedSyscall {
   uint64_t arg0 = 0;
 };
 
+// A mapping of a process's executable.
+struct ExeMapping {
+  uint64_t base = 0;  // its start address (for position-independent binaries)
+  std::string file;   // "<major>:<minor>:<inode>" as the mapping names the file
+};
+
 class ProcReader {
  public:
   explicit ProcReader(std::string proc_root = "/proc") : root_(std::move(proc_root)) {}
@@ -50,10 +56,6 @@ class ProcReader {
 
   // The first mapping of the executable, from /proc/<pid>/maps (which names the file without
   // touching it: no I/O on a file that may hang).
-  struct ExeMapping {
-    uint64_t base = 0;  // its start address (for position-independent binaries)
-    std::string file;   // "<dev>:<inode>" as the mapping names the file
-  };
   Result<ExeMapping> exe_mapping(pid_t pid) const;
   // Base address of the first mapping of the executable (for position-independent binaries).
   Result<uint64_t> exe_load_base(pid_t pid) const;
@@ -69,5 +71,14 @@ std::string container_id_from_cgroup(std::string_view cgroup_text);
 
 // start_time from /proc/<pid>/stat text (the comm field may hold spaces and parentheses).
 std::optional<uint64_t> parse_stat_start_time(std::string_view stat_text);
+
+// /proc/<pid>/task/<tid>/syscall text: "running", or "<nr> <arg0 hex> ... <sp> <pc>" ("-1 <sp>
+// <pc>" when blocked outside a system call). Anything malformed reads as nr -1 (not in a
+// system call): the caller's safe answer.
+BlockedSyscall parse_syscall(std::string_view syscall_text);
+
+// The first line of /proc/<pid>/maps text that maps exactly `exe` (the path is the line's last
+// field), nullopt when none does or the line is malformed.
+std::optional<ExeMapping> exe_mapping_from_maps(std::string_view maps_text, std::string_view exe);
 
 }  // namespace sonde::agent

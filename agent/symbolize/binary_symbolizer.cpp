@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "agent/symbols/limits.h"
+
 namespace sonde::symbolize {
 
 Result<std::unique_ptr<BinarySymbolizer>> BinarySymbolizer::open(const std::string& path) {
@@ -18,8 +20,13 @@ Result<std::unique_ptr<BinarySymbolizer>> BinarySymbolizer::from_mapping(symbols
   // binaries have no pclntab. Only when both are missing is there nothing to offer.
   auto go = GoBinary::from_bytes(self->file_.bytes());
   auto elf = ElfSymbolizer::from_bytes(self->file_.bytes());
+  RETURN_IF_ERROR(self->file_.check(what));
   if (!go.ok() && !elf.ok()) {
-    return elf.error().wrap(what + ": no Go pclntab (" + go.error().message() + ") and");
+    // A binary over a cap is over it for good: keep that verdict recognizable for callers.
+    const Error& verdict = symbols::is_too_large(go.error()) ? go.error() : elf.error();
+    return Error(
+        what + ": no Go pclntab (" + go.error().message() + ") and " + elf.error().message(),
+        verdict.code());
   }
   if (go.ok()) self->go_ = std::move(go).value();
   if (elf.ok()) self->elf_ = std::move(elf).value();
@@ -46,6 +53,10 @@ size_t BinarySymbolizer::symbolize(uint64_t address, std::span<SymbolizedFrame> 
     }
   }
   return 0;
+}
+
+bool BinarySymbolizer::file_changed() const {
+  return file_.faulted();
 }
 
 size_t BinarySymbolizer::memory_bytes() const {

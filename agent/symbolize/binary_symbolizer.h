@@ -3,7 +3,10 @@
 // (C, C++, Rust, cgo parts of Go programs) through the ELF symbol table (function only).
 //
 // Owns one read-only mapping of the file shared by both tables. Immutable after open; lookups
-// allocate nothing and may run on several threads.
+// allocate nothing and may run on several threads. The mapping is guarded (mapped_file.h): a
+// file truncated while open makes open() fail, or later lookups return empty names and
+// file_changed() true, never a SIGBUS. Tables are bounded by the caps of limits.h; a binary
+// over them fails open() with the "too large" verdict (symbols::is_too_large()).
 #pragma once
 
 #include <cstddef>
@@ -41,6 +44,10 @@ class BinarySymbolizer {
   // Frames at address (a link-time virtual address), innermost first, physical function last;
   // at most out.size(). 0 when no table covers the address.
   size_t symbolize(uint64_t address, std::span<SymbolizedFrame> out) const;
+
+  // True once the file was truncated or failed to read under the mapping (mapped_file.h):
+  // lookups stay safe but may return empty names; re-open the binary.
+  bool file_changed() const;
 
   // Heap bytes held for lookups (tables, indexes); the mapping itself is page cache.
   size_t memory_bytes() const;

@@ -9,15 +9,17 @@
 #include <utility>
 
 namespace sonde::symbolize {
-namespace {}  // namespace
 
 Result<std::unique_ptr<ElfSymbolizer>> ElfSymbolizer::open(const std::string& path) {
   std::unique_ptr<ElfSymbolizer> self(new ElfSymbolizer());
   ASSIGN_OR_RETURN(self->file_, symbols::MappedFile::open(path));
   auto elf = symbols::ElfFile::parse(self->file_.bytes());
+  RETURN_IF_ERROR(self->file_.check(path));
   if (!elf.ok()) return elf.error().wrap(path);
   self->elf_.emplace(std::move(elf).value());
-  if (Status s = self->build(); !s.ok()) return s.error().wrap(path);
+  Status built = self->build();
+  RETURN_IF_ERROR(self->file_.check(path));
+  if (!built.ok()) return built.error().wrap(path);
   return self;
 }
 

@@ -34,9 +34,12 @@ Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path) {
   std::unique_ptr<GoBinary> self(new GoBinary());
   ASSIGN_OR_RETURN(self->file_, symbols::MappedFile::open(path));
   auto elf = symbols::ElfFile::parse(self->file_.bytes());
+  RETURN_IF_ERROR(self->file_.check(path));
   if (!elf.ok()) return elf.error().wrap(path);
   self->elf_.emplace(std::move(elf).value());
-  if (Status s = self->locate(); !s.ok()) return s.error().wrap(path);
+  Status located = self->locate();
+  RETURN_IF_ERROR(self->file_.check(path));
+  if (!located.ok()) return located.error().wrap(path);
   return self;
 }
 

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "agent/symbols/limits.h"
+
 namespace sonde::symbolize {
 namespace {
 
@@ -100,6 +102,11 @@ Result<GoPclntab> GoPclntab::parse(std::span<const uint8_t> table,
                                    const GoPclntabOptions& options) {
   auto header = sniff_header(table);
   if (!header) return Error("gopclntab: no Go 1.2/1.16/1.18/1.20 pclntab header");
+  // Callers that found the table by symbol or magic pass everything up to the end of its
+  // segment or file; only the first kMaxPclntabBytes are read, and a table reaching past
+  // them gets the "too large" verdict below.
+  const bool clamped = table.size() > symbols::kMaxPclntabBytes;
+  if (clamped) table = table.first(symbols::kMaxPclntabBytes);
   GoPclntab t;
   t.data_ = table;
   t.options_ = options;
@@ -134,6 +141,9 @@ Result<GoPclntab> GoPclntab::parse(std::span<const uint8_t> table,
   }
   if (!ok) return Error("gopclntab: header truncated");
   for (uint64_t off : offsets) {
+    if (off >= table.size() && clamped) {
+      return symbols::too_large_error("gopclntab bytes", off, symbols::kMaxPclntabBytes);
+    }
     if (off >= table.size()) return Error("gopclntab: header offset beyond the table");
   }
   t.funcname_ = offsets[0];
@@ -147,7 +157,13 @@ Result<GoPclntab> GoPclntab::parse(std::span<const uint8_t> table,
   // (2n+1) entries of functab_field_ bytes must fit; checked in 64 bits before any multiply
   // could overflow.
   if (nfunc > table.size() || (2 * nfunc + 1) * t.functab_field_ > table.size() - t.functab_) {
+    if (clamped) {
+      return symbols::too_large_error("gopclntab function count", nfunc, symbols::kMaxGoFunctions);
+    }
     return Error("gopclntab: function table larger than the section");
+  }
+  if (nfunc > symbols::kMaxGoFunctions) {
+    return symbols::too_large_error("gopclntab function count", nfunc, symbols::kMaxGoFunctions);
   }
   t.nfunc_ = static_cast<uint32_t>(nfunc);
   if (t.layout_ == GoPclntabLayout::kGo12) {
@@ -358,8 +374,10 @@ void GoPclntab::build_index() {
 
   std::vector<Range> by_offset(offsets.size());
   // A hostile table could make every offset start a long walk over the same bytes; the budget
-  // keeps indexing linear in the table size. Past it, lookups just walk from the start.
-  uint64_t budget = 8 * uint64_t{data_.size()};
+  // keeps indexing linear in the table size. Every step consumes at least two bytes, so the
+  // distinct tables of a real binary take at most size/2 steps; past the budget, lookups just
+  // walk from the start. Checkpoints stay under 0.75 bytes per table byte.
+  uint64_t budget = uint64_t{data_.size()};
   for (size_t t = 0; t < offsets.size() && budget > 0; ++t) {
     uint32_t off = offsets[t];
     if (off == 0 || off >= data_.size() - pctab_) continue;
@@ -508,6 +526,7 @@ size_t GoPclntab::lookup_frames(uint64_t pc, std::span<GoFrame> out) const {
 }
 
 std::optional<size_t> find_pclntab_by_magic(std::span<const uint8_t> bytes) {
+  if (bytes.size() > symbols::kMaxMagicScanBytes) bytes = bytes.first(symbols::kMaxMagicScanBytes);
   for (size_t i = 0; i + 16 <= bytes.size(); ++i) {
     // Cheap filter first: every magic has 0xff in its two middle bytes and two zero pad bytes.
     if (bytes[i + 1] != 0xff || bytes[i + 2] != 0xff || bytes[i + 4] != 0 || bytes[i + 5] != 0) {

@@ -11,6 +11,11 @@
 // decodes a bounded number of pc-table steps. Immutable after parse; safe to use from several
 // threads.
 //
+// Bounded work (agent/symbols/limits.h): at most kMaxPclntabBytes of table are read and at most
+// kMaxGoFunctions functions accepted — beyond, parse() returns the "too large to instrument"
+// verdict (symbols::is_too_large()); the index costs at most 0.75 bytes per table byte plus 24
+// bytes per function, and find_pclntab_by_magic() scans at most kMaxMagicScanBytes.
+//
 // Inlined frames come from the function's inline tree (FUNCDATA_InlTree, PCDATA_InlTreeIndex),
 // available for the 1.16+ layouts when the caller supplies the memory that holds the inline
 // trees (`go:func.*`, located through the module data for stripped binaries).

@@ -13,9 +13,10 @@
 namespace sonde::symbolize {
 namespace {
 
-// More symbols than this cannot be numbered in the 28 index bits of the sort key; a real
-// kernel has ~10^5, so anything near it is garbage input.
-constexpr size_t kMaxSymbols = size_t{1} << 28;
+// A real kernel lists ~1.2*10^5 symbols (more with many modules or BPF programs); 4M, 30 times
+// that, bounds the table at ~60 MiB plus names. It also fits the sort key's 28 index bits.
+constexpr size_t kMaxSymbols = size_t{1} << 22;
+static_assert(kMaxSymbols <= size_t{1} << 28, "symbol indexes must fit the sort key");
 constexpr size_t kMaxModules = 0xffff;
 // Longest name the kernel prints (KSYM_NAME_LEN is 512 since 6.1); longer is not kallsyms.
 constexpr size_t kMaxNameLength = 1024;
@@ -49,6 +50,11 @@ Error line_error(size_t line, const char* what) {
 }  // namespace
 
 Result<KallsymsTable> KallsymsTable::parse(std::string_view text) {
+  if (text.size() > kMaxKallsymsBytes) {
+    return Error("kallsyms: " + std::to_string(text.size()) + " bytes exceeds the " +
+                     std::to_string(kMaxKallsymsBytes) + "-byte cap",
+                 EFBIG);
+  }
   // Parsed in file order first, then permuted into address order: /proc/kallsyms lists the
   // kernel image sorted but appends modules and BPF programs after it.
   struct Raw {
@@ -129,7 +135,7 @@ Result<KallsymsTable> KallsymsTable::parse(std::string_view text) {
     }
 
     if (raw.size() >= kMaxSymbols || table.names_.size() + name.size() + 2 > UINT32_MAX) {
-      return line_error(line_no, "too many symbols");
+      return Error(line_error(line_no, "more symbols than the cap").message(), EFBIG);
     }
     uint32_t index = static_cast<uint32_t>(raw.size());
     raw.push_back({address, static_cast<uint32_t>(table.names_.size()), module_index});
@@ -169,13 +175,22 @@ Result<KallsymsTable> KallsymsTable::parse(std::string_view text) {
 }
 
 Result<std::string> read_proc_file(const std::string& path) {
+  return read_proc_file(path, kMaxKallsymsBytes);
+}
+
+Result<std::string> read_proc_file(const std::string& path, size_t max_bytes) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return errno_error("open " + path, errno);
   std::string buffer;
   size_t used = 0;
   buffer.resize(size_t{1} << 20);
   for (;;) {
-    if (used == buffer.size()) buffer.resize(buffer.size() * 2);
+    if (used == buffer.size()) {
+      if (used > max_bytes) {
+        return Error(path + ": larger than the " + std::to_string(max_bytes) + "-byte cap", EFBIG);
+      }
+      buffer.resize(std::min(buffer.size() * 2, max_bytes + 1));
+    }
     ssize_t n = ::read(fd.get(), buffer.data() + used, buffer.size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;

@@ -23,6 +23,11 @@
 
 namespace sonde::symbolize {
 
+// Largest kallsyms text read and parsed: /proc/kallsyms is ~10 MB (120k lines); 256 MiB bounds
+// the agent's memory if the kernel's list (BPF programs, modules) ever grows without bound.
+// Over it, read() and parse() fail with code EFBIG.
+inline constexpr size_t kMaxKallsymsBytes = size_t{256} << 20;
+
 // One resolved kernel address. The string_views point into the table that produced it and
 // stay valid as long as that table lives.
 struct KernelSymbol {
@@ -38,7 +43,8 @@ class KallsymsTable {
   KallsymsTable() = default;
 
   // Parses kallsyms text ("<hex address> <type> <name>[\t[module]]" per line). Malformed lines
-  // are an error naming the line number; an empty text gives an empty table.
+  // are an error naming the line number; an empty text gives an empty table. At most
+  // kMaxKallsymsBytes of text and 4M symbols (EFBIG beyond).
   static Result<KallsymsTable> parse(std::string_view text);
 
   // Reads and parses <proc_root>/kallsyms. Addresses are all zero unless the caller may see
@@ -63,7 +69,9 @@ class KallsymsTable {
   std::vector<std::string> module_names_;
 };
 
-// Reads a whole file whose size stat() cannot tell (procfs), in one growing buffer.
+// Reads a whole file whose size stat() cannot tell (procfs), in one growing buffer; an Error
+// (EFBIG) when it holds more than max_bytes (kMaxKallsymsBytes by default).
 Result<std::string> read_proc_file(const std::string& path);
+Result<std::string> read_proc_file(const std::string& path, size_t max_bytes);
 
 }  // namespace sonde::symbolize

@@ -9,9 +9,16 @@ Result<std::shared_ptr<const BinarySymbolizer>> SymbolizerCache::get(const std::
   {
     std::lock_guard lock(mu_);
     if (auto it = index_.find(binary.identity()); it != index_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      ++stats_.hits;
-      return it->second->symbolizer;
+      if (it->second->symbolizer->file_changed()) {
+        // Truncated or unreadable under its mapping: what it answers is no longer the file's.
+        stats_.bytes -= it->second->bytes;
+        lru_.erase(it->second);
+        index_.erase(it);
+      } else {
+        lru_.splice(lru_.begin(), lru_, it->second);
+        ++stats_.hits;
+        return it->second->symbolizer;
+      }
     }
     ++stats_.misses;
   }

@@ -7,7 +7,9 @@
 // its heap tables and indexes (memory_bytes(); the file mapping is page cache and not counted);
 // least recently used entries are evicted until the total fits. An entry larger than the whole
 // budget is returned but not kept. Binaries that cannot be read or have no symbols are not
-// cached (the next call retries). Thread-safe; returned symbolizers stay valid while held.
+// cached (the next call retries). An entry whose file was truncated or failed to read under its
+// mapping (BinarySymbolizer::file_changed()) is dropped at its next lookup and the binary
+// re-opened. Thread-safe; returned symbolizers stay valid while held.
 #pragma once
 
 #include <cstddef>

@@ -14,7 +14,11 @@ namespace sonde::symbols {
 namespace {
 
 constexpr size_t kHeaderDigestBytes = 4096;
+// Reads per identify() are bounded whatever the headers claim: at most this many bytes for the
+// program header table or one note segment, and at most kMaxNoteSegments note segments (real
+// binaries have one to three), so identifying a hostile file reads at most ~580 KiB.
 constexpr uint64_t kMaxNoteBytes = uint64_t{64} * 1024;
+constexpr size_t kMaxNoteSegments = 8;
 
 uint64_t fnv1a(std::span<const uint8_t> bytes) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -116,6 +120,7 @@ Result<BinaryIdentity> identify(int fd, const std::string& what) {
   // Only what is needed to reach the PT_NOTE segments; ElfFile::parse does the full checks
   // when the file is parsed for symbols.
   std::vector<std::vector<uint8_t>> storage;
+  storage.reserve(kMaxNoteSegments);
   std::vector<std::span<const uint8_t>> notes;
   Elf64_Ehdr ehdr;
   if (head.size() >= sizeof(ehdr) && std::memcmp(head.data(), ELFMAG, SELFMAG) == 0 &&
@@ -130,6 +135,7 @@ Result<BinaryIdentity> identify(int fd, const std::string& what) {
         Elf64_Phdr phdr;
         std::memcpy(&phdr, table.data() + off, sizeof(phdr));
         if (phdr.p_type != PT_NOTE) continue;
+        if (notes.size() == kMaxNoteSegments) break;
         storage.emplace_back();
         notes.push_back(
             file_range(fd, head, phdr.p_offset, phdr.p_filesz, id.size, storage.back(), what));
@@ -164,9 +170,16 @@ Result<BinaryIdentity> identify(int fd, const std::string& what) {
 std::span<const uint8_t> OpenBinary::bytes() const {
   if (!mapping_) {
     auto mapping = map();
+    if (!mapping.ok()) map_error_.emplace(mapping.error());
     mapping_.emplace(mapping.ok() ? std::move(*mapping) : MappedFile());
   }
   return mapping_->bytes();
+}
+
+Status OpenBinary::check_bytes() const {
+  if (map_error_) return *map_error_;
+  if (!mapping_) return ok_status();
+  return mapping_->check(path_);
 }
 
 Result<OpenBinary> OpenBinary::open(const std::string& path) {

@@ -58,7 +58,8 @@ struct BinaryIdentityHash {
 };
 
 // The identity of the file open on fd: fstat plus a read of its first 4 KiB and, when they lie
-// further out, of its PT_NOTE segments (at most 64 KiB each). Build-ids are looked for in
+// further out, of its program header table and first 8 PT_NOTE segments (at most 64 KiB each:
+// bounded reads and memory whatever the file claims). Build-ids are looked for in
 // PT_NOTE segments only; files without any (relocatable objects, some stripped builds) fall
 // back to the header digest.
 Result<BinaryIdentity> identify(int fd, const std::string& what);
@@ -81,6 +82,10 @@ class OpenBinary {
   // empty span when it cannot be mapped (ElfFile::parse then reports "not an ELF file"). Lazy
   // so that identifying a binary never maps it; not safe to call from two threads at once.
   std::span<const uint8_t> bytes() const;
+  // After reading bytes(): why they are empty when the file could not be mapped (e.g. the
+  // "too large" verdict of limits.h), or an Error when the file was truncated or failed to
+  // read under the mapping (see mapped_file.h), so what was read must not be trusted or cached.
+  Status check_bytes() const;
 
  private:
   OpenBinary(std::string path, UniqueFd fd, BinaryIdentity identity)
@@ -90,6 +95,7 @@ class OpenBinary {
   UniqueFd fd_;
   BinaryIdentity identity_;
   mutable std::optional<MappedFile> mapping_;
+  mutable std::optional<Error> map_error_;
 };
 
 }  // namespace sonde::symbols

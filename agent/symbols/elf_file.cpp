@@ -1,16 +1,11 @@
 #include "agent/symbols/elf_file.h"
 
 #include <elf.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <utility>
-
-#include "common/unique_fd.h"
 
 namespace sonde::symbols {
 namespace {
@@ -42,46 +37,6 @@ std::string hex(uint64_t value) {
 }
 
 }  // namespace
-
-// ---- MappedFile -------------------------------------------------------------------------------
-
-Result<MappedFile> MappedFile::map(int fd, const std::string& what) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return errno_error("stat " + what, errno);
-  if (!S_ISREG(st.st_mode)) return Error(what + ": not a regular file", EINVAL);
-  if (st.st_size == 0) return MappedFile();
-  void* data = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  if (data == MAP_FAILED) return errno_error("mmap " + what, errno);
-  return MappedFile(static_cast<const uint8_t*>(data), static_cast<size_t>(st.st_size));
-}
-
-Result<MappedFile> MappedFile::open(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return errno_error("open " + path, errno);
-  return map(fd.get(), path);
-}
-
-MappedFile::MappedFile(MappedFile&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-
-MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
-  if (this != &other) {
-    reset();
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-MappedFile::~MappedFile() {
-  reset();
-}
-
-void MappedFile::reset() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
-  data_ = nullptr;
-  size_ = 0;
-}
 
 // ---- small types ------------------------------------------------------------------------------
 
@@ -135,6 +90,7 @@ Result<ElfFile> ElfFile::parse(std::span<const uint8_t> bytes) {
   }
   if (bytes[EI_DATA] != ELFDATA2LSB) return Error("unknown ELF data encoding", ENOEXEC);
   if (size < sizeof(Elf64_Ehdr)) return Error("truncated ELF header", ENOEXEC);
+  if (size > kMaxBinaryBytes) return too_large_error("file size", size, kMaxBinaryBytes);
 
   const auto ehdr = load<Elf64_Ehdr>(bytes, 0);
   ElfFile elf;
@@ -272,6 +228,12 @@ Result<std::optional<SymbolTable>> ElfFile::symbol_table(uint32_t section_type) 
     if (strings.type != SHT_STRTAB) {
       return Error(what + ": linked section " + std::to_string(s.link) + " is not a string table",
                    ENOEXEC);
+    }
+    if (s.size / SymbolTable::kEntrySize > kMaxSymbols) {
+      return too_large_error(what + " symbol count", s.size / SymbolTable::kEntrySize, kMaxSymbols);
+    }
+    if (strings.size > kMaxStringTableBytes) {
+      return too_large_error(what + " string table bytes", strings.size, kMaxStringTableBytes);
     }
     // Both ranges were validated by parse().
     return std::optional<SymbolTable>(

@@ -1,5 +1,6 @@
 // ElfFile: a bounds-checked, read-only view of an ELF64 little-endian file (x86-64, aarch64 and
-// any other machine for symbol lookup), and MappedFile, the read-only mapping it usually views.
+// any other machine for symbol lookup). It usually views a MappedFile (mapped_file.h), whose
+// guard turns a file truncated under the view into zeros rather than a SIGBUS.
 //
 // The view never copies the file: it holds a span over bytes owned by someone else (a
 // MappedFile, a test buffer, a fuzzer input) and must not outlive them. Every offset, size and
@@ -12,6 +13,10 @@
 // on those ranges. Symbol and string tables are described, not copied: iterating symbols costs
 // no allocation. ELF32 and big-endian files are rejected with a message saying so.
 //
+// Bounded work (limits.h): parse() rejects files over kMaxBinaryBytes and symbol_table()
+// tables over kMaxSymbols entries or kMaxStringTableBytes of names, with the "too large to
+// instrument" verdict (is_too_large()), before anyone walks them.
+//
 // Thread-safety: an ElfFile is immutable after parse(); concurrent reads are safe.
 #pragma once
 
@@ -23,34 +28,11 @@
 #include <string>
 #include <string_view>
 
+#include "agent/symbols/limits.h"
+#include "agent/symbols/mapped_file.h"
 #include "common/result.h"
 
 namespace sonde::symbols {
-
-// A read-only private mapping of a whole file, unmapped on destruction. Move-only.
-class MappedFile {
- public:
-  // Maps the file open on fd (not taken over). An empty file maps to an empty span.
-  static Result<MappedFile> map(int fd, const std::string& what);
-  // Opens path read-only, maps it and closes the descriptor again.
-  static Result<MappedFile> open(const std::string& path);
-
-  MappedFile() = default;
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  MappedFile(MappedFile&& other) noexcept;
-  MappedFile& operator=(MappedFile&& other) noexcept;
-  ~MappedFile();
-
-  std::span<const uint8_t> bytes() const { return {data_, size_}; }
-
- private:
-  MappedFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
-  void reset();
-
-  const uint8_t* data_ = nullptr;
-  size_t size_ = 0;
-};
 
 // The ELF machines whose instructions sonde decodes.
 enum class Machine : uint8_t { kX86_64, kAarch64, kOther };

@@ -5,13 +5,16 @@
 namespace sonde::symbols {
 namespace {
 
-// Maps the binary only for the duration of the parse: the mapping is gone on return.
+// Maps the binary only for the duration of the parse: the mapping is gone on return. A file
+// that changed under the parse reports that (never cached), whatever the parser concluded
+// from the zeros it read.
 Result<std::vector<ProbeTarget>> parse_and_resolve(const OpenBinary& binary,
                                                    std::span<const std::string> names) {
   ASSIGN_OR_RETURN(MappedFile mapping, binary.map());
   auto elf = ElfFile::parse(mapping.bytes());
-  if (!elf.ok()) return elf.error().wrap(binary.path());
-  auto targets = resolve(*elf, names);
+  Result<std::vector<ProbeTarget>> targets =
+      elf.ok() ? resolve(*elf, names) : Result<std::vector<ProbeTarget>>(elf.error());
+  RETURN_IF_ERROR(mapping.check(binary.path()));
   if (!targets.ok()) return targets.error().wrap(binary.path());
   return targets;
 }
@@ -48,6 +51,16 @@ void ProbeTargetCache::insert_locked(const BinaryIdentity& identity, ProbeTarget
     index_.erase(Key{&victim.identity, victim.target.name});
     lru_.pop_back();
     ++stats_.evictions;
+  }
+}
+
+void ProbeTargetCache::reject_locked(const BinaryIdentity& identity, const Error& verdict) {
+  if (rejected_index_.contains(identity)) return;
+  rejected_.push_front(Rejected{identity, verdict});
+  rejected_index_.emplace(identity, rejected_.begin());
+  while (rejected_.size() > kMaxRejectedBinaries) {
+    rejected_index_.erase(rejected_.back().identity);
+    rejected_.pop_back();
   }
 }
 
@@ -102,6 +115,11 @@ Result<std::vector<ProbeTarget>> ProbeTargetCache::resolve(const OpenBinary& bin
     parse_done_.wait(lock);
     collect();
   }
+  if (auto it = rejected_index_.find(identity); !missing.empty() && it != rejected_index_.end()) {
+    rejected_.splice(rejected_.begin(), rejected_, it->second);
+    ++stats_.too_large;
+    return it->second->error;
+  }
   stats_.hits += names.size() - missing.size();
   stats_.misses += missing.size();
   if (missing.empty()) return out;
@@ -116,6 +134,12 @@ Result<std::vector<ProbeTarget>> ProbeTargetCache::resolve(const OpenBinary& bin
   lock.lock();
   parsing_.erase(identity);
   parse_done_.notify_all();
+  if (!resolved.ok() && is_too_large(resolved.error())) {
+    ++stats_.parses;
+    ++stats_.too_large;
+    reject_locked(identity, resolved.error());
+    return resolved.error();
+  }
   if (!resolved.ok()) {
     ++stats_.errors;
     return resolved.error();
@@ -132,6 +156,7 @@ ProbeTargetCacheStats ProbeTargetCache::stats() const {
   std::lock_guard lock(mu_);
   ProbeTargetCacheStats s = stats_;
   s.entries = lru_.size();
+  s.rejected = rejected_.size();
   return s;
 }
 

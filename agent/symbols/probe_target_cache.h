@@ -7,7 +7,12 @@
 //     own answers, never the other caller's subset read as "absent".
 //   - Absent names are cached as found == false: a binary without the symbol is parsed once.
 //   - Unreadable or malformed binaries are not cached; the error is returned and the next call
-//     tries again (the file may be readable later, or replaced).
+//     tries again (the file may be readable later, or replaced). So are binaries that changed
+//     while parsed (a truncation under the guarded mapping).
+//   - Binaries over the caps of limits.h get the "too large to instrument" verdict
+//     (is_too_large()); it is cached per identity as a negative answer (up to
+//     kMaxRejectedBinaries, LRU) and returned again without opening the file, counted in
+//     stats().too_large.
 //   - A partial hit resolves all the missing names in a single parse.
 //   - LRU-bounded (4096 entries by default); the least recently used entry goes first.
 //
@@ -16,8 +21,9 @@
 // another thread parses the same binary waits for that parse and takes its answers; it parses
 // itself only for names the other parse did not cover (each parse is counted).
 //
-// Memory: each entry holds one ProbeTarget (name, a few integers, the return offsets) — a few
-// hundred bytes; nothing of the ELF file is kept.
+// Memory: each entry holds one ProbeTarget (name, a few integers, at most kMaxReturnSites return
+// and exit offsets) — usually a few hundred bytes, never more than ~2 KiB; nothing of the ELF
+// file is kept. A rejected binary costs its identity and the verdict's message.
 #pragma once
 
 #include <condition_variable>
@@ -46,12 +52,17 @@ struct ProbeTargetCacheStats {
   uint64_t parses = 0;     // binaries parsed to answer misses
   uint64_t evictions = 0;  // entries dropped by the LRU bound
   uint64_t errors = 0;     // resolve calls that failed (unreadable or malformed binary)
+  uint64_t too_large = 0;  // resolve calls answered "too large to instrument" (parsed or cached)
   size_t entries = 0;      // entries held now
+  size_t rejected = 0;     // binaries remembered as too large now
 };
 
 class ProbeTargetCache {
  public:
   static constexpr size_t kDefaultMaxEntries = 4096;
+  // Too-large verdicts remembered. Each costs ~200 bytes; a node runs far fewer distinct
+  // binaries than this, so the bound only matters against churn.
+  static constexpr size_t kMaxRejectedBinaries = 1024;
 
   explicit ProbeTargetCache(size_t max_entries = kDefaultMaxEntries);
   ProbeTargetCache(const ProbeTargetCache&) = delete;
@@ -99,6 +110,14 @@ class ProbeTargetCache {
   const ProbeTarget* find_locked(const BinaryIdentity& identity, std::string_view name);
   // With mu_ held: inserts or replaces, then trims to max_entries_.
   void insert_locked(const BinaryIdentity& identity, ProbeTarget target);
+  // With mu_ held: remembers the too-large verdict for identity.
+  void reject_locked(const BinaryIdentity& identity, const Error& verdict);
+
+  struct Rejected {
+    BinaryIdentity identity;
+    Error error;
+  };
+  using RejectedLru = std::list<Rejected>;  // most recently used first
 
   const size_t max_entries_;
   mutable std::mutex mu_;
@@ -107,6 +126,8 @@ class ProbeTargetCache {
   std::unordered_set<BinaryIdentity, BinaryIdentityHash> parsing_;
   Lru lru_;
   std::unordered_map<Key, Lru::iterator, KeyHash, KeyEq> index_;
+  RejectedLru rejected_;
+  std::unordered_map<BinaryIdentity, RejectedLru::iterator, BinaryIdentityHash> rejected_index_;
   ProbeTargetCacheStats stats_;
 };
 

@@ -7,6 +7,17 @@
 namespace sonde::symbols {
 namespace {
 
+// The verdict for a function whose exits do not fit the caps: nothing kept.
+ReturnSites too_large() {
+  ReturnSites out;
+  out.status = ReturnSiteStatus::kTooLarge;
+  return out;
+}
+
+bool over_caps(const ReturnSites& sites) {
+  return sites.returns.size() > kMaxReturnSites || sites.exit_jumps.size() > kMaxReturnSites;
+}
+
 ReturnSites decode_x86_64(std::span<const uint8_t> code, uint64_t address) {
   ReturnSites out;
   ZydisDecoder decoder;
@@ -44,6 +55,7 @@ ReturnSites decode_x86_64(std::span<const uint8_t> code, uint64_t address) {
       }
       default: break;
     }
+    if (over_caps(out)) return too_large();
     pos += insn.length;
   }
   out.status = !out.returns.empty()      ? ReturnSiteStatus::kFound
@@ -72,11 +84,13 @@ ReturnSites decode_aarch64(std::span<const uint8_t> code, uint64_t address) {
     // RET Xn, RETAA, RETAB (ARM ARM C6.2: "Unconditional branch (register)" class).
     if ((insn & 0xfffffc1f) == 0xd65f0000 || insn == 0xd65f0bff || insn == 0xd65f0fff) {
       out.returns.push_back(offset);
+      if (over_caps(out)) return too_large();
       continue;
     }
     // BR Xn and the pointer-authenticated BRAA/BRAB/BRAAZ/BRABZ: indirect, may leave.
     if ((insn & 0xfffffc1f) == 0xd61f0000 || (insn & 0xfefff800) == 0xd61f0800) {
       out.exit_jumps.push_back(offset);
+      if (over_caps(out)) return too_large();
       continue;
     }
     // Relative branches (B imm26; B.cond, CBZ/CBNZ imm19; TBZ/TBNZ imm14) leave when their
@@ -95,6 +109,7 @@ ReturnSites decode_aarch64(std::span<const uint8_t> code, uint64_t address) {
     if (branch) {
       const uint64_t target = address + pos + static_cast<uint64_t>(displacement);
       if (target < address || target >= end) out.exit_jumps.push_back(offset);
+      if (over_caps(out)) return too_large();
     }
   }
   out.status = !out.returns.empty()      ? ReturnSiteStatus::kFound
@@ -113,11 +128,13 @@ const char* return_site_status_name(ReturnSiteStatus status) {
     case ReturnSiteStatus::kDecodeError: return "decode-error";
     case ReturnSiteStatus::kUnsupportedMachine: return "unsupported-machine";
     case ReturnSiteStatus::kNotCode: return "not-code";
+    case ReturnSiteStatus::kTooLarge: return "too-large";
   }
   return "unknown";
 }
 
 ReturnSites find_return_sites(Machine machine, std::span<const uint8_t> code, uint64_t address) {
+  if (code.size() > kMaxDecodedFunctionBytes) return too_large();
   switch (machine) {
     case Machine::kX86_64: return decode_x86_64(code, address);
     case Machine::kAarch64: return decode_aarch64(code, address);

@@ -13,6 +13,11 @@
 // from "found nothing". Indirect jumps are listed as exit jumps even though some are switch
 // dispatches inside the function; the decoder cannot know the table's targets.
 //
+// Bounded (limits.h): a function larger than kMaxDecodedFunctionBytes is not decoded, and a
+// decode stops as soon as it finds more than kMaxReturnSites returns or exit jumps; both report
+// kTooLarge with empty lists. So one call costs at most ~1 MiB of decoding and 2 KiB of results,
+// whatever the binary claims.
+//
 // Cost: one decode per instruction, no allocation except for the result vectors. Thread-safe.
 #pragma once
 
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "agent/symbols/elf_file.h"
+#include "agent/symbols/limits.h"
 
 namespace sonde::symbols {
 
@@ -32,6 +38,7 @@ enum class ReturnSiteStatus : uint8_t {
   kDecodeError,         // the bytes did not decode as instructions of the machine
   kUnsupportedMachine,  // no decoder for this ELF machine
   kNotCode,             // the symbol has no size or lies outside every executable segment
+  kTooLarge,  // over kMaxDecodedFunctionBytes, or more than kMaxReturnSites returns/exit jumps
 };
 
 const char* return_site_status_name(ReturnSiteStatus status);

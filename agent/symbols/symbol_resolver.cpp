@@ -155,6 +155,7 @@ Result<std::vector<ProbeTarget>> resolve_file(const std::string& path,
   if (!elf.ok()) return elf.error().wrap(path);
   auto targets = resolve(*elf, names);
   if (!targets.ok()) return targets.error().wrap(path);
+  RETURN_IF_ERROR(mapping.check(path));
   return targets;
 }
 

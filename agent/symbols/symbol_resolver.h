@@ -14,7 +14,13 @@
 // different address exists (two static functions of one name in different translation units).
 //
 // A missing name is a result (found == false), not an error; one function without a return
-// site never fails the others. Errors are reserved for an unreadable or malformed binary.
+// site never fails the others. Errors are reserved for an unreadable or malformed binary, and
+// for one over the caps of limits.h (is_too_large(): a symbol table over kMaxSymbols, a file
+// over kMaxBinaryBytes). A function over the decode caps is found, with its entry address and
+// offset, and return_status kTooLarge.
+//
+// resolve_file() reads through a guarded mapping (mapped_file.h): a file truncated or failing
+// to read while it is parsed yields an Error, never a SIGBUS.
 //
 // Thread-safety: free functions with no shared state; safe to call concurrently.
 #pragma once
@@ -40,6 +46,7 @@ struct ProbeTarget {
   uint64_t address = 0;      // st_value: the function's virtual address in the ELF file
   uint64_t file_offset = 0;  // the uprobe attach offset (through the executable PT_LOAD)
   uint64_t size = 0;         // st_size in bytes
+  // At most kMaxReturnSites entries each.
   std::vector<uint32_t> return_offsets;     // return instructions, offsets from the start
   std::vector<uint32_t> exit_jump_offsets;  // tail calls / jumps out, offsets from the start
 

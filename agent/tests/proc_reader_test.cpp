@@ -49,6 +49,33 @@ TEST(StatParsing, CommWithSpacesAndParens) {
   EXPECT_EQ(parse_stat_start_time("no paren"), std::nullopt);
 }
 
+TEST(SyscallParsing, BlockedRunningAndMalformed) {
+  auto epoll = parse_syscall("232 0x7 0x7ffd4a3c1e30 0x400 0xffffffff 0x0 0x8 0x7ffd 0x7f12\n");
+  EXPECT_EQ(epoll.nr, 232);
+  EXPECT_EQ(epoll.arg0, 7u);
+  EXPECT_EQ(parse_syscall("running\n").nr, -1);
+  EXPECT_EQ(parse_syscall("-1 0x7ffd4a3c1dd8 0x7f1234567890\n").nr, -1);
+  // Malformed text reads as "not in a system call", never as syscall 0 (read).
+  EXPECT_EQ(parse_syscall("").nr, -1);
+  EXPECT_EQ(parse_syscall("garbage").nr, -1);
+  EXPECT_EQ(parse_syscall("7 zz").nr, -1);
+  EXPECT_EQ(parse_syscall("7 0x1ffffffffffffffff").nr, -1);
+}
+
+TEST(MapsParsing, FirstMappingOfExactlyTheExecutable) {
+  const std::string maps =
+      "55d0c0a00000-55d0c0a20000 r--p 00000000 08:01 131 /usr/bin/node-helper\n"
+      "55d0c1a00000-55d0c1a20000 r--p 00000000 08:01 132 /usr/bin/node\n"
+      "55d0c1a20000-55d0c2a00000 r-xp 00020000 08:01 132 /usr/bin/node\n";
+  auto node = exe_mapping_from_maps(maps, "/usr/bin/node");
+  ASSERT_TRUE(node.has_value());
+  EXPECT_EQ(node->base, 0x55d0c1a00000u);
+  EXPECT_EQ(node->file, "08:01:132");
+  EXPECT_FALSE(exe_mapping_from_maps(maps, "/bin/node").has_value());
+  EXPECT_FALSE(exe_mapping_from_maps("", "/usr/bin/node").has_value());
+  EXPECT_FALSE(exe_mapping_from_maps("zz-1 r--p 0 0 0 /x\n", "/x").has_value());
+}
+
 TEST(ProcReader, ReadsThisProcess) {
   ProcReader reader;
   auto info = reader.read(getpid());

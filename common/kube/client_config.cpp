@@ -116,14 +116,12 @@ Result<ClientConfig> in_cluster_config(const std::string& service_host,
   return config;
 }
 
-Result<ClientConfig> kubeconfig_config(const std::string& path, const std::string& context) {
-  ASSIGN_OR_RETURN(std::string text, read_file(path));
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return Error("kubeconfig " + path + ": " + e.what());
-  }
+namespace {
+
+// The configuration in a parsed kubeconfig; may throw YAML::Exception on shapes it does not
+// expect (a subscript of a scalar, a map where a string belongs).
+Result<ClientConfig> config_from_yaml(const YAML::Node& root, const std::string& path,
+                                      const std::string& context) {
   const std::string context_name = context.empty() ? scalar(root, "current-context") : context;
   if (context_name.empty()) return Error("kubeconfig " + path + ": no current-context set");
   const auto found_ctx = find_named(root["contexts"], context_name, "context");
@@ -166,6 +164,19 @@ Result<ClientConfig> kubeconfig_config(const std::string& path, const std::strin
     config.client_key_pem = std::move(*key);
   }
   return config;
+}
+
+}  // namespace
+
+Result<ClientConfig> kubeconfig_config(const std::string& path, const std::string& context) {
+  ASSIGN_OR_RETURN(std::string text, read_file(path));
+  // yaml-cpp reports every shape mismatch with an exception: a malformed kubeconfig is an
+  // error naming the file, never an uncaught exception.
+  try {
+    return config_from_yaml(YAML::Load(text), path, context);
+  } catch (const YAML::Exception& e) {
+    return Error("kubeconfig " + path + ": " + e.what());
+  }
 }
 
 Result<ClientConfig> load_client_config(const std::string& kubeconfig_path) {
