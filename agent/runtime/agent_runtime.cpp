@@ -40,7 +40,7 @@ double resident_bytes() {
 }
 
 // Go TLS families: requests, durations, HTTP/2 connections, bytes; and binary verdicts.
-void add_tls_families(TlsMonitor& tls, const TlsProbes& probes, const std::string& node,
+void add_tls_families(TlsMonitor& tls, const std::string& node,
                       std::vector<prometheus::MetricFamily>& out) {
   auto requests = counter_family("container_go_tls_requests_total",
                                  "HTTP/1.x requests over Go crypto/tls connections, by direction "
@@ -102,14 +102,25 @@ void add_tls_families(TlsMonitor& tls, const TlsProbes& probes, const std::strin
     add_sample(binaries,
                {{"binary", v.path},
                 {"instrumented", v.instrumentable ? "true" : "false"},
-                {"reason", v.reason}},
+                {"reason", v.reason},
+                {"stripped", v.stripped ? "true" : "false"},
+                {"entry_probe", v.entry_probe},
+                {"return_probe", v.return_probe}},
                1);
   }
-  auto dropped = counter_family("sonde_agent_gotls_events_dropped_total",
-                                "Go TLS exchanges lost because the ring buffer was full.");
-  add_sample(dropped, {}, static_cast<double>(probes.dropped()));
+  auto full = counter_family("sonde_agent_gotls_map_full_total",
+                             "Go TLS kernel map inserts that failed because the map was full "
+                             "(processes/requests: counts lost; reads/exchanges/carried: "
+                             "exchanges not matched). Nothing is evicted silently.");
+  for (const auto& [map, n] : tls.kernel_map_full()) {
+    add_sample(full, {{"map", map}}, static_cast<double>(n));
+  }
+  auto discarded = counter_family("sonde_agent_gotls_unattributed_processes_total",
+                                  "Processes counted by the Go TLS probes whose counts were "
+                                  "discarded: not selected, or exited before they were seen.");
+  add_sample(discarded, {}, static_cast<double>(tls.discarded_processes()));
   for (auto* f :
-       {&requests, &http2, &durations, &read, &written, &processes, &binaries, &dropped}) {
+       {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full, &discarded}) {
     out.push_back(std::move(*f));
   }
 }
@@ -162,9 +173,7 @@ Status AgentRuntime::Impl::start() {
     all_names = EventLoopMonitor::symbol_names();
   }
   if (options.go_tls) {
-    ASSIGN_OR_RETURN(tls_probes, TlsProbes::load([this](const sonde_tls_event& e) {
-                       if (tls) tls->on_event(e);
-                     }));
+    ASSIGN_OR_RETURN(tls_probes, TlsProbes::load());
     tls = std::make_unique<TlsMonitor>(*tls_probes, cache, tls_uprobes, proc);
     const auto& more = TlsMonitor::symbol_names();
     all_names.insert(all_names.end(), more.begin(), more.end());
@@ -237,7 +246,6 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
 }
 
 void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
-  if (tls_probes) (void)tls_probes->poll(0);  // its last exchanges before it goes
   if (monitor) monitor->exited(pid, timestamp_ns);
   if (tls) tls->exited(pid);
   std::lock_guard lock(outcomes_mu);
@@ -260,12 +268,6 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
                                     {"wait_source", probes ? probes->wait_source() : "none"}});
   auto next_sweep = StopSignals::Clock::now() + kSweepInterval;
   while (!stop.requested()) {
-    // TLS exchanges first: a process's last exchanges come before its exit event.
-    if (tls_probes) {
-      if (auto t = tls_probes->poll(0); !t.ok()) {
-        log::warn("go tls events", {{"error", t.error().message()}});
-      }
-    }
     RETURN_IF_ERROR(events->poll(200));
     while (!pending.empty()) {
       ProcessEvent e = std::move(pending.front());
@@ -318,7 +320,7 @@ void AgentRuntime::Impl::add_collector() {
       out.push_back(std::move(procs));
       out.push_back(std::move(binaries));
     }
-    if (tls) add_tls_families(*tls, *tls_probes, node, out);
+    if (tls) add_tls_families(*tls, node, out);
     auto attachments = gauge_family("sonde_agent_uprobe_attachments",
                                     "Uprobe attachments alive: one per (real file, offset, "
                                     "program), shared by every process running the file.");
