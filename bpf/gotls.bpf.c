@@ -15,7 +15,7 @@
  *   - tls_read_return: at a RET (single-stepped);
  *   - tls_read_return_ret: at a RET, and performs the `ret` itself (pops the return address
  *     into the instruction pointer), so the kernel, seeing the instruction pointer moved, skips
- *     the single step. Loads only where uprobe programs may write registers (Linux 6.17+).
+ *     the single step. Loads only where uprobe programs may write registers (after Linux 6.18).
  *
  * Processes are counted from their first call, per tgid, without waiting for user space: the
  * probes are per file, and user space attributes a tgid to its container when it learns of

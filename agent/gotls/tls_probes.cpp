@@ -15,9 +15,11 @@ namespace sonde::agent {
 namespace {
 
 // Whether the verifier accepts a uprobe (BPF_PROG_TYPE_KPROBE) program that writes the
-// instruction pointer. Linux 6.17 added that ("bpf: Allow uprobe program to change context
-// registers") in the same series as the uprobe handler's check that skips the single step
-// when the instruction pointer moved; a kernel that accepts the write therefore skips it.
+// instruction pointer. The kernel series that allows it ("uprobe,bpf: Allow to change app
+// registers from uprobe registers": "bpf: Allow uprobe program to change context registers"
+// with "uprobe: Do not emulate/sstep original instruction when ip is changed") came after
+// Linux 6.18, which refuses the write (measured); a kernel that accepts the write therefore
+// also skips the single step.
 bool kernel_allows_ip_write() {
 #if defined(__x86_64__)
   const bpf_insn insns[] = {

@@ -3,7 +3,7 @@
 // Loads the programs once; callers attach them per binary (through SharedUprobes) at the sites
 // probe_sites.h proved: (*Conn).Write and (*Conn).Read at their entry or at the `jbe` of Go's
 // stack check, and each RET of (*Conn).Read. At load it asks the kernel whether a uprobe
-// program may write registers (Linux 6.17+); if so the RET program performs the `ret` itself
+// program may write registers (kernels after 6.18); if so the RET program performs the `ret` itself
 // and the kernel skips the single step (can_perform_ret()).
 //
 // Counting happens in the kernel, per process (tgid), from the process's first call: there is
