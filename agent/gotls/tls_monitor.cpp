@@ -1,6 +1,9 @@
 #include "agent/gotls/tls_monitor.h"
 
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +14,7 @@
 #include "agent/symbolize/go_pclntab.h"
 #include "agent/symbols/elf_file.h"
 #include "common/log.h"
+#include "common/unique_fd.h"
 
 namespace sonde::agent {
 namespace {
@@ -19,6 +23,16 @@ enum NameIndex { kWrite = 0, kRead = 1 };
 const std::vector<std::string> kNames = {"crypto/tls.(*Conn).Write", "crypto/tls.(*Conn).Read"};
 // Binaries remembered; beyond this the oldest are forgotten (and recomputed if seen).
 constexpr size_t kMaxVerdicts = 4096;
+
+// The kernel's histogram bounds (ns) are the exported ones (s).
+constexpr bool same_buckets() {
+  constexpr uint64_t kKernelNs[] = SONDE_GOTLS_BUCKET_BOUNDS_NS;
+  for (size_t i = 0; i < kTlsDurationBuckets.size(); ++i) {
+    if (static_cast<uint64_t>(kTlsDurationBuckets[i] * 1e9 + 0.5) != kKernelNs[i]) return false;
+  }
+  return true;
+}
+static_assert(same_buckets(), "kTlsDurationBuckets differs from SONDE_GOTLS_BUCKET_BOUNDS_NS");
 
 const char* direction_name(uint16_t d) {
   return d == SONDE_TLS_CLIENT ? "client" : "server";
@@ -58,6 +72,32 @@ Result<symbolize::GoPclntab> pclntab_of(const symbols::ElfFile& elf) {
   symbolize::GoPclntabOptions options;
   options.build_index = false;  // two name lookups, no pc lookups
   return symbolize::GoPclntab::parse(table, options);
+}
+
+// A function's code read from the file with pread, never through a mapping: the kernel writes
+// the breakpoint of every uprobe on a file into each mapping of it that may execute, the
+// agent's own read-only one included, so a mapping shows another tracer's int3s (another
+// agent, perf) where the instructions are, and decoding them would pick wrong sites.
+Result<std::vector<uint8_t>> read_code(const symbols::OpenBinary& binary, uint64_t offset,
+                                       uint64_t size) {
+  UniqueFd fd(open(binary.path().c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errno_error("open " + binary.path(), errno);
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return errno_error("stat " + binary.path(), errno);
+  if (static_cast<uint64_t>(st.st_ino) != binary.identity().inode ||
+      static_cast<uint64_t>(st.st_size) != binary.identity().size) {
+    return Error(binary.path() + " is no longer the file that was identified", ESTALE);
+  }
+  std::vector<uint8_t> code(size);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = pread(fd.get(), code.data() + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("read " + binary.path(), errno);
+    if (n == 0) return Error("short read of " + binary.path());
+    done += static_cast<size_t>(n);
+  }
+  return code;
 }
 
 }  // namespace
@@ -113,7 +153,10 @@ TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std
   }
   auto decode = [&](const Function& f) -> Result<std::pair<uint64_t, GoProbeSites>> {
     ASSIGN_OR_RETURN(uint64_t offset, elf->file_offset_of(f.address));
-    ASSIGN_OR_RETURN(auto code, elf->code_at(f.address, f.size));
+    if (auto in_segment = elf->code_at(f.address, f.size); !in_segment.ok()) {
+      return in_segment.error();  // not inside the executable segment
+    }
+    ASSIGN_OR_RETURN(auto code, read_code(binary, offset, f.size));
     return std::make_pair(offset, find_go_probe_sites(elf->machine(), code, f.address));
   };
   auto w = decode(*write);

@@ -100,7 +100,26 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
   auto verdicts = monitor.verdicts();
   ASSERT_EQ(verdicts.size(), 1u);
+  ASSERT_TRUE(verdicts[0].instrumentable) << verdicts[0].reason;
   EXPECT_EQ(verdicts[0].entry_probe, "emulated-jump");
+
+  // A second tracer (another agent) decoding the file while these probes are attached must
+  // see the instructions, not the breakpoints the kernel wrote into every mapping of it.
+  {
+    auto other = TlsProbes::load();
+    ASSERT_TRUE(other.ok()) << other.error().message();
+    symbols::ProbeTargetCache other_cache;
+    SharedUprobes other_uprobes;
+    TlsMonitor other_monitor(**other, other_cache, other_uprobes, proc);
+    auto again = open_candidate(proc, server.pid(), true);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(other_monitor.consider(*again, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+    auto v = other_monitor.verdicts();
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_TRUE(v[0].instrumentable) << v[0].reason;
+    EXPECT_EQ(v[0].entry_probe, "emulated-jump");
+    other_monitor.exited(server.pid());
+  }
 
   // Filter on: a client in the allowed cgroup is counted (never tracked, from its first call);
   // one in the root cgroup is not, nor is the server (root cgroup).
