@@ -5,6 +5,22 @@
  * are probed by uprobes on each RET instruction found by decoding the function. Arguments
  * follow Go's register ABI (amd64 Go >= 1.17: RAX, RBX, RCX, goroutine in R14; arm64 Go >=
  * 1.18: X0-X2, goroutine in X28). A Read is matched to its return by goroutine, not thread.
+ *
+ * Where the probes sit decides their cost (the kernel emulates a jump, single-steps a `cmp` or
+ * a `ret` out of line, ten times slower). Each program comes in the variants the agent picks
+ * per binary after decoding the function:
+ *   - *_enter: at the function's first instruction (single-stepped);
+ *   - *_checked: at the `jbe` of Go's stack-bound check (emulated). When that jump is taken the
+ *     function calls morestack and starts over, so the hit is skipped: each call counts once.
+ *   - tls_read_return: at a RET (single-stepped);
+ *   - tls_read_return_ret: at a RET, and performs the `ret` itself (pops the return address
+ *     into the instruction pointer), so the kernel, seeing the instruction pointer moved, skips
+ *     the single step. Loads only where uprobe programs may write registers (after Linux 6.18).
+ *
+ * Processes are counted from their first call, per tgid, without waiting for user space: the
+ * probes are per file, and user space attributes a tgid to its container when it learns of
+ * it. When `filter_by_cgroup` is set, only processes of the cgroups in `allowed_cgroups` start
+ * being counted.
  */
 #include "vmlinux.h"
 
@@ -12,7 +28,6 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "dropped.bpf.h"
 #include "gotls.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -22,22 +37,53 @@ char LICENSE[] SEC("license") = "GPL";
 #define GO_ARG2(ctx) ((ctx)->bx)
 #define GO_ARG3(ctx) ((ctx)->cx)
 #define GO_G(ctx) ((ctx)->r14)
+/* Before `jbe morestack`: the jump is taken when CF or ZF is set. */
+#define GO_STACK_CHECK_FAILS(ctx) (((ctx)->flags & (0x1 | 0x40)) != 0)
 #elif defined(__TARGET_ARCH_arm64)
 #define GO_ARG1(ctx) (((struct user_pt_regs*)(ctx))->regs[0])
 #define GO_ARG2(ctx) (((struct user_pt_regs*)(ctx))->regs[1])
 #define GO_ARG3(ctx) (((struct user_pt_regs*)(ctx))->regs[2])
 #define GO_G(ctx) (((struct user_pt_regs*)(ctx))->regs[28])
+/* Before `b.ls morestack`: taken when C is clear or Z is set (PSTATE bits 29 and 30). */
+#define GO_STACK_CHECK_FAILS(ctx)                                 \
+  ((((struct user_pt_regs*)(ctx))->pstate & (1ULL << 29)) == 0 || \
+   (((struct user_pt_regs*)(ctx))->pstate & (1ULL << 30)) != 0)
 #else
 #error "gotls: unsupported architecture"
 #endif
 
-/* Processes whose TLS calls count (user space adds Go TLS users of the selected containers). */
+/* Set by user space (cluster mode): count only processes of the cgroups in allowed_cgroups. */
+volatile __u32 filter_by_cgroup = 0;
+
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_GOTLS_MAX_CGROUPS);
+  __type(key, __u64);
+  __type(value, __u8);
+} allowed_cgroups SEC(".maps");
+
+/* Bytes per counted process; a process is counted once it has an entry here. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, SONDE_GOTLS_MAX_PROCESSES);
   __type(key, __u32);
   __type(value, struct sonde_tls_bytes);
 } processes SEC(".maps");
+
+/* Finished exchanges per process and kind. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_GOTLS_MAX_REQUEST_KEYS);
+  __type(key, struct sonde_tls_request_key);
+  __type(value, struct sonde_tls_request_stats);
+} requests SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, SONDE_GOTLS_COUNTER_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} counters SEC(".maps");
 
 struct goroutine_key {
   __u32 pid;
@@ -52,7 +98,7 @@ struct pending_read {
 
 /* Read entry → Read return, by goroutine. */
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, SONDE_GOTLS_MAX_INFLIGHT);
   __type(key, struct goroutine_key);
   __type(value, struct pending_read);
@@ -64,7 +110,7 @@ struct conn_key {
   __u64 conn;
 };
 
-/* The request waiting for its response on a connection. */
+/* The request waiting for its final response on a connection. */
 struct exchange {
   __u64 start_ns;
   __u16 direction;
@@ -73,7 +119,7 @@ struct exchange {
 };
 
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, SONDE_GOTLS_MAX_INFLIGHT);
   __type(key, struct conn_key);
   __type(value, struct exchange);
@@ -83,16 +129,41 @@ struct {
  * server reads one byte in the background while a handler runs (to notice a closed
  * connection), so the next request can arrive as "G" + "ET /...". */
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, SONDE_GOTLS_MAX_INFLIGHT);
   __type(key, struct conn_key);
   __type(value, char);
 } carried SEC(".maps");
 
-struct {
-  __uint(type, BPF_MAP_TYPE_RINGBUF);
-  __uint(max_entries, 256 * 1024);
-} events SEC(".maps");
+static const __u64 bucket_bounds_ns[SONDE_GOTLS_BUCKETS] = SONDE_GOTLS_BUCKET_BOUNDS_NS;
+
+static __always_inline void count(__u32 counter) {
+  __u64* n = bpf_map_lookup_elem(&counters, &counter);
+  if (n) *n += 1;
+}
+
+/* An insert that must not fail silently: a full map is counted. */
+static __always_inline void insert(void* map, const void* key, const void* value,
+                                   __u32 full_counter) {
+  if (bpf_map_update_elem(map, key, value, BPF_ANY) != 0) count(full_counter);
+}
+
+/* The byte counters of tgid, created on its first call when its cgroup may be counted. */
+static __always_inline struct sonde_tls_bytes* process(__u32 tgid) {
+  struct sonde_tls_bytes* b = bpf_map_lookup_elem(&processes, &tgid);
+  if (b) return b;
+  if (filter_by_cgroup) {
+    __u64 cgroup = bpf_get_current_cgroup_id();
+    if (!bpf_map_lookup_elem(&allowed_cgroups, &cgroup)) return NULL;
+  }
+  struct sonde_tls_bytes zero = {};
+  long err = bpf_map_update_elem(&processes, &tgid, &zero, BPF_NOEXIST);
+  if (err != 0 && err != -17 /* EEXIST: another thread of tgid won */) {
+    count(SONDE_GOTLS_FULL_PROCESSES);
+    return NULL;
+  }
+  return bpf_map_lookup_elem(&processes, &tgid);
+}
 
 static __always_inline bool starts_with(const char* buf, const char* prefix, int n) {
   for (int i = 0; i < n; i++) {
@@ -113,6 +184,27 @@ static __always_inline int request_method(const char* p) {
   return -1;
 }
 
+/* Longest method token recognized as an unlisted method ("PROPFIND", "MKCALENDAR"). */
+#define OTHER_METHOD_MAX 11
+
+/* A request line with an unlisted method: a token of capital letters, '-' or '_', a space,
+ * then a request target ('/', '*' or an absolute "http..." URI). */
+static __always_inline bool other_request(const char* p) {
+  int n = -1;
+  /* Bounded by OTHER_METHOD_MAX + 1 < SONDE_GOTLS_PEEK - 1: p[n + 1] stays inside p. */
+  for (int i = 0; i <= OTHER_METHOD_MAX; i++) {
+    char c = p[i];
+    if (c == ' ') {
+      n = i;
+      break;
+    }
+    if ((c < 'A' || c > 'Z') && c != '-' && c != '_') return false;
+  }
+  if (n <= 0) return false;
+  char t = p[n + 1];
+  return t == '/' || t == '*' || t == 'h';
+}
+
 /* The status code of "HTTP/1.x NNN", or 0 when the bytes are not an HTTP/1.x response. */
 static __always_inline __u16 response_status(const char* p) {
   if (!starts_with(p, "HTTP/1.", 7) || p[8] != ' ') return 0;
@@ -128,21 +220,36 @@ static __always_inline bool http2_preface(const char* p) {
   return starts_with(p, "PRI * HTTP/2.0", 14);
 }
 
-static __always_inline void emit(__u32 pid, __u16 direction, __u16 protocol, __u16 method,
-                                 __u16 status, __u64 duration_ns) {
-  struct sonde_tls_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-  if (!e) {
-    count_drop();
-    return;
+static __always_inline void count_request(__u32 tgid, __u16 direction, __u16 protocol, __u16 method,
+                                          __u16 status, __u64 duration_ns) {
+  struct sonde_tls_request_key key = {
+      .tgid = tgid,
+      .direction = (__u8)direction,
+      .protocol = (__u8)protocol,
+      .method = (__u8)method,
+      .status_class = status >= 100 && status <= 599 ? (__u8)(status / 100) : 0,
+  };
+  struct sonde_tls_request_stats* s = bpf_map_lookup_elem(&requests, &key);
+  if (!s) {
+    struct sonde_tls_request_stats zero = {};
+    long err = bpf_map_update_elem(&requests, &key, &zero, BPF_NOEXIST);
+    if (err != 0 && err != -17 /* EEXIST */) {
+      count(SONDE_GOTLS_FULL_REQUESTS);
+      return;
+    }
+    s = bpf_map_lookup_elem(&requests, &key);
+    if (!s) return;
   }
-  e->duration_ns = duration_ns;
-  e->pid = pid;
-  e->direction = direction;
-  e->protocol = protocol;
-  e->method = method;
-  e->status = status;
-  e->pad = 0;
-  bpf_ringbuf_submit(e, 0);
+  __u32 bucket = SONDE_GOTLS_BUCKETS;
+  for (__u32 i = 0; i < SONDE_GOTLS_BUCKETS; i++) { /* constant bound: unrolled */
+    if (duration_ns <= bucket_bounds_ns[i]) {
+      bucket = i;
+      break;
+    }
+  }
+  __sync_fetch_and_add(&s->count, 1);
+  __sync_fetch_and_add(&s->duration_sum_ns, duration_ns);
+  if (bucket <= SONDE_GOTLS_BUCKETS) __sync_fetch_and_add(&s->buckets[bucket], 1);
 }
 
 /* Plaintext leaving (Write) or arriving (Read returned) on conn: start or finish an exchange.
@@ -154,7 +261,7 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   char* first = outgoing ? NULL : bpf_map_lookup_elem(&carried, &key);
   if (!outgoing && len == 1) {
     char c = 0;
-    if (bpf_probe_read_user(&c, 1, buf) == 0) bpf_map_update_elem(&carried, &key, &c, BPF_ANY);
+    if (bpf_probe_read_user(&c, 1, buf) == 0) insert(&carried, &key, &c, SONDE_GOTLS_FULL_CARRIED);
     return;
   }
   if (first) {
@@ -168,65 +275,113 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   }
 
   __u64 now = bpf_ktime_get_ns();
+  __u16 direction = outgoing ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER;
   if (http2_preface(p)) {
-    emit(pid, outgoing ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER, SONDE_TLS_HTTP2, SONDE_HTTP_OTHER, 0,
-         0);
+    count_request(pid, direction, SONDE_TLS_HTTP2, SONDE_HTTP_OTHER, 0, 0);
     return;
   }
   int method = request_method(p);
+  if (method < 0 && other_request(p)) {
+    /* Unlisted methods are matched loosely; a body that happens to look like a request line
+     * must not replace the exchange in progress. */
+    if (bpf_map_lookup_elem(&exchanges, &key)) return;
+    method = SONDE_HTTP_OTHER;
+  }
   if (method >= 0) {
     /* A request: sent by a client (outgoing) or received by a server. */
-    struct exchange x = {.start_ns = now,
-                         .direction = outgoing ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER,
-                         .method = (__u16)method};
-    bpf_map_update_elem(&exchanges, &key, &x, BPF_ANY);
+    struct exchange x = {.start_ns = now, .direction = direction, .method = (__u16)method};
+    insert(&exchanges, &key, &x, SONDE_GOTLS_FULL_EXCHANGES);
     return;
   }
   __u16 status = response_status(p);
   if (!status) return; /* the body or a later part of a message */
+  /* 1xx responses other than 101 (100 Continue, 103 Early Hints) are interim: the final
+   * response follows on the same exchange. */
+  if (status >= 100 && status < 200 && status != 101) return;
   struct exchange* x = bpf_map_lookup_elem(&exchanges, &key);
   if (!x) return;
   /* A response goes the other way from its request. */
   bool matches = outgoing ? x->direction == SONDE_TLS_SERVER : x->direction == SONDE_TLS_CLIENT;
-  if (matches) emit(pid, x->direction, SONDE_TLS_HTTP1, x->method, status, now - x->start_ns);
+  if (matches)
+    count_request(pid, x->direction, SONDE_TLS_HTTP1, x->method, status, now - x->start_ns);
   bpf_map_delete_elem(&exchanges, &key);
+}
+
+static __always_inline void write_called(struct pt_regs* ctx) {
+  __u32 pid = bpf_get_current_pid_tgid() >> 32;
+  struct sonde_tls_bytes* bytes = process(pid);
+  if (!bytes) return;
+  __u64 len = GO_ARG3(ctx);
+  __sync_fetch_and_add(&bytes->written, len);
+  on_plaintext(pid, GO_ARG1(ctx), (const void*)GO_ARG2(ctx), len, true);
+}
+
+static __always_inline void read_called(struct pt_regs* ctx) {
+  __u32 pid = bpf_get_current_pid_tgid() >> 32;
+  if (!process(pid)) return;
+  struct goroutine_key key = {.pid = pid, .g = GO_G(ctx)};
+  struct pending_read r = {.conn = GO_ARG1(ctx), .buf = GO_ARG2(ctx)};
+  insert(&reads, &key, &r, SONDE_GOTLS_FULL_READS);
+}
+
+/* At a RET of (*Conn).Read: the results are in the argument registers. */
+static __always_inline void read_returned(struct pt_regs* ctx) {
+  __u32 pid = bpf_get_current_pid_tgid() >> 32;
+  struct sonde_tls_bytes* bytes = bpf_map_lookup_elem(&processes, &pid);
+  if (!bytes) return;
+  struct goroutine_key key = {.pid = pid, .g = GO_G(ctx)};
+  struct pending_read* r = bpf_map_lookup_elem(&reads, &key);
+  if (!r) return;
+  struct pending_read read = *r;
+  bpf_map_delete_elem(&reads, &key);
+  long n = (long)GO_ARG1(ctx);
+  if (n <= 0) return;
+  __sync_fetch_and_add(&bytes->read, (__u64)n);
+  on_plaintext(pid, read.conn, (const void*)read.buf, (__u64)n, false);
 }
 
 SEC("uprobe")
 int tls_write_enter(struct pt_regs* ctx) {
-  __u32 pid = bpf_get_current_pid_tgid() >> 32;
-  struct sonde_tls_bytes* bytes = bpf_map_lookup_elem(&processes, &pid);
-  if (!bytes) return 0;
-  __u64 len = GO_ARG3(ctx);
-  __sync_fetch_and_add(&bytes->written, len);
-  on_plaintext(pid, GO_ARG1(ctx), (const void*)GO_ARG2(ctx), len, true);
+  write_called(ctx);
+  return 0;
+}
+
+SEC("uprobe")
+int tls_write_checked(struct pt_regs* ctx) {
+  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx);
   return 0;
 }
 
 SEC("uprobe")
 int tls_read_enter(struct pt_regs* ctx) {
-  __u32 pid = bpf_get_current_pid_tgid() >> 32;
-  if (!bpf_map_lookup_elem(&processes, &pid)) return 0;
-  struct goroutine_key key = {.pid = pid, .g = GO_G(ctx)};
-  struct pending_read r = {.conn = GO_ARG1(ctx), .buf = GO_ARG2(ctx)};
-  bpf_map_update_elem(&reads, &key, &r, BPF_ANY);
+  read_called(ctx);
   return 0;
 }
 
-/* Attached at each RET of (*Conn).Read: the results are in the argument registers. */
 SEC("uprobe")
-int tls_read_return(struct pt_regs* ctx) {
-  __u32 pid = bpf_get_current_pid_tgid() >> 32;
-  struct sonde_tls_bytes* bytes = bpf_map_lookup_elem(&processes, &pid);
-  if (!bytes) return 0;
-  struct goroutine_key key = {.pid = pid, .g = GO_G(ctx)};
-  struct pending_read* r = bpf_map_lookup_elem(&reads, &key);
-  if (!r) return 0;
-  struct pending_read read = *r;
-  bpf_map_delete_elem(&reads, &key);
-  long n = (long)GO_ARG1(ctx);
-  if (n <= 0) return 0;
-  __sync_fetch_and_add(&bytes->read, (__u64)n);
-  on_plaintext(pid, read.conn, (const void*)read.buf, (__u64)n, false);
+int tls_read_checked(struct pt_regs* ctx) {
+  if (!GO_STACK_CHECK_FAILS(ctx)) read_called(ctx);
   return 0;
 }
+
+SEC("uprobe")
+int tls_read_return(struct pt_regs* ctx) {
+  read_returned(ctx);
+  return 0;
+}
+
+#if defined(__TARGET_ARCH_x86)
+/* At a one-byte near `ret` (C3), which this program performs. If the return address cannot be
+ * read, the registers stay as they are and the kernel single-steps the `ret` as usual. */
+SEC("uprobe")
+int tls_read_return_ret(struct pt_regs* ctx) {
+  read_returned(ctx);
+  __u64 return_address;
+  __u64 sp = ctx->sp;
+  if (bpf_probe_read_user(&return_address, sizeof return_address, (const void*)sp) == 0) {
+    ctx->ip = return_address;
+    ctx->sp = sp + 8;
+  }
+  return 0;
+}
+#endif

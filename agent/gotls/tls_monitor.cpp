@@ -1,23 +1,36 @@
 #include "agent/gotls/tls_monitor.h"
 
 #include <elf.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 
 #include "agent/gotls/go_build_info.h"
+#include "agent/gotls/probe_sites.h"
+#include "agent/symbolize/go_pclntab.h"
 #include "agent/symbols/elf_file.h"
 #include "common/log.h"
+#include "common/unique_fd.h"
 
 namespace sonde::agent {
 namespace {
 
 enum NameIndex { kWrite = 0, kRead = 1 };
 const std::vector<std::string> kNames = {"crypto/tls.(*Conn).Write", "crypto/tls.(*Conn).Read"};
-// Verdicts kept for Go binaries; beyond this the oldest are forgotten (and recomputed if seen).
+// Binaries remembered; beyond this the oldest are forgotten (and recomputed if seen).
 constexpr size_t kMaxVerdicts = 4096;
 
-constexpr const char* kStripped = "stripped Go binary: no .symtab to find crypto/tls in";
+// The kernel's histogram bounds (ns) are the exported ones (s).
+constexpr bool same_buckets() {
+  constexpr uint64_t kKernelNs[] = SONDE_GOTLS_BUCKET_BOUNDS_NS;
+  for (size_t i = 0; i < kTlsDurationBuckets.size(); ++i) {
+    if (static_cast<uint64_t>(kTlsDurationBuckets[i] * 1e9 + 0.5) != kKernelNs[i]) return false;
+  }
+  return true;
+}
+static_assert(same_buckets(), "kTlsDurationBuckets differs from SONDE_GOTLS_BUCKET_BOUNDS_NS");
 
 const char* direction_name(uint16_t d) {
   return d == SONDE_TLS_CLIENT ? "client" : "server";
@@ -29,9 +42,54 @@ const char* method_name(uint16_t m) {
   return m < SONDE_HTTP_METHOD_COUNT ? kMethods[m] : "OTHER";
 }
 
-std::string status_class(uint16_t status) {
-  if (status < 100 || status > 599) return "unknown";
-  return std::to_string(status / 100) + "xx";
+std::string status_class(uint8_t c) {
+  if (c < 1 || c > 5) return "unknown";
+  return std::to_string(c) + "xx";
+}
+
+// A function's address and size in the ELF file.
+struct Function {
+  uint64_t address = 0;
+  uint64_t size = 0;
+};
+
+// The Go function table of a binary whose symbols are gone: the .gopclntab section (or the
+// PIE's .data.rel.ro.gopclntab), else a scan for the table's header.
+Result<symbolize::GoPclntab> pclntab_of(const symbols::ElfFile& elf) {
+  std::span<const uint8_t> table;
+  auto section = elf.find_section(".gopclntab");
+  if (!section) section = elf.find_section(".data.rel.ro.gopclntab");
+  if (section && section->type != SHT_NOBITS && section->offset <= elf.bytes().size() &&
+      section->size <= elf.bytes().size() - section->offset) {
+    table = elf.bytes().subspan(section->offset, section->size);
+  } else if (auto at = symbolize::find_pclntab_by_magic(elf.bytes())) {
+    table = elf.bytes().subspan(*at);
+  } else {
+    return Error("no .gopclntab");
+  }
+  symbolize::GoPclntabOptions options;
+  options.build_index = false;  // two name lookups, no pc lookups
+  return symbolize::GoPclntab::parse(table, options);
+}
+
+// A function's code read from the file with pread, never through a mapping: the kernel writes
+// the breakpoint of every uprobe on a file into each mapping of it that may execute, the
+// agent's own read-only one included, so a mapping shows another tracer's int3s (another
+// agent, perf) where the instructions are, and decoding them would pick wrong sites.
+// Read through the descriptor that was identified, so the bytes are that file's.
+Result<std::vector<uint8_t>> read_code(const symbols::OpenBinary& binary, uint64_t offset,
+                                       uint64_t size) {
+  std::vector<uint8_t> code(size);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n =
+        pread(binary.fd(), code.data() + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("read " + binary.path(), errno);
+    if (n == 0) return Error("short read of " + binary.path());
+    done += static_cast<size_t>(n);
+  }
+  return code;
 }
 
 }  // namespace
@@ -40,42 +98,115 @@ TlsMonitor::TlsMonitor(TlsProbes& probes, symbols::ProbeTargetCache& cache, Shar
                        const ProcReader& proc)
     : probes_(probes), cache_(cache), uprobes_(uprobes), proc_(proc) {}
 
-TlsMonitor::BinaryVerdict TlsMonitor::verdict_for(const symbols::OpenBinary& binary,
-                                                  const std::string& exe,
-                                                  std::vector<symbols::ProbeTarget>& t) {
+TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std::string& exe,
+                                    const std::vector<symbols::ProbeTarget>& t) const {
+  Binary b;
+  BinaryVerdict& v = b.verdict;
+  v.path = exe;
+  auto elf = symbols::ElfFile::parse(binary.bytes());
+  if (!elf.ok()) {
+    v.reason = "not a Go binary we can read: " + elf.error().message();
+    return b;
+  }
+  // Where the two functions are: the symbol table, else (stripped) the Go function table.
+  std::optional<Function> write, read;
+  if (t[kWrite].found) write = Function{t[kWrite].address, t[kWrite].size};
+  if (t[kRead].found) read = Function{t[kRead].address, t[kRead].size};
+  if (!write && !read && !elf->find_section(".symtab")) {
+    v.stripped = true;
+    if (auto table = pclntab_of(*elf); table.ok()) {
+      if (auto f = table->find_function(kNames[kWrite]))
+        write = Function{f->entry, f->end - f->entry};
+      if (auto f = table->find_function(kNames[kRead]))
+        read = Function{f->entry, f->end - f->entry};
+    } else {
+      v.reason = "stripped Go binary without a readable .gopclntab: " + table.error().message();
+      return b;
+    }
+  }
+  if (!write && !read) {
+    v.reported = false;
+    v.reason = "does not use crypto/tls";
+    return b;
+  }
+  auto version = go_build_version(*elf);
+  if (!version.ok()) {
+    v.reason = "not a Go binary we can read: " + version.error().message();
+    return b;
+  }
+  if (!go_register_abi(elf->machine(), *version)) {
+    v.reason =
+        version->text + " passes arguments on the stack (needs Go 1.17+ on amd64, 1.18+ on arm64)";
+    return b;
+  }
+  if (!write || !read) {
+    v.reason = "only one of (*Conn).Write and (*Conn).Read found";
+    return b;
+  }
+  auto decode = [&](const Function& f) -> Result<std::pair<uint64_t, GoProbeSites>> {
+    ASSIGN_OR_RETURN(uint64_t offset, elf->file_offset_of(f.address));
+    if (auto in_segment = elf->code_at(f.address, f.size); !in_segment.ok()) {
+      return in_segment.error();  // not inside the executable segment
+    }
+    ASSIGN_OR_RETURN(auto code, read_code(binary, offset, f.size));
+    return std::make_pair(offset, find_go_probe_sites(elf->machine(), code, f.address));
+  };
+  auto w = decode(*write);
+  auto r = decode(*read);
+  if (!w.ok() || !r.ok()) {
+    v.reason = "crypto/tls code not readable: " + (w.ok() ? r.error() : w.error()).message();
+    return b;
+  }
+  const auto& [write_offset, ws] = *w;
+  const auto& [read_offset, rs] = *r;
+  if (rs.return_status != symbols::ReturnSiteStatus::kFound) {
+    v.reason = std::string("(*Conn).Read has no return site to probe (") +
+               symbols::return_site_status_name(rs.return_status) + ")";
+    return b;
+  }
+  v.instrumentable = true;
+  v.reason = version->text;
+  const bool checked = ws.entry_at_stack_check && rs.entry_at_stack_check;
+  v.entry_probe = checked ? "emulated-jump" : "single-step";
+  b.sites.push_back({checked ? TlsProbes::Program::kWriteChecked : TlsProbes::Program::kWriteEnter,
+                     "gotls/write", write_offset + (checked ? ws.entry_offset : 0)});
+  b.sites.push_back({checked ? TlsProbes::Program::kReadChecked : TlsProbes::Program::kReadEnter,
+                     "gotls/read", read_offset + (checked ? rs.entry_offset : 0)});
+  const bool perform_ret = rs.returns_are_plain_ret && probes_.can_perform_ret();
+  v.return_probe = perform_ret ? "bpf-ret" : "single-step";
+  for (uint32_t ret : rs.returns) {
+    b.sites.push_back(
+        {perform_ret ? TlsProbes::Program::kReadReturnRet : TlsProbes::Program::kReadReturn,
+         "gotls/read_return", read_offset + ret});
+  }
+  return b;
+}
+
+TlsMonitor::Binary TlsMonitor::binary_for(const symbols::OpenBinary& binary, const std::string& exe,
+                                          const std::vector<symbols::ProbeTarget>& t) {
   std::string key = binary.identity().to_string();
   {
     std::lock_guard lock(mu_);
-    if (auto it = verdicts_.find(key); it != verdicts_.end()) return it->second;
+    if (auto it = binaries_.find(key); it != binaries_.end()) return it->second;
   }
-  BinaryVerdict v{exe, false, true, ""};
-  auto elf = symbols::ElfFile::parse(binary.bytes());
-  auto version = elf.ok() ? go_build_version(*elf) : Result<GoVersion>(elf.error());
-  if (!version.ok()) {
-    v.reason = "not a Go binary we can read: " + version.error().message();
-  } else if (!go_register_abi(elf->machine(), *version)) {
-    v.reason = version->text +
-               " passes arguments on the stack (needs Go 1.17+ on amd64, "
-               "1.18+ on arm64)";
-  } else if (!t[kWrite].found || !t[kRead].found) {
-    v.reason = "only one of (*Conn).Write and (*Conn).Read in the symbol table";
-  } else if (!t[kRead].has_return_sites()) {
-    v.reason = std::string("(*Conn).Read has no return site to probe (") +
-               symbols::return_site_status_name(t[kRead].return_status) + ")";
-  } else {
-    v.instrumentable = true;
-    v.reason = version->text;
+  Binary b = plan(binary, exe, t);
+  const BinaryVerdict& v = b.verdict;
+  if (v.reported) {
+    log::info(v.instrumentable ? "instrumenting Go TLS binary" : "Go TLS binary not instrumentable",
+              {{"binary", exe},
+               {"reason", v.reason},
+               {"stripped", v.stripped},
+               {"entry_probe", v.entry_probe},
+               {"return_probe", v.return_probe}});
   }
-  log::info(v.instrumentable ? "instrumenting Go TLS binary" : "Go TLS binary not instrumentable",
-            {{"binary", exe}, {"reason", v.reason}});
   std::lock_guard lock(mu_);
-  remember_locked(key, v);
-  return v;
+  remember_locked(key, b);
+  return b;
 }
 
-void TlsMonitor::remember_locked(const std::string& key, const BinaryVerdict& v) {
-  if (verdicts_.size() >= kMaxVerdicts) verdicts_.erase(verdicts_.begin());
-  verdicts_.emplace(key, v);
+void TlsMonitor::remember_locked(const std::string& key, const Binary& b) {
+  if (binaries_.size() >= kMaxVerdicts) binaries_.erase(binaries_.begin());
+  binaries_.emplace(key, b);
 }
 
 const std::vector<std::string>& TlsMonitor::symbol_names() {
@@ -95,48 +226,24 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   const std::string path = c.attach_path();
   auto targets = cache_.resolve(c.binary, kNames);
   if (!targets.ok()) return Outcome::kNotTlsUser;
-  auto& t = *targets;
-
-  if (!t[kWrite].found && !t[kRead].found) {
-    // No TLS symbols. Only a Go binary (it carries a Go build-id note, which identity already
-    // read) can be a stripped TLS user, and that one is worth a verdict: the user expects it
-    // instrumented and must learn why it is not.
-    if (c.binary.identity().digest_kind != symbols::BinaryIdentity::DigestKind::kGoBuildId) {
-      return Outcome::kNotTlsUser;
-    }
-    std::string key = c.binary.identity().to_string();
-    {
-      std::lock_guard lock(mu_);
-      if (auto it = verdicts_.find(key); it != verdicts_.end()) {
-        return it->second.reported ? Outcome::kNotInstrumentable : Outcome::kNotTlsUser;
-      }
-    }
-    auto elf = symbols::ElfFile::parse(c.binary.bytes());
-    bool stripped = elf.ok() && !elf->find_section(".symtab");
-    BinaryVerdict v{c.info.exe, false, stripped, stripped ? kStripped : "does not use crypto/tls"};
-    if (stripped) {
-      log::info("Go TLS binary not instrumentable", {{"binary", v.path}, {"reason", v.reason}});
-    }
-    std::lock_guard lock(mu_);
-    remember_locked(key, v);
-    return stripped ? Outcome::kNotInstrumentable : Outcome::kNotTlsUser;
+  // Without either symbol only a Go binary (it carries a Go build-id note, which identity
+  // already read) can be a TLS user, through its .gopclntab.
+  if (!(*targets)[kWrite].found && !(*targets)[kRead].found &&
+      c.binary.identity().digest_kind != symbols::BinaryIdentity::DigestKind::kGoBuildId) {
+    return Outcome::kNotTlsUser;
   }
-  auto verdict = verdict_for(c.binary, c.info.exe, t);
-  if (!verdict.instrumentable) return Outcome::kNotInstrumentable;
+  Binary b = binary_for(c.binary, c.info.exe, *targets);
+  if (!b.verdict.reported) return Outcome::kNotTlsUser;
+  if (!b.verdict.instrumentable) return Outcome::kNotInstrumentable;
 
   const auto& id = c.binary.identity();
-  auto attach = [&](TlsProbes::Program program, const char* name, uint64_t offset) {
-    return uprobes_.acquire({id, offset, name}, path, pid, [&](const std::string& p, uint64_t off) {
-      return probes_.attach(program, p, off);
-    });
-  };
-  Status st = attach(TlsProbes::Program::kWriteEnter, "gotls/write", t[kWrite].file_offset);
-  if (st.ok()) st = attach(TlsProbes::Program::kReadEnter, "gotls/read", t[kRead].file_offset);
-  for (uint32_t ret : t[kRead].return_offsets) {
+  Status st = ok_status();
+  for (const Site& s : b.sites) {
+    st = uprobes_.acquire(
+        {id, s.file_offset, s.name}, path, pid,
+        [&](const std::string& p, uint64_t off) { return probes_.attach(s.program, p, off); });
     if (!st.ok()) break;
-    st = attach(TlsProbes::Program::kReadReturn, "gotls/read_return", t[kRead].file_offset + ret);
   }
-  if (st.ok()) st = probes_.track(pid);
   if (!st.ok()) {
     uprobes_.release(pid);
     if (is_gone(st.error())) return Outcome::kGone;
@@ -146,40 +253,42 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   std::lock_guard lock(mu_);
   processes_[pid] = Process{c.info.start_time, labels};
   containers_[labels].stats.processes++;
+  untracked_seen_.erase(static_cast<uint32_t>(pid));
   return Outcome::kTracked;
 }
 
-void TlsMonitor::on_event(const sonde_tls_event& e) {
-  std::lock_guard lock(mu_);
-  auto p = processes_.find(static_cast<pid_t>(e.pid));
-  if (p == processes_.end()) return;
-  auto& s = containers_[p->second.labels].stats;
-  std::string direction = direction_name(e.direction);
-  if (e.protocol == SONDE_TLS_HTTP2) {
-    s.http2_connections[direction]++;
-    return;
+void TlsMonitor::add_counts(const TlsProbes::Counts& counts, ContainerStats& s) {
+  s.read_bytes += counts.bytes.read;
+  s.written_bytes += counts.bytes.written;
+  for (const auto& [k, r] : counts.requests) {
+    std::string direction = direction_name(k.direction);
+    if (k.protocol == SONDE_TLS_HTTP2) {
+      s.http2_connections[direction] += r.count;
+      continue;
+    }
+    s.requests[{direction, method_name(k.method), status_class(k.status_class)}] += r.count;
+    auto& h = s.durations[direction];
+    for (size_t i = 0; i < kTlsDurationBuckets.size(); ++i) h.buckets[i] += r.buckets[i];
+    h.count += r.count;
+    h.sum += static_cast<double>(r.duration_sum_ns) / 1e9;
   }
-  s.requests[{direction, method_name(e.method), status_class(e.status)}]++;
-  auto& h = s.durations[direction];
-  double seconds = static_cast<double>(e.duration_ns) / 1e9;
-  auto bucket = std::lower_bound(kTlsDurationBuckets.begin(), kTlsDurationBuckets.end(), seconds);
-  if (bucket != kTlsDurationBuckets.end()) h.buckets[bucket - kTlsDurationBuckets.begin()]++;
-  h.count++;
-  h.sum += seconds;
 }
 
 void TlsMonitor::exited(pid_t pid) {
   std::lock_guard lock(mu_);
-  finish_locked(pid);
+  if (processes_.contains(pid)) {
+    finish_locked(pid);
+  } else if (probes_.counting(static_cast<uint32_t>(pid))) {
+    probes_.take(static_cast<uint32_t>(pid));
+    discarded_++;
+  }
 }
 
 void TlsMonitor::finish_locked(pid_t pid) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
-  auto bytes = probes_.untrack(pid);
   auto& s = containers_[it->second.labels].stats;
-  s.read_bytes += bytes.read;
-  s.written_bytes += bytes.written;
+  add_counts(probes_.take(static_cast<uint32_t>(pid)), s);
   s.processes--;
   processes_.erase(it);
   uprobes_.release(pid);
@@ -193,16 +302,43 @@ void TlsMonitor::sweep() {
     if (!start.ok() || *start != p.start_time) vanished.push_back(pid);
   }
   for (pid_t pid : vanished) finish_locked(pid);
+  // Counted by the kernel but not tracked: a process consider() has not seen yet (left for a
+  // sweep), one that is not selected, or one that exited before it was seen.
+  std::set<uint32_t> untracked;
+  for (const auto& [tgid, counts] : probes_.counts()) {
+    if (processes_.contains(static_cast<pid_t>(tgid))) continue;
+    if (untracked_seen_.contains(tgid)) {
+      probes_.take(tgid);
+      discarded_++;
+    } else {
+      untracked.insert(tgid);
+    }
+  }
+  untracked_seen_ = std::move(untracked);
+}
+
+void TlsMonitor::filter_by_cgroup(bool on) {
+  std::lock_guard lock(mu_);
+  probes_.filter_by_cgroup(on);
+}
+
+Status TlsMonitor::allow_cgroup(uint64_t cgroup_id) {
+  std::lock_guard lock(mu_);
+  return probes_.allow_cgroup(cgroup_id);
+}
+
+void TlsMonitor::disallow_cgroup(uint64_t cgroup_id) {
+  std::lock_guard lock(mu_);
+  probes_.disallow_cgroup(cgroup_id);
 }
 
 std::map<ContainerLabels, TlsMonitor::ContainerStats> TlsMonitor::snapshot() {
   std::lock_guard lock(mu_);
   std::map<ContainerLabels, ContainerStats> out;
   for (const auto& [labels, c] : containers_) out[labels] = c.stats;
-  for (const auto& [pid, p] : processes_) {
-    auto b = probes_.bytes(pid);
-    out[p.labels].read_bytes += b.read;
-    out[p.labels].written_bytes += b.written;
+  for (const auto& [tgid, counts] : probes_.counts()) {
+    auto p = processes_.find(static_cast<pid_t>(tgid));
+    if (p != processes_.end()) add_counts(counts, out[p->second.labels]);
   }
   return out;
 }
@@ -210,8 +346,8 @@ std::map<ContainerLabels, TlsMonitor::ContainerStats> TlsMonitor::snapshot() {
 std::vector<TlsMonitor::BinaryVerdict> TlsMonitor::verdicts() const {
   std::lock_guard lock(mu_);
   std::vector<BinaryVerdict> out;
-  for (const auto& [key, v] : verdicts_) {
-    if (v.reported) out.push_back(v);
+  for (const auto& [key, b] : binaries_) {
+    if (b.verdict.reported) out.push_back(b.verdict);
   }
   return out;
 }
@@ -219,6 +355,21 @@ std::vector<TlsMonitor::BinaryVerdict> TlsMonitor::verdicts() const {
 size_t TlsMonitor::tracked() const {
   std::lock_guard lock(mu_);
   return processes_.size();
+}
+
+std::map<std::string, uint64_t> TlsMonitor::kernel_map_full() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, uint64_t> out;
+  for (uint32_t c = 0; c < SONDE_GOTLS_COUNTER_COUNT; ++c) {
+    auto counter = static_cast<sonde_gotls_counter>(c);
+    out[gotls_counter_map_name(counter)] = probes_.full(counter);
+  }
+  return out;
+}
+
+uint64_t TlsMonitor::discarded_processes() const {
+  std::lock_guard lock(mu_);
+  return discarded_;
 }
 
 }  // namespace sonde::agent

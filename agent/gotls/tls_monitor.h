@@ -1,15 +1,20 @@
 // TlsMonitor: finds Go programs that use crypto/tls, instruments them, and aggregates their
 // HTTP exchanges and TLS bytes per container.
 //
-// A binary is a candidate when its symbol table has crypto/tls.(*Conn).Write or .Read. It is
+// A binary is a candidate when it has crypto/tls.(*Conn).Write or .Read, found in its symbol
+// table or, for stripped binaries (`-ldflags=-s -w`), in its `.gopclntab`. It is
 // instrumentable when both are present, Read has return sites, and its Go version (from
 // .go.buildinfo) uses the register ABI on this architecture; otherwise the binary gets one
-// verdict with a reason ("stripped: no .symtab", "Go 1.16 passes arguments on the stack", ...)
-// that is logged once, exported as a metric, and never recomputed for that binary.
+// verdict with a reason ("Go 1.16 passes arguments on the stack", ...) that is logged once,
+// exported as a metric, and never recomputed for that binary. The probe sites are decoded once
+// per binary (probe_sites.h) and the verdict says which kind each is (entry_probe,
+// return_probe).
 //
 // Uprobes are shared per real file through SharedUprobes (write entry, read entry, one per
-// RET of Read). Per-process byte counters fold into container totals at exit, so counters
-// never go backwards.
+// RET of Read). The kernel counts every process of an instrumented file from its first call,
+// per tgid (TlsProbes); a process's counts are attributed to its container once consider()
+// tracks it, and fold into container totals at exit, so counters never go backwards. Counts
+// of processes never tracked are discarded (exited(), sweep()).
 //
 // Thread-safety: all methods may be called concurrently (one mutex).
 #pragma once
@@ -20,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,8 +39,8 @@
 
 namespace sonde::agent {
 
-// Upper bounds (seconds) of the request duration histogram.
-inline constexpr std::array<double, 12> kTlsDurationBuckets = {
+// Upper bounds (seconds) of the request duration histogram (SONDE_GOTLS_BUCKET_BOUNDS_NS).
+inline constexpr std::array<double, SONDE_GOTLS_BUCKETS> kTlsDurationBuckets = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
 
 class TlsMonitor {
@@ -47,11 +53,19 @@ class TlsMonitor {
 
   enum class Outcome { kTracked, kNotTlsUser, kNotInstrumentable, kGone, kFailed };
   Outcome consider(const Candidate& candidate, const ContainerLabels& labels);
+  // The process exited or is no longer selected: its counts fold into its container (if
+  // tracked) or are discarded, and its probes are released.
   void exited(pid_t pid);
+  // Finishes tracked processes that vanished; discards the kernel's counts of processes that
+  // were never tracked for two sweeps in a row (unselected, or exited unseen).
   void sweep();
 
-  // An exchange reported by the kernel (called from TlsProbes::poll).
-  void on_event(const sonde_tls_event& e);
+  // Cluster mode: count in the kernel only processes of allowed cgroups (cgroup v2 ids, as
+  // bpf_get_current_cgroup_id() sees them). With the filter off (the default) every process
+  // of an instrumented binary is counted and unselected ones are discarded by user space.
+  void filter_by_cgroup(bool on);
+  Status allow_cgroup(uint64_t cgroup_id);
+  void disallow_cgroup(uint64_t cgroup_id);
 
   struct RequestKey {
     std::string direction, method, status_class;
@@ -69,17 +83,28 @@ class TlsMonitor {
     uint64_t read_bytes = 0, written_bytes = 0;
     size_t processes = 0;
   };
-  // Per container, live byte counters included.
+  // Per container, live processes' kernel counts included.
   std::map<ContainerLabels, ContainerStats> snapshot();
 
   struct BinaryVerdict {
     std::string path;
     bool instrumentable = false;
-    bool reported = true;  // false for Go binaries that simply do not use crypto/tls
-    std::string reason;    // why not, or the Go version when instrumentable
+    bool reported = true;   // false for Go binaries that simply do not use crypto/tls
+    std::string reason;     // why not, or the Go version when instrumentable
+    bool stripped = false;  // found through .gopclntab (no .symtab)
+    // Probe kinds when instrumentable: "emulated-jump" (the stack check's jbe) or
+    // "single-step" (first instruction); "bpf-ret" (the program performs the ret) or
+    // "single-step".
+    std::string entry_probe, return_probe;
   };
   std::vector<BinaryVerdict> verdicts() const;
   size_t tracked() const;
+
+  // Map inserts that failed because a kernel map was full, by map name ("processes",
+  // "requests", "reads", "exchanges", "carried"); nothing is evicted silently.
+  std::map<std::string, uint64_t> kernel_map_full() const;
+  // Kernel counts discarded because their process was never tracked.
+  uint64_t discarded_processes() const;
 
  private:
   struct Process {
@@ -87,15 +112,27 @@ class TlsMonitor {
     ContainerLabels labels;
   };
   struct Container {
-    ContainerStats stats;  // bytes here are those of exited processes
+    ContainerStats stats;  // counts here are those of exited processes
+  };
+  struct Site {
+    TlsProbes::Program program;
+    const char* name;
+    uint64_t file_offset;
+  };
+  struct Binary {
+    BinaryVerdict verdict;
+    std::vector<Site> sites;  // empty unless instrumentable
   };
 
-  // The verdict for binary, computed once per identity.
-  BinaryVerdict verdict_for(const symbols::OpenBinary& binary, const std::string& exe,
-                            std::vector<symbols::ProbeTarget>& targets);
-  // With mu_ held: keeps v for the binary `key`, forgetting an old verdict past kMaxVerdicts.
-  void remember_locked(const std::string& key, const BinaryVerdict& v);
+  // The verdict and probe sites for binary, computed once per identity.
+  Binary binary_for(const symbols::OpenBinary& binary, const std::string& exe,
+                    const std::vector<symbols::ProbeTarget>& targets);
+  Binary plan(const symbols::OpenBinary& binary, const std::string& exe,
+              const std::vector<symbols::ProbeTarget>& targets) const;
+  // With mu_ held: keeps b for the binary `key`, forgetting an old one past kMaxVerdicts.
+  void remember_locked(const std::string& key, const Binary& b);
   void finish_locked(pid_t pid);
+  static void add_counts(const TlsProbes::Counts& counts, ContainerStats& s);
 
   TlsProbes& probes_;
   symbols::ProbeTargetCache& cache_;
@@ -105,7 +142,9 @@ class TlsMonitor {
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;
   std::map<ContainerLabels, Container> containers_;
-  std::unordered_map<std::string, BinaryVerdict> verdicts_;  // by BinaryIdentity::to_string()
+  std::unordered_map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
+  std::set<uint32_t> untracked_seen_;  // counted by the kernel, untracked at the last sweep
+  uint64_t discarded_ = 0;
 };
 
 }  // namespace sonde::agent

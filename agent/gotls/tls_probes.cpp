@@ -1,76 +1,202 @@
 #include "agent/gotls/tls_probes.h"
 
+#include <asm/ptrace.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+#include <cstddef>
 
 #include "gotls.skel.h"
 
 namespace sonde::agent {
-Result<std::unique_ptr<TlsProbes>> TlsProbes::load(EventFn on_event) {
-  std::unique_ptr<TlsProbes> self(new TlsProbes(std::move(on_event)));
+namespace {
+
+// Whether the verifier accepts a uprobe (BPF_PROG_TYPE_KPROBE) program that writes the
+// instruction pointer. The kernel series that allows it ("uprobe,bpf: Allow to change app
+// registers from uprobe registers": "bpf: Allow uprobe program to change context registers"
+// with "uprobe: Do not emulate/sstep original instruction when ip is changed") came after
+// Linux 6.18, which refuses the write (measured); a kernel that accepts the write therefore
+// also skips the single step.
+bool kernel_allows_ip_write() {
+#if defined(__x86_64__)
+  const bpf_insn insns[] = {
+      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_2, .src_reg = 0, .off = 0, .imm = 0},
+      {.code = BPF_STX | BPF_MEM | BPF_DW,
+       .dst_reg = BPF_REG_1,
+       .src_reg = BPF_REG_2,
+       .off = static_cast<int16_t>(offsetof(pt_regs, rip)),
+       .imm = 0},
+      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .src_reg = 0, .off = 0, .imm = 0},
+      {.code = BPF_JMP | BPF_EXIT, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
+  };
+  int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, nullptr, "GPL", insns, std::size(insns), nullptr);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+#else
+  return false;  // the `ret`-performing program exists for x86-64 only
+#endif
+}
+
+// Deletes from `map` (keyed by a struct starting with a u32 tgid) every entry of tgid.
+template <typename Key>
+void delete_entries_of(bpf_map* map, uint32_t tgid) {
+  std::vector<Key> doomed;
+  Key key{};
+  Key next{};
+  const void* prev = nullptr;
+  while (bpf_map__get_next_key(map, prev, &next, sizeof next) == 0) {
+    if (next.pid == tgid) doomed.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  for (const Key& k : doomed) bpf_map__delete_elem(map, &k, sizeof k, 0);
+}
+
+// Key layouts of the in-flight maps (bpf/gotls.bpf.c), for deleting a process's entries.
+struct GoroutineKey {
+  uint32_t pid;
+  uint32_t pad;
+  uint64_t g;
+};
+struct ConnKey {
+  uint32_t pid;
+  uint32_t pad;
+  uint64_t conn;
+};
+
+}  // namespace
+
+const char* gotls_counter_map_name(sonde_gotls_counter counter) {
+  switch (counter) {
+    case SONDE_GOTLS_FULL_PROCESSES: return "processes";
+    case SONDE_GOTLS_FULL_REQUESTS: return "requests";
+    case SONDE_GOTLS_FULL_READS: return "reads";
+    case SONDE_GOTLS_FULL_EXCHANGES: return "exchanges";
+    case SONDE_GOTLS_FULL_CARRIED: return "carried";
+    case SONDE_GOTLS_COUNTER_COUNT: break;
+  }
+  return "unknown";
+}
+
+Result<std::unique_ptr<TlsProbes>> TlsProbes::load() {
+  std::unique_ptr<TlsProbes> self(new TlsProbes());
   self->skel_ = {gotls_bpf__open(), gotls_bpf__destroy};
   if (!self->skel_) return errno_error("go tls probes: open BPF object", errno);
+  self->can_perform_ret_ = kernel_allows_ip_write();
+#if defined(__x86_64__)
+  bpf_program__set_autoload(self->skel_->progs.tls_read_return_ret, self->can_perform_ret_);
+#endif
   if (int err = gotls_bpf__load(self->skel_.get()); err) {
     return errno_error("go tls probes: load BPF programs (run 'sonde-agent doctor')", -err);
   }
-  auto* raw_self = self.get();
-  ASSIGN_OR_RETURN(self->ring_, RingBufferReader::open(self->skel_->maps.events, "go tls probes",
-                                                       [raw_self](std::span<const uint8_t> r) {
-                                                         raw_self->on_record(r);
-                                                       }));
   return self;
 }
 
 TlsProbes::~TlsProbes() = default;
 
-void TlsProbes::on_record(std::span<const uint8_t> record) {
-  if (record.size() < sizeof(sonde_tls_event)) return;  // a record from another build
-  sonde_tls_event e;
-  std::memcpy(&e, record.data(), sizeof e);
-  on_event_(e);
-}
-
 Result<std::unique_ptr<Attachment>> TlsProbes::attach(Program program, const std::string& path,
                                                       uint64_t file_offset) {
-  bpf_program* prog = program == Program::kWriteEnter  ? skel_->progs.tls_write_enter
-                      : program == Program::kReadEnter ? skel_->progs.tls_read_enter
-                                                       : skel_->progs.tls_read_return;
+  auto& p = skel_->progs;
+  bpf_program* prog = nullptr;
+  switch (program) {
+    case Program::kWriteEnter: prog = p.tls_write_enter; break;
+    case Program::kWriteChecked: prog = p.tls_write_checked; break;
+    case Program::kReadEnter: prog = p.tls_read_enter; break;
+    case Program::kReadChecked: prog = p.tls_read_checked; break;
+    case Program::kReadReturn: prog = p.tls_read_return; break;
+    case Program::kReadReturnRet:
+#if defined(__x86_64__)
+      if (can_perform_ret_) prog = p.tls_read_return_ret;
+#endif
+      break;
+  }
+  if (prog == nullptr) return Error("go tls probes: the ret-performing program is not loaded");
   return attach_uprobe(prog, path, file_offset);
 }
 
-Status TlsProbes::track(pid_t pid) {
-  auto key = static_cast<uint32_t>(pid);
-  sonde_tls_bytes zero{};
-  if (bpf_map__update_elem(skel_->maps.processes, &key, sizeof key, &zero, sizeof zero, BPF_ANY) !=
-      0) {
-    return errno_error("track pid " + std::to_string(pid) + " in go tls map", errno);
+void TlsProbes::filter_by_cgroup(bool on) {
+  skel_->bss->filter_by_cgroup = on ? 1 : 0;
+}
+
+Status TlsProbes::allow_cgroup(uint64_t cgroup_id) {
+  uint8_t one = 1;
+  if (bpf_map__update_elem(skel_->maps.allowed_cgroups, &cgroup_id, sizeof cgroup_id, &one,
+                           sizeof one, BPF_ANY) != 0) {
+    return errno_error("allow cgroup " + std::to_string(cgroup_id) + " in go tls filter", errno);
   }
   return ok_status();
 }
 
-sonde_tls_bytes TlsProbes::bytes(pid_t pid) const {
-  auto key = static_cast<uint32_t>(pid);
+void TlsProbes::disallow_cgroup(uint64_t cgroup_id) {
+  bpf_map__delete_elem(skel_->maps.allowed_cgroups, &cgroup_id, sizeof cgroup_id, 0);
+}
+
+std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
+  std::map<uint32_t, Counts> out;
+  uint32_t tgid = 0;
+  uint32_t next = 0;
+  const void* prev = nullptr;
+  while (bpf_map__get_next_key(skel_->maps.processes, prev, &next, sizeof next) == 0) {
+    sonde_tls_bytes b{};
+    if (bpf_map__lookup_elem(skel_->maps.processes, &next, sizeof next, &b, sizeof b, 0) == 0) {
+      out[next].bytes = b;
+    }
+    tgid = next;
+    prev = &tgid;
+  }
+  sonde_tls_request_key key{};
+  sonde_tls_request_key next_key{};
+  prev = nullptr;
+  while (bpf_map__get_next_key(skel_->maps.requests, prev, &next_key, sizeof next_key) == 0) {
+    sonde_tls_request_stats s{};
+    if (bpf_map__lookup_elem(skel_->maps.requests, &next_key, sizeof next_key, &s, sizeof s, 0) ==
+        0) {
+      out[next_key.tgid].requests.emplace_back(next_key, s);
+    }
+    key = next_key;
+    prev = &key;
+  }
+  return out;
+}
+
+bool TlsProbes::counting(uint32_t tgid) const {
   sonde_tls_bytes b{};
-  bpf_map__lookup_elem(skel_->maps.processes, &key, sizeof key, &b, sizeof b, 0);
-  return b;
+  return bpf_map__lookup_elem(skel_->maps.processes, &tgid, sizeof tgid, &b, sizeof b, 0) == 0;
 }
 
-sonde_tls_bytes TlsProbes::untrack(pid_t pid) {
-  auto b = bytes(pid);
-  auto key = static_cast<uint32_t>(pid);
-  bpf_map__delete_elem(skel_->maps.processes, &key, sizeof key, 0);
-  return b;
+TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
+  Counts out;
+  // A call of the exiting process after this re-creates its entry; TlsMonitor::sweep() takes
+  // such leftovers.
+  bpf_map__lookup_and_delete_elem(skel_->maps.processes, &tgid, sizeof tgid, &out.bytes,
+                                  sizeof out.bytes, 0);
+  std::vector<sonde_tls_request_key> keys;
+  sonde_tls_request_key key{};
+  sonde_tls_request_key next{};
+  const void* prev = nullptr;
+  while (bpf_map__get_next_key(skel_->maps.requests, prev, &next, sizeof next) == 0) {
+    if (next.tgid == tgid) keys.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  for (const auto& k : keys) {
+    sonde_tls_request_stats s{};
+    if (bpf_map__lookup_and_delete_elem(skel_->maps.requests, &k, sizeof k, &s, sizeof s, 0) == 0) {
+      out.requests.emplace_back(k, s);
+    }
+  }
+  delete_entries_of<GoroutineKey>(skel_->maps.reads, tgid);
+  delete_entries_of<ConnKey>(skel_->maps.exchanges, tgid);
+  delete_entries_of<ConnKey>(skel_->maps.carried, tgid);
+  return out;
 }
 
-Result<int> TlsProbes::poll(int timeout_ms) {
-  return ring_->poll(timeout_ms);
-}
-
-uint64_t TlsProbes::dropped() const {
-  return sum_percpu_counter(skel_->maps.dropped, 0);
+uint64_t TlsProbes::full(sonde_gotls_counter counter) const {
+  return sum_percpu_counter(skel_->maps.counters, static_cast<uint32_t>(counter));
 }
 
 }  // namespace sonde::agent

@@ -45,7 +45,7 @@ double resident_bytes() {
 }
 
 // Go TLS families: requests, durations, HTTP/2 connections, bytes; and binary verdicts.
-void add_tls_families(TlsMonitor& tls, const TlsProbes& probes, const std::string& node,
+void add_tls_families(TlsMonitor& tls, const std::string& node,
                       std::vector<prometheus::MetricFamily>& out) {
   auto requests = counter_family("container_go_tls_requests_total",
                                  "HTTP/1.x requests over Go crypto/tls connections, by direction "
@@ -107,14 +107,25 @@ void add_tls_families(TlsMonitor& tls, const TlsProbes& probes, const std::strin
     add_sample(binaries,
                {{"binary", v.path},
                 {"instrumented", v.instrumentable ? "true" : "false"},
-                {"reason", v.reason}},
+                {"reason", v.reason},
+                {"stripped", v.stripped ? "true" : "false"},
+                {"entry_probe", v.entry_probe},
+                {"return_probe", v.return_probe}},
                1);
   }
-  auto dropped = counter_family("sonde_agent_gotls_events_dropped_total",
-                                "Go TLS exchanges lost because the ring buffer was full.");
-  add_sample(dropped, {}, static_cast<double>(probes.dropped()));
+  auto full = counter_family("sonde_agent_gotls_map_full_total",
+                             "Go TLS kernel map inserts that failed because the map was full "
+                             "(processes/requests: counts lost; reads/exchanges/carried: "
+                             "exchanges not matched). Nothing is evicted silently.");
+  for (const auto& [map, n] : tls.kernel_map_full()) {
+    add_sample(full, {{"map", map}}, static_cast<double>(n));
+  }
+  auto discarded = counter_family("sonde_agent_gotls_unattributed_processes_total",
+                                  "Processes counted by the Go TLS probes whose counts were "
+                                  "discarded: not selected, or exited before they were seen.");
+  add_sample(discarded, {}, static_cast<double>(tls.discarded_processes()));
   for (auto* f :
-       {&requests, &http2, &durations, &read, &written, &processes, &binaries, &dropped}) {
+       {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full, &discarded}) {
     out.push_back(std::move(*f));
   }
 }
@@ -173,9 +184,7 @@ Status AgentRuntime::Impl::start() {
     all_names = EventLoopMonitor::symbol_names();
   }
   if (options.go_tls) {
-    ASSIGN_OR_RETURN(tls_probes, TlsProbes::load([this](const sonde_tls_event& e) {
-                       if (tls) tls->on_event(e);
-                     }));
+    ASSIGN_OR_RETURN(tls_probes, TlsProbes::load());
     tls = std::make_unique<TlsMonitor>(*tls_probes, cache, tls_uprobes, proc);
     const auto& more = TlsMonitor::symbol_names();
     all_names.insert(all_names.end(), more.begin(), more.end());
@@ -273,7 +282,6 @@ void AgentRuntime::Impl::instrument(ProcessInfo info, const Selection& selection
 }
 
 void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
-  if (tls_probes) (void)tls_probes->poll(0);  // its last exchanges before it goes
   if (monitor) monitor->exited(pid, timestamp_ns);
   if (tls) tls->exited(pid);
   std::lock_guard lock(outcomes_mu);
@@ -312,12 +320,6 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
   auto next_rescan = StopSignals::Clock::now();
   uint64_t dropped_seen = events->dropped();
   while (!stop.requested()) {
-    // TLS exchanges first: a process's last exchanges come before its exit event.
-    if (tls_probes) {
-      if (auto t = tls_probes->poll(0); !t.ok()) {
-        log::warn("go tls events", {{"error", t.error().message()}});
-      }
-    }
     RETURN_IF_ERROR(events->poll(200));
     while (!pending.empty()) {
       ProcessEvent e = std::move(pending.front());
@@ -391,7 +393,7 @@ void AgentRuntime::Impl::add_collector() {
       out.push_back(std::move(binaries));
       out.push_back(std::move(lost));
     }
-    if (tls) add_tls_families(*tls, *tls_probes, node, out);
+    if (tls) add_tls_families(*tls, node, out);
     auto attachments = gauge_family("sonde_agent_uprobe_attachments",
                                     "Uprobe attachments alive: one per (real file, offset, "
                                     "program), shared by every process running the file.");

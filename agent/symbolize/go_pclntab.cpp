@@ -569,4 +569,16 @@ std::optional<GoModuleData> find_go_moduledata(std::span<const uint8_t> table, u
   return std::nullopt;
 }
 
+std::optional<GoPclntab::FunctionRange> GoPclntab::find_function(std::string_view name) const {
+  for (uint32_t i = 0; i < nfunc_; ++i) {
+    auto f = func_at(i);
+    if (!f || func_name(f->nameoff) != name) continue;
+    bool ok = true;
+    uint64_t end = functab_pc(i + 1, &ok);
+    if (!ok || end <= f->entry) return std::nullopt;
+    return FunctionRange{f->entry, end};
+  }
+  return std::nullopt;
+}
+
 }  // namespace sonde::symbolize

@@ -89,6 +89,15 @@ class GoPclntab {
   // Entry address and name of function number `index` < function_count() (for tests, tools).
   std::optional<GoFrame> function_at(uint32_t index) const;
 
+  // The function named `name` (e.g. "crypto/tls.(*Conn).Read"): [entry, end), end being the
+  // next function's entry (alignment padding included). A linear scan over the function table
+  // without allocation, for finding probe targets in stripped binaries. nullopt when absent.
+  struct FunctionRange {
+    uint64_t entry = 0;
+    uint64_t end = 0;
+  };
+  std::optional<FunctionRange> find_function(std::string_view name) const;
+
  private:
   struct Func;  // a validated view of one runtime._func record
   // Decoder state after a step of a pc-value table: pc relative to the function entry, value,

@@ -1,18 +1,25 @@
 // gotls: an HTTPS server and client over Go's crypto/tls, for sonde's Go TLS tests.
 //
 //	gotls server                 serve HTTPS on 127.0.0.1 (a free port, printed as "listening PORT");
-//	                             GET /status/CODE answers with that status
-//	gotls client PORT CODE...    one HTTP/1.1 keep-alive connection, one GET per CODE, in order;
-//	                             prints "done N" and exits
+//	                             /status/CODE answers with that status (any method), after reading
+//	                             the body; with the header "Early: 1" it sends 103 Early Hints first
+//	gotls client PORT REQ...     one HTTP/1.1 keep-alive connection, one request per REQ, in order;
+//	                             REQ is [METHOD][+continue][+early:]CODE, e.g. 200, POST+continue:201
+//	                             (a body sent after "Expect: 100-continue"), GET+early:200,
+//	                             PROPFIND:207; prints each final status, then "done N"
 //	gotls load PORT SECONDS RATE GET /status/200 at RATE requests per second for SECONDS
 //	gotls echo N SIZE            N round trips of SIZE bytes over one TLS connection to an
 //	                             in-process echo server; prints nanoseconds per round trip
 //	                             (each is 2 Writes and 2 Reads through crypto/tls)
+//	gotls waitprobe LAUNCH_NS    waits (up to 10 s) until a uprobe's breakpoint appears in the first
+//	                             bytes of crypto/tls.(*Conn).Write, then prints nanoseconds since
+//	                             LAUNCH_NS (the launcher's clock before exec)
+//	gotls spin N                 N calls of main.spin (no TLS: a target for measuring the cost of
+//	                             a bare uprobe); prints nanoseconds per call
 //
 // The certificate is generated at start-up (no files, no network). HTTP/2 is switched off so
-// every exchange is HTTP/1.1 unless -h2 is given to both sides. GOTLS_START_DELAY_MS delays a
-// client's first request (an agent instruments a new process a few ms after its exec; a test
-// that counts every request must not race that).
+// every exchange is HTTP/1.1 unless -h2 is given to both sides. A client starts its first request
+// right after exec: an agent must count it.
 package main
 
 import (
@@ -29,10 +36,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
+
+// variant is set per build (-ldflags=-X main.variant=N) to make binaries a tracer has never seen.
+var variant string
 
 func certificate() tls.Certificate {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -49,10 +61,49 @@ func certificate() tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-func startDelay() {
-	if ms, err := strconv.Atoi(os.Getenv("GOTLS_START_DELAY_MS")); err == nil && ms > 0 {
-		time.Sleep(time.Duration(ms) * time.Millisecond)
+// request builds the request a client argument describes (see the usage above).
+func request(port, arg string) *http.Request {
+	method, code := "GET", arg
+	expect, early := false, false
+	if i := strings.LastIndexByte(arg, ':'); i >= 0 {
+		method, code = arg[:i], arg[i+1:]
+		for _, opt := range []string{"+continue", "+early"} {
+			if strings.Contains(method, opt) {
+				method = strings.Replace(method, opt, "", 1)
+				expect = expect || opt == "+continue"
+				early = early || opt == "+early"
+			}
+		}
+		if method == "" {
+			method = "GET"
+		}
 	}
+	var body io.Reader
+	if expect {
+		body = strings.NewReader(strings.Repeat("x", 4096))
+	}
+	req, err := http.NewRequest(method, "https://127.0.0.1:"+port+"/status/"+code, body)
+	check(err)
+	if expect {
+		req.Header.Set("Expect", "100-continue")
+	}
+	if early {
+		req.Header.Set("Early", "1")
+	}
+	return req
+}
+
+// spin has Go's stack-bound check prologue (it calls spinLeaf), so a probe can sit on its first
+// instruction (single-stepped), its `jbe` (emulated) or its `ret` (single-stepped).
+//
+//go:noinline
+func spin(i int) int {
+	return spinLeaf(i) + 1
+}
+
+//go:noinline
+func spinLeaf(i int) int {
+	return i * 3
 }
 
 func check(err error) {
@@ -80,6 +131,13 @@ func main() {
 			if err != nil {
 				code = http.StatusBadRequest
 			}
+			if r.Header.Get("Early") == "1" {
+				w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+				w.WriteHeader(http.StatusEarlyHints)
+			}
+			// Reading the body is what makes the server answer "100 Continue" first.
+			_, err = io.Copy(io.Discard, r.Body)
+			check(err)
 			w.WriteHeader(code)
 			fmt.Fprintf(w, "status %d\n", code)
 		})}
@@ -99,18 +157,20 @@ func main() {
 			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
 			ForceAttemptHTTP2: *h2,
 			MaxIdleConns:      1,
+			// Wait for the server's "100 Continue" before sending a body.
+			ExpectContinueTimeout: 10 * time.Second,
 		}
 		if !*h2 {
 			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		}
 		client := &http.Client{Transport: tr}
-		startDelay()
-		for _, code := range args[2:] {
-			resp, err := client.Get("https://127.0.0.1:" + args[1] + "/status/" + code)
+		for _, arg := range args[2:] {
+			resp, err := client.Do(request(args[1], arg))
 			check(err)
 			_, err = io.Copy(io.Discard, resp.Body)
 			check(err)
 			resp.Body.Close()
+			fmt.Println(resp.StatusCode)
 		}
 		fmt.Printf("done %d\n", len(args)-2)
 	case "load":
@@ -172,6 +232,43 @@ func main() {
 			check(err)
 		}
 		fmt.Println(time.Since(start).Nanoseconds() / int64(n))
+	case "waitprobe":
+		if len(args) != 2 {
+			fmt.Fprintln(os.Stderr, "usage: gotls waitprobe LAUNCH_NS")
+			os.Exit(2)
+		}
+		launch, err := strconv.ParseInt(args[1], 10, 64)
+		check(err)
+		// The method expression's code pointer is the method itself; its first bytes hold the
+		// stack check where the probes go.
+		code := (*[32]byte)(unsafe.Pointer(reflect.ValueOf((*tls.Conn).Write).Pointer()))
+		original := *code
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+			if *code != original {
+				fmt.Println(time.Now().UnixNano() - launch)
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		fmt.Fprintln(os.Stderr, "no probe within 10 s", variant)
+		os.Exit(1)
+	case "spin":
+		if len(args) != 2 {
+			fmt.Fprintln(os.Stderr, "usage: gotls spin N")
+			os.Exit(2)
+		}
+		n, err := strconv.Atoi(args[1])
+		check(err)
+		sum := 0
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			sum += spin(i)
+		}
+		elapsed := time.Since(start).Nanoseconds()
+		if sum == 42 { // keeps the loop; never true for n > 1
+			fmt.Fprintln(os.Stderr, sum)
+		}
+		fmt.Println(elapsed / int64(n))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", args[0])
 		os.Exit(2)
