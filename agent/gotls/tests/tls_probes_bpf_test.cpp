@@ -95,7 +95,9 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   SharedUprobes uprobes;
   ProcReader proc;
   TlsMonitor monitor(*probes_, cache, uprobes, proc);
-  auto candidate = open_candidate(proc, server.pid(), true);
+  auto info = proc.read(server.pid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  auto candidate = open_candidate(proc, *info, true);
   ASSERT_TRUE(candidate.ok()) << candidate.error().message();
   ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
   auto verdicts = monitor.verdicts();
@@ -111,7 +113,7 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
     symbols::ProbeTargetCache other_cache;
     SharedUprobes other_uprobes;
     TlsMonitor other_monitor(**other, other_cache, other_uprobes, proc);
-    auto again = open_candidate(proc, server.pid(), true);
+    auto again = open_candidate(proc, *info, true);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(other_monitor.consider(*again, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
     auto v = other_monitor.verdicts();
