@@ -29,6 +29,12 @@ namespace sonde::symbols {
 // space only, but scans (the pclntab magic scan) are linear in it.
 inline constexpr uint64_t kMaxBinaryBytes = uint64_t{2} << 30;
 
+// Most section headers and program headers one file may have. Linked executables and shared
+// objects have tens (node: 40 sections, 12 segments); every lookup by name walks the section
+// table, so its length must not be the tenant's choice.
+inline constexpr uint64_t kMaxSections = uint64_t{1} << 16;
+inline constexpr uint64_t kMaxSegments = uint64_t{1} << 16;
+
 // Most entries one symbol table (.symtab or .dynsym) may hold: 40x node's ~109k. The resolver
 // streams them without allocating; the address -> name table keeps 16 bytes per function, so
 // this also bounds ElfSymbolizer at 64 MiB.
