@@ -120,7 +120,6 @@ Result<BinaryIdentity> identify(int fd, const std::string& what) {
   // Only what is needed to reach the PT_NOTE segments; ElfFile::parse does the full checks
   // when the file is parsed for symbols.
   std::vector<std::vector<uint8_t>> storage;
-  storage.reserve(kMaxNoteSegments);
   std::vector<std::span<const uint8_t>> notes;
   Elf64_Ehdr ehdr;
   if (head.size() >= sizeof(ehdr) && std::memcmp(head.data(), ELFMAG, SELFMAG) == 0 &&

@@ -120,6 +120,9 @@ Result<ElfFile> ElfFile::parse(std::span<const uint8_t> bytes) {
                        " entries) extends past the end of the file (truncated?)",
                    ENOEXEC);
     }
+    if (section_count > kMaxSections) {
+      return too_large_error("section count", section_count, kMaxSections);
+    }
     elf.section_table_offset_ = ehdr.e_shoff;
     elf.section_count_ = static_cast<size_t>(section_count);
   }
@@ -135,6 +138,9 @@ Result<ElfFile> ElfFile::parse(std::span<const uint8_t> bytes) {
     }
     if (ehdr.e_phoff > size || segment_count > (size - ehdr.e_phoff) / sizeof(Elf64_Phdr)) {
       return Error("program header table extends past the end of the file (truncated?)", ENOEXEC);
+    }
+    if (segment_count > kMaxSegments) {
+      return too_large_error("program header count", segment_count, kMaxSegments);
     }
     elf.segment_table_offset_ = ehdr.e_phoff;
     elf.segment_count_ = static_cast<size_t>(segment_count);

@@ -13,7 +13,8 @@
 // on those ranges. Symbol and string tables are described, not copied: iterating symbols costs
 // no allocation. ELF32 and big-endian files are rejected with a message saying so.
 //
-// Bounded work (limits.h): parse() rejects files over kMaxBinaryBytes and symbol_table()
+// Bounded work (limits.h): parse() rejects files over kMaxBinaryBytes or with more than
+// kMaxSections section headers or kMaxSegments program headers, and symbol_table()
 // tables over kMaxSymbols entries or kMaxStringTableBytes of names, with the "too large to
 // instrument" verdict (is_too_large()), before anyone walks them.
 //

@@ -29,6 +29,12 @@ namespace sonde::symbols {
 // space only, but scans (the pclntab magic scan) are linear in it.
 inline constexpr uint64_t kMaxBinaryBytes = uint64_t{2} << 30;
 
+// Most section headers and program headers one file may have. Linked executables and shared
+// objects have tens (node: 40 sections, 12 segments); every lookup by name walks the section
+// table, so its length must not be the tenant's choice.
+inline constexpr uint64_t kMaxSections = uint64_t{1} << 16;
+inline constexpr uint64_t kMaxSegments = uint64_t{1} << 16;
+
 // Most entries one symbol table (.symtab or .dynsym) may hold: 40x node's ~109k. The resolver
 // streams them without allocating; the address -> name table keeps 16 bytes per function, so
 // this also bounds ElfSymbolizer at 64 MiB.
@@ -40,8 +46,10 @@ inline constexpr uint64_t kMaxStringTableBytes = uint64_t{256} << 20;
 
 // Largest function whose instructions are decoded for return sites. The functions sonde probes
 // are a few hundred bytes to a few KiB (crypto/tls.(*Conn).Read ~1 KiB, uv__io_poll ~3 KiB);
-// the largest real functions (generated Go tables, interpreter loops) stay under 1 MiB, which
-// Zydis decodes in ~10 ms. A larger function keeps its entry probe but gets no return sites.
+// the largest real functions (generated Go tables, interpreter loops) stay under 1 MiB. At the
+// cap a decode costs ~60 ms of CPU in the worst case (1 Mi one-byte instructions, measured in
+// bench/RESULTS.md on a loaded 2-vCPU VM). A larger function keeps its entry probe but gets no
+// return sites.
 inline constexpr uint64_t kMaxDecodedFunctionBytes = uint64_t{1} << 20;
 
 // Most return instructions (and, separately, exit jumps) kept for one function. Each is one

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "agent/symbols/binary_identity.h"
+#include "agent/symbols/limits.h"
 #include "agent/symbols/probe_target_cache.h"
+#include "agent/symbols/return_sites.h"
 #include "agent/symbols/symbol_resolver.h"
 
 namespace {
@@ -179,6 +181,22 @@ void BM_200PidsDistinctPaths(benchmark::State& state) {
   state.counters["parses"] = static_cast<double>(parses);
 }
 BENCHMARK(BM_200PidsDistinctPaths)->Unit(benchmark::kMillisecond);
+
+// The most decoding one function can cost: kMaxDecodedFunctionBytes of one-byte NOPs (the
+// most instructions a function at the cap can hold) and a RET, swept by the x86-64 decoder.
+void BM_DecodeFunctionAtCap(benchmark::State& state) {
+  std::vector<uint8_t> code(sonde::symbols::kMaxDecodedFunctionBytes, 0x90);
+  code.back() = 0xc3;
+  for (auto _ : state) {
+    auto sites = sonde::symbols::find_return_sites(sonde::symbols::Machine::kX86_64, code, 0);
+    if (sites.status != sonde::symbols::ReturnSiteStatus::kFound) {
+      state.SkipWithError("the function at the cap was not decoded");
+      return;
+    }
+    benchmark::DoNotOptimize(sites.returns.data());
+  }
+}
+BENCHMARK(BM_DecodeFunctionAtCap)->Unit(benchmark::kMillisecond);
 
 // kB value of a /proc/self/status field.
 long status_kb(const char* field) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,32 @@ TEST(LimitsTest, CacheRemembersTheVerdictWithoutParsingAgain) {
   auto targets = cache.resolve(fine, kTls);
   ASSERT_TRUE(targets.ok()) << targets.error().message();
   EXPECT_TRUE((*targets)[1].found);
+}
+
+TEST(LimitsTest, SectionCountCapGivesTheTooLargeVerdict) {
+  // Extended numbering (e_shnum 0, the count in section 0's sh_size) allows 2^64 sections; a
+  // table of one more than the cap, all present in the buffer, is refused before it is walked.
+  const uint64_t count = kMaxSections + 1;
+  std::vector<uint8_t> bytes(sizeof(Elf64_Ehdr) + count * sizeof(Elf64_Shdr), 0);
+  Elf64_Ehdr ehdr{};
+  std::memcpy(ehdr.e_ident, ELFMAG, SELFMAG);
+  ehdr.e_ident[EI_CLASS] = ELFCLASS64;
+  ehdr.e_ident[EI_DATA] = ELFDATA2LSB;
+  ehdr.e_machine = EM_X86_64;
+  ehdr.e_shoff = sizeof(Elf64_Ehdr);
+  ehdr.e_shentsize = sizeof(Elf64_Shdr);
+  std::memcpy(bytes.data(), &ehdr, sizeof(ehdr));
+  Elf64_Shdr first{};
+  first.sh_size = count;
+  std::memcpy(bytes.data() + sizeof(ehdr), &first, sizeof(first));
+  auto elf = ElfFile::parse(bytes);
+  ASSERT_FALSE(elf.ok());
+  EXPECT_TRUE(is_too_large(elf.error())) << elf.error().message();
+
+  first.sh_size = kMaxSections;
+  std::memcpy(bytes.data() + sizeof(ehdr), &first, sizeof(first));
+  bytes.resize(sizeof(Elf64_Ehdr) + kMaxSections * sizeof(Elf64_Shdr));
+  EXPECT_TRUE(ElfFile::parse(bytes).ok());
 }
 
 TEST(LimitsTest, FileOverTheSizeCapIsNotMapped) {
