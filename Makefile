@@ -24,6 +24,7 @@ help:
 
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-helm.sh
 
 build:
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONDE_BUILD_TESTS=OFF

