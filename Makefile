@@ -11,19 +11,20 @@ CMAKE_GEN := -G Ninja
 
 SOURCES = $(shell git ls-files '*.cpp' '*.h' '*.c' 2>/dev/null | grep -v '^bpf/vmlinux')
 
-.PHONY: help deps build test-build test unit-test fuzz e2e run bench fmt fmt-check lint clean
+.PHONY: help deps build test-build test unit-test fuzz e2e run bench fmt fmt-check lint clean chart-test
 
 help:
 	@echo "make deps       install the Debian packages (root, idempotent)"
 	@echo "make build      build $(BUILD)/bin/sonde-agent and $(BUILD)/bin/sonde-operator"
 	@echo "make test       ASan+UBSan build, unit + kernel (bpf) tests, fuzzers, e2e, format check"
-	@echo "make unit-test  | make fuzz | make e2e   the parts of make test"
+	@echo "make unit-test  | make fuzz | make e2e | make chart-test   the parts of make test"
 	@echo "make run        the agent standalone on this host with a demo workload"
 	@echo "make bench      benchmarks (results in bench/RESULTS.md)"
 	@echo "make fmt        clang-format the sources; make lint: format check + clang-tidy"
 
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-helm.sh
 
 build:
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONDE_BUILD_TESTS=OFF
@@ -48,7 +49,11 @@ fuzz:
 e2e: test-build
 	@scripts/run-e2e.sh $(TEST_BUILD)
 
-test: unit-test fuzz e2e fmt-check
+# The Helm chart: lint, render, invariants, CRDs in sync, dashboards, promtool rule tests.
+chart-test:
+	@scripts/chart-test.sh
+
+test: unit-test fuzz e2e fmt-check chart-test
 
 run: build
 	@scripts/run-standalone.sh $(BUILD)

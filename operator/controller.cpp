@@ -3,7 +3,6 @@
 #include <thread>
 
 #include "common/log.h"
-#include "operator/pod_monitor.h"
 #include "operator/policy_status.h"
 #include "operator/resources.h"
 
@@ -43,10 +42,12 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
       {enqueue, [this](const ObjectPtr&, const ObjectPtr& o) { queue_.add(kube::key_of(*o)); },
        enqueue});
   metrics_.set_policy_source([this] { return policy_series(); });
+  metrics_.set_node_report_source([this] { return node_report_series(); });
 }
 
 Controller::~Controller() {
   metrics_.set_policy_source({});
+  metrics_.set_node_report_source({});
   queue_.shut_down();
   reports_stop_.stop();
   if (reports_thread_.joinable()) reports_thread_.join();
@@ -137,20 +138,6 @@ void Controller::run_workers(kube::StopSignal& stop) {
       while (stop.sleep_for(clock_, period)) enqueue_all_policies();
     });
   }
-  if (options_.manage_pod_monitor) {
-    workers.emplace_back([this, &stop] {
-      PodMonitorSync pod_monitor(client_, options_.report_namespace);
-      std::string last;
-      do {
-        auto action = pod_monitor.sync(policies_->size() > 0);
-        const std::string now = action.ok() ? to_string(*action) : action.error().message();
-        if (now != last) {
-          log::info("agent PodMonitor", {{"state", now}});
-          last = now;
-        }
-      } while (stop.sleep_for(clock_, options_.pod_monitor_interval));
-    });
-  }
   stop.sleep_for(clock_, std::chrono::hours(24 * 365 * 100));
   queue_.shut_down();
   for (auto& w : workers) w.join();
@@ -166,9 +153,19 @@ std::vector<PolicySeries> Controller::policy_series() const {
       s.matched_pods += static_cast<double>(entry.matched_pods);
       s.instrumented_pods += static_cast<double>(entry.instrumented_pods);
       s.nodejs_processes += static_cast<double>(entry.nodejs_processes);
-      s.event_loop_blocked_seconds += entry.event_loop_blocked_seconds;
     }
     out.push_back(std::move(s));
+  }
+  return out;
+}
+
+NodeReportSeries Controller::node_report_series() const {
+  NodeReportSeries out;
+  out.reports = static_cast<double>(index_.nodes());
+  if (options_.report_ttl > kube::Duration::zero()) {
+    for (const auto& node : index_.stale_nodes(clock_.wall_now() - options_.report_ttl)) {
+      out.stale_nodes.push_back(node);
+    }
   }
   return out;
 }

@@ -6,8 +6,8 @@
 // policy at a time (the queue never hands the same key to two workers): compute its status from the
 // cached policy and its report entries, and PUT /status only when it differs from what the
 // policy already has, with the cached resourceVersion so a stale view is refused (409) and
-// retried. A deleted policy needs no write; its key is forgotten. While leading it also keeps
-// the agents' PodMonitor in step with whether any policy exists.
+// retried. A deleted policy needs no write; its key is forgotten. Scraping the agents is the
+// chart's business (its PodMonitor or scrape annotations), not the operator's.
 //
 // Thread-safe; start() once, run_workers() at most once (a replica that loses leadership
 // exits rather than resuming).
@@ -29,14 +29,10 @@ struct ControllerOptions {
   std::string policy_namespace;  // empty: every namespace
   std::string report_namespace;  // where agents write their ProfilingNodeReports
   int workers = 2;
-  // Keep a PodMonitor for the agents in report_namespace when the Prometheus Operator is
-  // installed (pod_monitor.h); checked every pod_monitor_interval while leading.
-  bool manage_pod_monitor = true;
   // A node report whose heartbeat is older than this is not trusted (its agent may be gone):
   // its entries are ignored and the policy is not Ready. Zero disables the check. Policies are
   // re-evaluated every report_ttl / 4 so reports going stale are noticed without an event.
   kube::Duration report_ttl = std::chrono::minutes(3);
-  kube::Duration pod_monitor_interval = std::chrono::seconds(30);
   kube::ReflectorOptions reflector;  // selectors/namespace fields are filled in per informer
 };
 
@@ -58,6 +54,7 @@ class Controller {
   Result<Outcome> reconcile(const std::string& key);
 
   std::vector<PolicySeries> policy_series() const;
+  NodeReportSeries node_report_series() const;
   size_t queue_depth() const { return queue_.len(); }
 
  private:

@@ -65,7 +65,6 @@ int run(const op::OperatorOptions& options) {
   controller_options.report_namespace =
       options.report_namespace.empty() ? own_namespace : options.report_namespace;
   controller_options.workers = options.workers;
-  controller_options.manage_pod_monitor = options.pod_monitor;
   controller_options.report_ttl = options.report_ttl;
   op::Controller controller(client, controller_options, metrics);
 

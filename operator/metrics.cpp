@@ -14,50 +14,78 @@ class OperatorMetrics::PolicyCollector final : public prometheus::Collectable {
     std::lock_guard lock(mu_);
     source_ = std::move(source);
   }
+  void set_node_source(std::function<NodeReportSeries()> source) {
+    std::lock_guard lock(mu_);
+    node_source_ = std::move(source);
+  }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     std::function<std::vector<PolicySeries>()> source;
+    std::function<NodeReportSeries()> node_source;
     {
       std::lock_guard lock(mu_);
       source = source_;
+      node_source = node_source_;
     }
-    if (!source || !leading_.load()) return {};
-    const std::vector<PolicySeries> series = source();
-    auto family = [&](const char* name, const char* help, prometheus::MetricType type,
-                      double PolicySeries::*field) {
+    if (!leading_.load()) return {};
+    std::vector<prometheus::MetricFamily> out;
+    if (source) collect_policies(source(), out);
+    if (node_source) collect_nodes(node_source(), out);
+    return out;
+  }
+
+ private:
+  static void collect_policies(const std::vector<PolicySeries>& series,
+                               std::vector<prometheus::MetricFamily>& out) {
+    auto gauges = [&](const char* name, const char* help, double PolicySeries::*field) {
       prometheus::MetricFamily f;
       f.name = name;
       f.help = help;
-      f.type = type;
+      f.type = prometheus::MetricType::Gauge;
       for (const auto& s : series) {
         prometheus::ClientMetric m;
         m.label = {{"namespace", s.ns}, {"policy", s.name}};
-        if (type == prometheus::MetricType::Counter) {
-          m.counter.value = s.*field;
-        } else {
-          m.gauge.value = s.*field;
-        }
+        m.gauge.value = s.*field;
         f.metric.push_back(std::move(m));
       }
       return f;
     };
-    return {
-        family("sonde_policy_matched_pods", "Pods selected by the policy, over reporting nodes",
-               prometheus::MetricType::Gauge, &PolicySeries::matched_pods),
-        family("sonde_policy_instrumented_pods", "Selected pods that are instrumented",
-               prometheus::MetricType::Gauge, &PolicySeries::instrumented_pods),
-        family("sonde_policy_nodejs_processes", "Node.js processes instrumented for the policy",
-               prometheus::MetricType::Gauge, &PolicySeries::nodejs_processes),
-        family("sonde_policy_event_loop_blocked_seconds_total",
-               "Node.js event-loop blocked time summed over the policy's pods",
-               prometheus::MetricType::Counter, &PolicySeries::event_loop_blocked_seconds),
-    };
+    out.push_back(gauges("sonde_policy_matched_pods",
+                         "Pods selected by the policy, over reporting nodes",
+                         &PolicySeries::matched_pods));
+    out.push_back(gauges("sonde_policy_instrumented_pods", "Selected pods that are instrumented",
+                         &PolicySeries::instrumented_pods));
+    out.push_back(gauges("sonde_policy_nodejs_processes",
+                         "Node.js processes instrumented for the policy",
+                         &PolicySeries::nodejs_processes));
   }
 
- private:
+  static void collect_nodes(const NodeReportSeries& nodes,
+                            std::vector<prometheus::MetricFamily>& out) {
+    prometheus::MetricFamily reports{
+        "sonde_node_reports", "ProfilingNodeReports known", prometheus::MetricType::Gauge, {}};
+    prometheus::ClientMetric count;
+    count.gauge.value = nodes.reports;
+    reports.metric.push_back(std::move(count));
+    prometheus::MetricFamily stale{"sonde_node_report_stale",
+                                   "1 for each node whose report's heartbeat is older than the "
+                                   "report TTL (its agent may be gone)",
+                                   prometheus::MetricType::Gauge,
+                                   {}};
+    for (const auto& node : nodes.stale_nodes) {
+      prometheus::ClientMetric m;
+      m.label = {{"node", node}};
+      m.gauge.value = 1;
+      stale.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(reports));
+    out.push_back(std::move(stale));
+  }
+
   const std::atomic<bool>& leading_;
   mutable std::mutex mu_;
   std::function<std::vector<PolicySeries>()> source_;
+  std::function<NodeReportSeries()> node_source_;
 };
 
 OperatorMetrics::OperatorMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
@@ -117,6 +145,10 @@ void OperatorMetrics::set_leader(bool leading) {
 
 void OperatorMetrics::set_policy_source(std::function<std::vector<PolicySeries>()> source) {
   policy_collector_->set_source(std::move(source));
+}
+
+void OperatorMetrics::set_node_report_source(std::function<NodeReportSeries()> source) {
+  policy_collector_->set_node_source(std::move(source));
 }
 
 }  // namespace sonde::op

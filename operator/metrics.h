@@ -5,12 +5,15 @@
 // ..._leader (1 while this replica leads).
 //
 // Policy level, built at scrape time from the node reports and exported only by the leader
-// (so two replicas never export the same series): sonde_policy_matched_pods,
-// sonde_policy_instrumented_pods, sonde_policy_nodejs_processes and
-// sonde_policy_event_loop_blocked_seconds_total, labelled {namespace, policy}. The last is
-// the sum over the policy's pods of the agents'
-// container_nodejs_event_loop_blocked_time_seconds_total; it drops when an agent restarts,
-// which Prometheus' rate() treats as a counter reset.
+// (so two replicas never export the same series): the gauges sonde_policy_matched_pods,
+// sonde_policy_instrumented_pods and sonde_policy_nodejs_processes, labelled
+// {namespace, policy}. Gauges only: a counter summed over pods from node reports would drop
+// whenever an agent restarts or a pod leaves, and rate() would read the remaining sum as new
+// increase. Policy-level blocked time is aggregated in PromQL from the agents' per-container
+// counters joined with their sonde_policy_selection info series (the chart's recording rules).
+// Node reports, also from the leader: sonde_node_reports (how many) and
+// sonde_node_report_stale{node} 1 for each node whose report's heartbeat is older than the
+// report TTL (its agent may be gone; the chart's SondeNodeReportStale alert).
 //
 // Thread-safe.
 #pragma once
@@ -37,7 +40,11 @@ struct PolicySeries {
   double matched_pods = 0;
   double instrumented_pods = 0;
   double nodejs_processes = 0;
-  double event_loop_blocked_seconds = 0;
+};
+
+struct NodeReportSeries {
+  double reports = 0;
+  std::vector<std::string> stale_nodes;
 };
 
 class OperatorMetrics {
@@ -56,6 +63,8 @@ class OperatorMetrics {
   bool leader() const { return leading_.load(); }
   // Where policy series come from (the controller); called at every scrape while leading.
   void set_policy_source(std::function<std::vector<PolicySeries>()> source);
+  // Likewise for the node report series.
+  void set_node_report_source(std::function<NodeReportSeries()> source);
 
  private:
   class PolicyCollector;

@@ -21,8 +21,6 @@ const char* usage_text() {
          "  --log-level LEVEL                 debug, info, warn, error (default info)\n"
          "  --report-ttl DUR                  node reports older than this are stale (default\n"
          "                                    3m; 0s disables)\n"
-         "  --pod-monitor=BOOL                keep a PodMonitor for the agents when the\n"
-         "                                    Prometheus Operator is installed (default true)\n"
          "  --leader-elect=BOOL               Lease leader election (default true)\n"
          "  --leader-election-id NAME         the Lease's name (default sonde-operator)\n"
          "  --leader-election-namespace NS    the Lease's namespace (default: the operator's)\n"
@@ -73,10 +71,6 @@ Result<OperatorOptions> parse_options(const std::vector<std::string>& args) {
       const std::string v = has_value ? value : "true";
       if (v != "true" && v != "false") return Error("--leader-elect: must be true or false");
       options.leader_elect = v == "true";
-    } else if (flag == "--pod-monitor") {
-      const std::string v = has_value ? value : "true";
-      if (v != "true" && v != "false") return Error("--pod-monitor: must be true or false");
-      options.pod_monitor = v == "true";
     } else if (flag == "--kubeconfig") {
       ASSIGN_OR_RETURN(options.kubeconfig, take());
     } else if (flag == "--namespace") {

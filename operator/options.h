@@ -17,7 +17,6 @@ struct OperatorOptions {
   std::string report_namespace;  // empty: the operator's own namespace
   std::string metrics_address = "0.0.0.0:8080";
   int workers = 2;
-  bool pod_monitor = true;
   kube::Duration report_ttl = std::chrono::minutes(3);
   std::string log_level = "info";
   bool leader_elect = true;

@@ -9,6 +9,7 @@
 
 #include "agent/cluster/node_report.h"
 #include "agent/cluster/policy_selector.h"
+#include "agent/cluster/selection_metrics.h"
 #include "agent/runtime/agent_runtime.h"
 #include "common/kube/api_client.h"
 #include "common/kube/client_config.h"
@@ -176,6 +177,10 @@ int cluster_main(int argc, char** argv) {
   }
   AgentRuntime& rt = **runtime;
   runtime_ptr.store(&rt);
+  rt.add_collector([&selector, node = args->node_name] {
+    return std::vector<prometheus::MetricFamily>{
+        policy_selection_family(selector.policies(), node)};
+  });
 
   const AgentFacts facts = read_agent_facts();
   NodeReportWriter writer(report_client, args->node_name, ns, [&] {

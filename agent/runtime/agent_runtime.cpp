@@ -475,4 +475,8 @@ int AgentRuntime::metrics_port() const {
   return impl_->server->port();
 }
 
+void AgentRuntime::add_collector(MetricsServer::Collector collector) {
+  impl_->server->add(std::move(collector));
+}
+
 }  // namespace sonde::agent

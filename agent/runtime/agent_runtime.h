@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/discovery/proc_reader.h"
+#include "agent/metrics/metrics_server.h"
 #include "agent/nodejs/event_loop_monitor.h"
 #include "agent/nodejs/loop_probes.h"
 #include "common/result.h"
@@ -97,6 +98,8 @@ class AgentRuntime {
   // Per-container event-loop blocked seconds (monotonic), as exported.
   std::vector<EventLoopMonitor::Sample> event_loop_samples();
   int metrics_port() const;
+  // Adds series to /metrics: `collector` runs at every scrape, on the server's threads.
+  void add_collector(MetricsServer::Collector collector);
 
  private:
   struct Impl;

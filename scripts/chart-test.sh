@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The Helm chart's tests (make chart-test): helm lint --strict and helm template over each values
+# file in charts/tests/values (plus the defaults and sonde as a subchart given `global`), the
+# rendered security and scraping invariants, the CRDs in the chart identical to crds/, the
+# dashboards' JSON model, promtool check rules and promtool test rules. Needs helm
+# (scripts/install-helm.sh) and promtool (Debian's prometheus).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+chart="$root/charts/sonde"
+tests="$root/charts/tests"
+check="$tests/check_chart.py"
+for tool in helm promtool python3; do
+  command -v "$tool" >/dev/null || { echo "chart-test: $tool not found (make deps)" >&2; exit 1; }
+done
+tmp="$(mktemp -d /tmp/sonde-chart-test-XXXXXX)"
+trap 'rm -rf "$tmp"' EXIT
+
+echo "--- CRDs: charts/sonde/crds is crds/"
+for f in "$root"/crds/*.yaml; do
+  cmp "$f" "$chart/crds/$(basename "$f")" ||
+    { echo "FAIL: $chart/crds/$(basename "$f") differs from crds/$(basename "$f"): copy it" >&2; exit 1; }
+done
+for f in "$chart"/crds/*.yaml; do
+  [[ -f "$root/crds/$(basename "$f")" ]] || { echo "FAIL: $f is not in crds/" >&2; exit 1; }
+done
+echo "$(ls "$root"/crds/*.yaml | wc -l) CRDs identical"
+
+: >"$tmp/empty.yaml"
+for values in "$tmp/empty.yaml" "$tests"/values/*.yaml; do
+  name="$(basename "$values" .yaml)"; [[ "$name" == empty ]] && name=defaults
+  echo "--- values: $name"
+  helm lint --strict "$chart" -f "$values" >"$tmp/lint.out" 2>&1 || { cat "$tmp/lint.out"; exit 1; }
+  helm template sonde "$chart" -n sonde-system -f "$values" >"$tmp/$name.yaml"
+  echo "rendered $(grep -c '^kind:' "$tmp/$name.yaml") objects"
+  python3 "$check" invariants "$tmp/$name.yaml" "$values"
+done
+
+echo "--- sonde as a subchart, with global values"
+mkdir -p "$tmp/umbrella/charts" "$tmp/umbrella/templates"
+cp -r "$chart" "$tmp/umbrella/charts/sonde"
+cat >"$tmp/umbrella/Chart.yaml" <<YAML
+apiVersion: v2
+name: platform
+version: 1.0.0
+dependencies: [{name: sonde, version: "*"}]
+YAML
+cat >"$tmp/umbrella/values.yaml" <<YAML
+global: {imageRegistry: registry.example.com, storageClass: fast}
+sonde:
+  image: {repository: registry.example.com/sonde}
+  metrics: {podMonitor: {enabled: true}}
+YAML
+helm lint --strict "$tmp/umbrella" >"$tmp/lint.out" 2>&1 || { cat "$tmp/lint.out"; exit 1; }
+helm template platform "$tmp/umbrella" -n sonde-system >"$tmp/subchart.yaml"
+grep -q 'image: registry.example.com/sonde:' "$tmp/subchart.yaml" ||
+  { echo "FAIL: the subchart's image values were not applied" >&2; exit 1; }
+echo "rendered $(grep -c '^kind:' "$tmp/subchart.yaml") objects"
+
+echo "--- a bad value is refused with its name"
+if helm template sonde "$chart" --set operator.replicas=0 >"$tmp/bad.out" 2>&1 ||
+   ! grep -q "replicas" "$tmp/bad.out"; then
+  cat "$tmp/bad.out"; echo "FAIL: operator.replicas=0 was not refused by the schema" >&2; exit 1
+fi
+echo "operator.replicas=0: $(grep -o 'replicas.*' "$tmp/bad.out" | head -1)"
+
+echo "--- rules"
+mkdir -p "$tmp/promrules"
+python3 "$check" rules "$tmp/rules.yaml" "$tmp/promrules/sonde-rules.yaml"
+promtool check rules "$tmp/promrules/sonde-rules.yaml"
+cp "$tests/rules_test.yaml" "$tmp/promrules/"
+promtool test rules "$tmp/promrules/rules_test.yaml"
+
+echo "--- dashboards"
+python3 "$check" dashboards "$chart/dashboards" "$tmp/promrules/sonde-rules.yaml"
+echo "chart-test: ok"
