@@ -84,6 +84,10 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
 
 LoopProbes::~LoopProbes() = default;
 
+int LoopProbes::loops_map_fd() const {
+  return bpf_map__fd(skel_->maps.loops);
+}
+
 const char* LoopProbes::wait_source() const {
   return source_ == WaitSource::kFentry ? "fentry/do_epoll_wait" : "tp_btf/sys_enter+sys_exit";
 }
