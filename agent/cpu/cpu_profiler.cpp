@@ -152,17 +152,22 @@ Status CpuProfiler::drain() {
         stack = symbolizer_->symbolize(static_cast<pid_t>(raw[i].pid), raw[i].user, raw[i].kernel);
         symbolized = true;
       }
-      sub->builder->add(owners[i], stack, raw[i].count);
+      ProfileBuilder* builder = sub->builder.get();
+      if (sub->per_owner) {
+        OwnerLabels key{owners[i].namespace_name, owners[i].pod, owners[i].container};
+        auto& slot = sub->by_owner[key];
+        if (!slot) slot = std::make_unique<ProfileBuilder>(sampler_->frequency_hz());
+        builder = slot.get();
+      }
+      builder->add(owners[i], stack, raw[i].count);
     }
   }
   return ok_status();
 }
 
-Result<std::unique_ptr<ProfileBuilder>> CpuProfiler::collect(std::chrono::milliseconds duration,
-                                                             const ProfileFilter& filter) {
+Status CpuProfiler::subscribe_and_wait(Subscription& sub, std::chrono::milliseconds duration) {
   duration = std::min<std::chrono::milliseconds>(duration, kMaxDuration);
-  Subscription sub{filter, std::make_unique<ProfileBuilder>(sampler_->frequency_hz())};
-  int64_t start_ns = unix_now_ns();
+  sub.start_unix_ns = unix_now_ns();
   {
     std::lock_guard drain_lock(drain_mu_);
     if (subscriptions_.size() >= kMaxConcurrentProfiles) {
@@ -178,15 +183,32 @@ Result<std::unique_ptr<ProfileBuilder>> CpuProfiler::collect(std::chrono::millis
     std::unique_lock lock(mu_);
     wake_.wait_for(lock, duration, [&] { return stopping_; });
   }
-  Status last;
-  {
-    std::lock_guard drain_lock(drain_mu_);
-    last = drain();
-    subscriptions_.remove(&sub);
-  }
-  RETURN_IF_ERROR(last);
-  sub.builder->set_window(start_ns, unix_now_ns() - start_ns);
+  std::lock_guard drain_lock(drain_mu_);
+  Status last = drain();
+  subscriptions_.remove(&sub);
+  return last;
+}
+
+Result<std::unique_ptr<ProfileBuilder>> CpuProfiler::collect(std::chrono::milliseconds duration,
+                                                             const ProfileFilter& filter) {
+  Subscription sub;
+  sub.filter = filter;
+  sub.builder = std::make_unique<ProfileBuilder>(sampler_->frequency_hz());
+  RETURN_IF_ERROR(subscribe_and_wait(sub, duration));
+  sub.builder->set_window(sub.start_unix_ns, unix_now_ns() - sub.start_unix_ns);
   return std::move(sub.builder);
+}
+
+Result<std::map<OwnerLabels, std::unique_ptr<ProfileBuilder>>> CpuProfiler::collect_per_owner(
+    std::chrono::milliseconds duration) {
+  Subscription sub;
+  sub.per_owner = true;
+  RETURN_IF_ERROR(subscribe_and_wait(sub, duration));
+  int64_t end = unix_now_ns();
+  for (auto& [owner, builder] : sub.by_owner) {
+    builder->set_window(sub.start_unix_ns, end - sub.start_unix_ns);
+  }
+  return std::move(sub.by_owner);
 }
 
 std::vector<prometheus::MetricFamily> CpuProfiler::metrics() const {

@@ -89,6 +89,11 @@ class CpuProfiler {
   Result<std::unique_ptr<ProfileBuilder>> collect(std::chrono::milliseconds duration,
                                                   const ProfileFilter& filter);
 
+  // The same, one profile per owner (namespace, pod, container; processes without labels share
+  // the empty owner), for pushing each container's profile under its own labels.
+  Result<std::map<OwnerLabels, std::unique_ptr<ProfileBuilder>>> collect_per_owner(
+      std::chrono::milliseconds duration);
+
   // container_cpu_profile_samples_total{namespace,pod,container,node} and the drop counters.
   std::vector<prometheus::MetricFamily> metrics() const;
 
@@ -112,12 +117,17 @@ class CpuProfiler {
  private:
   struct Subscription {
     ProfileFilter filter;
-    std::unique_ptr<ProfileBuilder> builder;
+    std::unique_ptr<ProfileBuilder> builder;  // unless per_owner
+    bool per_owner = false;
+    std::map<OwnerLabels, std::unique_ptr<ProfileBuilder>> by_owner;  // when per_owner
+    int64_t start_unix_ns = 0;
   };
 
   explicit CpuProfiler(const ProfilerOptions& options)
       : options_(options), binaries_(options.symbolizer_cache_bytes) {}
   void run();
+  // Runs `sub` for `duration`: the shared part of collect() and collect_per_owner().
+  Status subscribe_and_wait(Subscription& sub, std::chrono::milliseconds duration);
   Status drain();                                              // requires drain_mu_
   OwnerLabels labels_of(pid_t pid, uint64_t cgroup_id) const;  // requires mu_
 

@@ -46,6 +46,8 @@ class ProfileBuilder {
   // Folded stacks, one line per distinct stack, sorted.
   std::string folded() const;
 
+  int64_t start_unix_ns() const { return start_unix_ns_; }
+  int64_t duration_ns() const { return duration_ns_; }
   uint64_t total_samples() const { return total_; }
   size_t distinct_stacks() const { return samples_.size(); }
 
