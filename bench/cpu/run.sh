@@ -51,7 +51,8 @@ for w in c go node; do
   case "$w" in
     c) spawn "$tmp/hot_c" ;;
     go) spawn "$tmp/hot_go" ;;
-    node) spawn node --perf-basic-prof "$src/hot.js" ;;
+    # node --perf-basic-prof leaves V8 logs in its working directory: run it in the scratch one.
+    node) spawn bash -c 'cd "$0" && exec node --perf-basic-prof "$1"' "$tmp" "$src/hot.js" ;;
   esac
   sleep 1
   "$agent" profile --pid "${pids[-1]}" --seconds 3 --frequency 99 --output "$tmp/p.pb.gz" \
