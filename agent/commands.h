@@ -6,6 +6,7 @@ namespace sonde::agent {
 
 int doctor_main(int argc, char** argv);
 int events_main(int argc, char** argv);
+int profile_main(int argc, char** argv);
 int symbols_main(int argc, char** argv);
 
 }  // namespace sonde::agent

@@ -21,6 +21,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"doctor", sonde::agent::doctor_main, "check that this node can run the agent"},
     {"events", sonde::agent::events_main, "print process exec/exit events from the kernel"},
+    {"profile", sonde::agent::profile_main, "CPU profile of this host or of some processes"},
     {"symbols", sonde::agent::symbols_main, "resolve probe targets (address, returns) in a binary"},
     {"symbolize", sonde::agent::symbolize_main, "addresses to functions, files and lines"},
 };

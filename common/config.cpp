@@ -119,7 +119,7 @@ Status parse_instrumentations(const MapReader& top, InstrumentationConfig& out) 
     MapReader c(cpu, "instrumentations.cpu");
     RETURN_IF_ERROR(c.check({"enabled", "frequencyHz"}));
     RETURN_IF_ERROR(c.get_bool("enabled", out.cpu.enabled));
-    RETURN_IF_ERROR(c.get_uint("frequencyHz", 1, 1000, out.cpu.frequency_hz));
+    RETURN_IF_ERROR(c.get_uint("frequencyHz", 1, 999, out.cpu.frequency_hz));
   }
   return ok_status();
 }

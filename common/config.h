@@ -10,10 +10,10 @@
 //   instrumentations:
 //     nodejsEventLoop: true
 //     goTLS: true
-//     cpu: {enabled: false, frequencyHz: 49}
+//     cpu: {enabled: false, frequencyHz: 19}   # 1..999 samples per second per CPU
 //
 // Loading is strict: an unknown key, a wrong type or an out-of-range value is an error naming
-// the key's path ("instrumentations.cpu.frequencyHz: must be 1..1000, got 5000"), so a typo
+// the key's path ("instrumentations.cpu.frequencyHz: must be 1..999, got 5000"), so a typo
 // never silently falls back to a default.
 #pragma once
 
@@ -32,7 +32,7 @@ struct ProcessTarget {
 
 struct CpuSamplingConfig {
   bool enabled = false;
-  uint32_t frequency_hz = 49;
+  uint32_t frequency_hz = 19;
 };
 
 struct InstrumentationConfig {

@@ -26,10 +26,12 @@ pids=()
 fuse_pid=
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  # Unmounting aborts the hung FUSE requests: the agent's abandoned worker gets its error.
+  # Killing the FUSE server aborts its connection: the hung requests fail, the agent's
+  # abandoned worker gets its error and the agent can exit.
   if [[ -n "$fuse_pid" ]]; then
+    kill -9 "$fuse_pid" 2>/dev/null || true
+    wait "$fuse_pid" 2>/dev/null || true
     umount -l "$tmp/mnt" 2>/dev/null || true
-    kill "$fuse_pid" 2>/dev/null || true
   fi
   stop_prometheus
   stop_agent

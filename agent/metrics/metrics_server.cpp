@@ -1,46 +1,136 @@
 #include "agent/metrics/metrics_server.h"
 
-#include <exception>
+#include <civetweb.h>
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
 
 namespace sonde::agent {
 namespace {
 
-class FunctionCollectable : public prometheus::Collectable {
- public:
-  explicit FunctionCollectable(MetricsServer::Collector fn) : fn_(std::move(fn)) {}
-  std::vector<prometheus::MetricFamily> Collect() const override { return fn_(); }
+std::string url_decode(std::string_view s) {
+  std::string out(s.size() + 1, '\0');
+  int n = mg_url_decode(s.data(), static_cast<int>(s.size()), out.data(),
+                        static_cast<int>(out.size()), /*is_form_url_encoded=*/1);
+  out.resize(n < 0 ? 0 : static_cast<size_t>(n));
+  return out;
+}
 
- private:
-  MetricsServer::Collector fn_;
-};
+std::map<std::string, std::string> parse_query(const char* query) {
+  std::map<std::string, std::string> out;
+  if (!query) return out;
+  std::string_view q(query);
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view pair = q.substr(0, amp);
+    q.remove_prefix(amp == std::string_view::npos ? q.size() : amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    std::string key = url_decode(pair.substr(0, eq));
+    out[key] = eq == std::string_view::npos ? "" : url_decode(pair.substr(eq + 1));
+  }
+  return out;
+}
+
+void send(mg_connection* conn, const HttpResponse& r) {
+  std::string head = "HTTP/1.1 " + std::to_string(r.status) + " " +
+                     mg_get_response_code_text(conn, r.status) +
+                     "\r\nContent-Type: " + r.content_type +
+                     "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\n";
+  for (const auto& [k, v] : r.headers) head += k + ": " + v + "\r\n";
+  head += "\r\n";
+  mg_write(conn, head.data(), head.size());
+  mg_write(conn, r.body.data(), r.body.size());
+}
 
 }  // namespace
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address) {
   std::unique_ptr<MetricsServer> self(new MetricsServer());
-  try {
-    self->exposer_ = std::make_unique<prometheus::Exposer>(address, 2);
-  } catch (const std::exception& e) {
-    return Error("listen for /metrics on " + address + ": " + e.what() +
+  mg_init_library(0);
+  std::string threads = std::to_string(kThreads);
+  const char* options[] = {"listening_ports", address.c_str(), "num_threads", threads.c_str(),
+                           nullptr};
+  mg_callbacks callbacks{};
+  mg_init_data init{&callbacks, self.get(), options};
+  char text[256] = {};
+  unsigned code = 0;
+  mg_error_data error{&code, text, sizeof text};
+  self->ctx_ = mg_start2(&init, &error);
+  if (!self->ctx_) {
+    mg_exit_library();
+    return Error("listen for /metrics on " + address + ": " + text +
                  " (is the port in use? set --metrics-address)");
   }
+  // One handler for every path: it looks the route up under the lock.
+  mg_set_request_handler(self->ctx_, "/", &MetricsServer::on_request, self.get());
   return self;
 }
 
 MetricsServer::~MetricsServer() {
-  // Stop serving before the collectors (and what they capture) go away.
-  exposer_.reset();
+  // Stop serving (joins the server threads) before the collectors and routes go away.
+  mg_stop(ctx_);
+  mg_exit_library();
 }
 
 void MetricsServer::add(Collector collector) {
-  auto c = std::make_shared<FunctionCollectable>(std::move(collector));
-  exposer_->RegisterCollectable(c);
-  collectables_.push_back(std::move(c));
+  std::lock_guard lock(mu_);
+  collectors_.push_back(std::move(collector));
+}
+
+void MetricsServer::add_route(const std::string& path, Handler handler) {
+  std::lock_guard lock(mu_);
+  routes_[path] = std::move(handler);
 }
 
 int MetricsServer::port() const {
-  auto ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
+  mg_server_port ports[4] = {};
+  int n = mg_get_server_ports(ctx_, 4, ports);
+  return n > 0 ? ports[0].port : 0;
+}
+
+std::string MetricsServer::render_metrics() const {
+  std::vector<Collector> collectors;
+  {
+    std::lock_guard lock(mu_);
+    collectors = collectors_;
+  }
+  std::vector<prometheus::MetricFamily> families;
+  for (const auto& c : collectors) {
+    auto f = c();
+    families.insert(families.end(), std::make_move_iterator(f.begin()),
+                    std::make_move_iterator(f.end()));
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+int MetricsServer::on_request(mg_connection* conn, void* cbdata) {
+  auto* self = static_cast<MetricsServer*>(cbdata);
+  const mg_request_info* info = mg_get_request_info(conn);
+  HttpRequest request{info->request_method ? info->request_method : "",
+                      info->local_uri ? info->local_uri : "", parse_query(info->query_string)};
+  HttpResponse response;
+  if (request.path == "/metrics") {
+    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response.body = self->render_metrics();
+  } else {
+    Handler handler;
+    {
+      std::lock_guard lock(self->mu_);
+      auto it = self->routes_.find(request.path);
+      if (it != self->routes_.end()) handler = it->second;
+    }
+    if (handler) {
+      response = handler(request);
+    } else {
+      response.status = 404;
+      response.body = "not found: " + request.path + "\n";
+    }
+  }
+  send(conn, response);
+  return response.status;
 }
 
 prometheus::MetricFamily counter_family(std::string name, std::string help) {

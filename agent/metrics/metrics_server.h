@@ -1,40 +1,74 @@
-// MetricsServer: the agent's Prometheus endpoint (prometheus-cpp's exposer on civetweb).
+// MetricsServer: the agent's HTTP endpoint (civetweb): Prometheus metrics on /metrics and the
+// extra routes features register (CPU profiles on /debug/pprof/profile).
 //
 // Metrics are computed at scrape time by collector functions, so a value such as an event
 // loop blocked right now is current when Prometheus reads it, not when an update last ran.
-// Collectors run on the server's threads; they must be thread-safe.
+// Collectors and route handlers run on the server's threads (kThreads of them, so a handler
+// that takes seconds, like a profile, leaves others free for scrapes); they must be
+// thread-safe. Register collectors and routes before traffic matters: registration takes a
+// lock that requests also take, never a handler's own.
 #pragma once
 
-#include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/result.h"
 
+struct mg_context;
+struct mg_connection;
+
 namespace sonde::agent {
+
+struct HttpRequest {
+  std::string method;
+  std::string path;
+  std::map<std::string, std::string> query;  // decoded; a repeated key keeps its last value
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+};
 
 class MetricsServer {
  public:
   using Collector = std::function<std::vector<prometheus::MetricFamily>()>;
+  using Handler = std::function<HttpResponse(const HttpRequest&)>;
+
+  static constexpr int kThreads = 4;
 
   // Listens on "host:port" (port 0 picks a free one). Fails with the reason (address in use,
   // bad address) instead of throwing.
   static Result<std::unique_ptr<MetricsServer>> start(const std::string& address);
   ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
 
   void add(Collector collector);
+  // Serves `path` (exact match, any method: the handler checks) with handler.
+  void add_route(const std::string& path, Handler handler);
   int port() const;
+
+  // The text exposition of every collector's families, as served on /metrics.
+  std::string render_metrics() const;
 
  private:
   MetricsServer() = default;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
+  static int on_request(mg_connection* conn, void* self);
+
+  mg_context* ctx_ = nullptr;
+  mutable std::mutex mu_;
+  std::vector<Collector> collectors_;
+  std::map<std::string, Handler> routes_;
 };
 
 // Builders for families (labels as name/value pairs, in order).

@@ -118,6 +118,10 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
 
 LoopProbes::~LoopProbes() = default;
 
+int LoopProbes::loops_map_fd() const {
+  return bpf_map__fd(skel_->maps.loops);
+}
+
 const char* LoopProbes::wait_source() const {
   switch (source_) {
     case WaitSource::kFentry: return "fentry/do_epoll_wait";

@@ -57,6 +57,10 @@ class LoopProbes {
   Result<uint64_t> blocked_ns(pid_t pid) const { return blocked_ns_at(pid, monotonic_ns()); }
   Result<uint64_t> blocked_ns_at(pid_t pid, uint64_t now_ns) const;
 
+  // The fd of the `loops` map (tgid -> struct sonde_loop_state), for other BPF objects that
+  // read the loop state (the CPU sampler marks samples of blocked loops). Owned by this object.
+  int loops_map_fd() const;
+
   // Stops accounting for `pid`; returns its final blocked nanoseconds, with a busy period in
   // progress counted up to `end_ns` (CLOCK_MONOTONIC). When the main thread has exited, the
   // kernel closed the busy period at that moment and `end_ns` does not matter.

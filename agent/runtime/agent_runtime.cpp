@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "agent/attach/shared_uprobes.h"
+#include "agent/cpu/cpu_profiler.h"
 #include "agent/discovery/candidate.h"
 #include "agent/gotls/tls_monitor.h"
 #include "agent/gotls/tls_probes.h"
@@ -162,6 +163,7 @@ struct AgentRuntime::Impl {
   // Opening and parsing executables (tenants' files) happens here, off the event thread. After
   // the monitors: its worker finishes (or is abandoned) before they go.
   std::unique_ptr<InspectionQueue> inspections;
+  std::unique_ptr<cpu::CpuProfiler> profiler;
   std::unique_ptr<MetricsServer> server;  // last: stops serving before the rest goes
 
   std::atomic<bool> reselect_requested{false};
@@ -191,8 +193,23 @@ Status AgentRuntime::Impl::start() {
   }
   inspections = std::make_unique<InspectionQueue>(
       InspectionQueue::Options{.deadline = options.inspection_deadline});
+  if (options.cpu.enabled) {
+    cpu::ProfilerOptions o;
+    o.frequency_hz = options.cpu.frequency_hz;
+    o.all_processes = options.cpu.all_processes;
+    o.nodejs_loops_map_fd = probes ? probes->loops_map_fd() : -1;
+    o.proc_root = options.proc_root;
+    o.node_name = node;
+    ASSIGN_OR_RETURN(profiler, cpu::CpuProfiler::start(o));
+  }
   ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address));
   add_collector();
+  if (profiler) {
+    server->add([this] { return profiler->metrics(); });
+    server->add_route(cpu::CpuProfiler::kRoute, [this](const HttpRequest& request) {
+      return profiler->handle_profile_request(request);
+    });
+  }
   return ok_status();
 }
 
@@ -209,7 +226,16 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
     return;
   }
   auto selection = selector.select(*info);
-  if (!selection || all_names.empty()) {
+  if (selection && profiler && selection->cpu) {
+    // Sampling needs no file of the process: selected here, on the event thread.
+    const auto& l = selection->labels;
+    if (auto st = profiler->select_pid(pid, {l.namespace_name, l.pod, l.container}); !st.ok()) {
+      log::warn("cannot select process for CPU sampling",
+                {{"pid", pid}, {"error", st.error().message()}});
+    }
+  }
+  if (selection && profiler && !selection->cpu) (void)profiler->release_pid(pid);
+  if (!selection || all_names.empty() || !(selection->nodejs_event_loop || selection->go_tls)) {
     bool was_selected = false;
     {
       std::lock_guard lock(outcomes_mu);
@@ -282,6 +308,7 @@ void AgentRuntime::Impl::instrument(ProcessInfo info, const Selection& selection
 }
 
 void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
+  if (profiler) (void)profiler->release_pid(pid);
   if (monitor) monitor->exited(pid, timestamp_ns);
   if (tls) tls->exited(pid);
   std::lock_guard lock(outcomes_mu);

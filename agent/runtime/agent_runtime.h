@@ -37,6 +37,7 @@ struct Selection {
   bool nodejs_event_loop = false;
   bool go_tls = false;
   ContainerLabels labels;  // the series its metrics go to
+  bool cpu = false;        // CPU samples of the process (RuntimeOptions::cpu must be enabled)
 };
 
 class Selector {
@@ -56,6 +57,11 @@ struct RuntimeOptions {
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
   bool nodejs_event_loop = true;  // load the Node.js probes at all
   bool go_tls = true;             // load the Go TLS probes at all
+  struct Cpu {
+    bool enabled = false;  // load the CPU sampler and serve /debug/pprof/profile
+    uint32_t frequency_hz = 19;
+    bool all_processes = false;  // sample every process, not only selected ones
+  } cpu;
   // How long a container's series outlive its last process (then they leave /metrics).
   std::chrono::seconds series_grace{300};
   // How long reading one executable may take before its worker is abandoned.

@@ -119,7 +119,8 @@ class ConfigSelector : public Selector {
   std::optional<Selection> select(const ProcessInfo& p) override {
     if (!selected_by(cfg_, p)) return std::nullopt;
     return Selection{cfg_.instrumentations.nodejs_event_loop, cfg_.instrumentations.go_tls,
-                     ContainerLabels{"", "", p.container_id.empty() ? p.comm : p.container_id}};
+                     ContainerLabels{"", "", p.container_id.empty() ? p.comm : p.container_id},
+                     cfg_.instrumentations.cpu.enabled};
   }
 
  private:
@@ -156,7 +157,11 @@ int standalone_main(int argc, char** argv) {
   options.wait_source = args->wait_source;
   options.nodejs_event_loop = cfg.instrumentations.nodejs_event_loop;
   options.go_tls = cfg.instrumentations.go_tls;
-  if (!options.nodejs_event_loop && !options.go_tls) {
+  // CPU profiles: the configured targets, and with none configured every process on the host.
+  options.cpu.enabled = cfg.instrumentations.cpu.enabled;
+  options.cpu.frequency_hz = cfg.instrumentations.cpu.frequency_hz;
+  options.cpu.all_processes = cfg.targets.empty();
+  if (!options.nodejs_event_loop && !options.go_tls && !options.cpu.enabled) {
     log::warn("no instrumentation enabled in the config; serving self-metrics only");
   }
   ConfigSelector selector(cfg);

@@ -64,7 +64,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"metricAddress: x", "f.yaml: metricAddress: unknown key"},
         BadCase{"instrumentations: {cpu: {frequencyHz: 5000}}",
-                "f.yaml: instrumentations.cpu.frequencyHz: must be 1..1000, got 5000"},
+                "f.yaml: instrumentations.cpu.frequencyHz: must be 1..999, got 5000"},
         BadCase{"instrumentations: {goTLS: maybe}",
                 "f.yaml: instrumentations.goTLS: must be true or false"},
         BadCase{"targets: [{containerId: xyz}]",

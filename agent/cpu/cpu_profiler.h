@@ -1,0 +1,157 @@
+// CpuProfiler: CPU profiles of selected processes or containers — the sampler in the kernel
+// (CpuSampler), symbolization on the node (StackSymbolizer), and the outputs: pprof or folded
+// profiles of a time window, per-container sample counters, and the HTTP route
+// GET /debug/pprof/profile.
+//
+// Driving it: start() loads the sampler; select_*() and release_*() follow the processes and
+// containers a policy selects (labels become profile labels and metric labels); collect()
+// returns the profile of the next `duration`, filtered. In all-processes mode every process is
+// sampled whatever is selected, and selections only add labels.
+//
+// A background thread drains the kernel maps every drain interval (so they never fill between
+// requests). Stacks are symbolized only while a collect() is waiting for them; otherwise a
+// drain only counts samples per container. Thread-safe: every method may be called from any
+// thread; collect() blocks its caller for the duration.
+#pragma once
+
+#include <prometheus/metric_family.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "agent/cpu/profile_builder.h"
+#include "agent/cpu/sampler.h"
+#include "agent/cpu/stack_symbolizer.h"
+#include "agent/metrics/metrics_server.h"
+#include "agent/symbolize/live_kernel_symbols.h"
+#include "agent/symbolize/symbolizer_cache.h"
+#include "common/result.h"
+
+namespace sonde::agent::cpu {
+
+struct ProfilerOptions {
+  uint32_t frequency_hz = CpuSampler::kDefaultFrequencyHz;  // 1..CpuSampler::kMaxFrequencyHz
+  bool all_processes = false;
+  // The Node.js probes' `loops` map fd (LoopProbes), or -1: enables SampleOwner::blocked.
+  int nodejs_loops_map_fd = -1;
+  std::string proc_root = "/proc";
+  std::string sys_root = "/sys";
+  std::string node_name;  // the `node` metric label
+  std::chrono::milliseconds drain_interval{1000};
+  size_t symbolizer_cache_bytes = symbolize::SymbolizerCache::kDefaultBudgetBytes;
+};
+
+// Which samples a profile keeps; unset fields match everything.
+struct ProfileFilter {
+  std::optional<std::string> namespace_name;
+  std::optional<std::string> pod;
+  std::optional<std::string> container;
+  std::optional<pid_t> pid;
+  bool blocked_only = false;  // only samples taken while a Node.js loop was blocked
+};
+
+// The labels of a selected process or container (as in metrics).
+struct OwnerLabels {
+  std::string namespace_name;
+  std::string pod;
+  std::string container;
+  auto operator<=>(const OwnerLabels&) const = default;
+};
+
+class CpuProfiler {
+ public:
+  static constexpr std::chrono::seconds kMaxDuration{300};
+  static constexpr int kMaxConcurrentProfiles = 2;
+
+  static Result<std::unique_ptr<CpuProfiler>> start(const ProfilerOptions& options);
+  ~CpuProfiler();
+  CpuProfiler(const CpuProfiler&) = delete;
+  CpuProfiler& operator=(const CpuProfiler&) = delete;
+
+  Status select_pid(pid_t pid, const OwnerLabels& labels);
+  Status release_pid(pid_t pid);
+  Status select_cgroup(uint64_t cgroup_id, const OwnerLabels& labels);
+  Status release_cgroup(uint64_t cgroup_id);
+
+  // Samples of the next `duration` (at most kMaxDuration) that pass filter. Returns early, with
+  // what was gathered, when the profiler is being destroyed. An Error when more than
+  // kMaxConcurrentProfiles are being collected already.
+  Result<std::unique_ptr<ProfileBuilder>> collect(std::chrono::milliseconds duration,
+                                                  const ProfileFilter& filter);
+
+  // The same, one profile per owner (namespace, pod, container; processes without labels share
+  // the empty owner), for pushing each container's profile under its own labels.
+  Result<std::map<OwnerLabels, std::unique_ptr<ProfileBuilder>>> collect_per_owner(
+      std::chrono::milliseconds duration);
+
+  // container_cpu_profile_samples_total{namespace,pod,container,node} and the drop counters.
+  std::vector<prometheus::MetricFamily> metrics() const;
+
+  // GET /debug/pprof/profile?seconds=N[&namespace=&pod=&container=&pid=&blocked=true]
+  // [&format=folded]: gzipped pprof (or folded text) of the next N seconds (default 30).
+  HttpResponse handle_profile_request(const HttpRequest& request);
+  static constexpr const char* kRoute = "/debug/pprof/profile";
+
+  uint32_t frequency_hz() const { return sampler_->frequency_hz(); }
+  bool tracks_nodejs_loops() const { return sampler_->tracks_nodejs_loops(); }
+
+  struct Stats {
+    uint64_t drains = 0;
+    uint64_t samples = 0;
+    symbolize::SymbolizerCache::Stats binaries;
+    size_t processes = 0;  // processes whose mappings are kept
+    CpuSampler::Drops drops;
+  };
+  Stats stats() const;
+
+ private:
+  struct Subscription {
+    ProfileFilter filter;
+    std::unique_ptr<ProfileBuilder> builder;  // unless per_owner
+    bool per_owner = false;
+    std::map<OwnerLabels, std::unique_ptr<ProfileBuilder>> by_owner;  // when per_owner
+    int64_t start_unix_ns = 0;
+  };
+
+  explicit CpuProfiler(const ProfilerOptions& options)
+      : options_(options), binaries_(options.symbolizer_cache_bytes) {}
+  void run();
+  // Runs `sub` for `duration`: the shared part of collect() and collect_per_owner().
+  Status subscribe_and_wait(Subscription& sub, std::chrono::milliseconds duration);
+  Status drain();                                              // requires drain_mu_
+  OwnerLabels labels_of(pid_t pid, uint64_t cgroup_id) const;  // requires mu_
+
+  const ProfilerOptions options_;
+  symbolize::SymbolizerCache binaries_;
+  std::unique_ptr<symbolize::LiveKernelSymbols> kernel_;
+
+  // Kernel maps and symbolization: one drain at a time.
+  mutable std::mutex drain_mu_;
+  std::unique_ptr<CpuSampler> sampler_;
+  std::unique_ptr<StackSymbolizer> symbolizer_;
+
+  // Everything else.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::unordered_map<pid_t, OwnerLabels> pid_labels_;
+  std::unordered_map<uint64_t, OwnerLabels> cgroup_labels_;
+  std::list<Subscription*> subscriptions_;
+  std::map<OwnerLabels, uint64_t> samples_total_;
+  uint64_t drains_ = 0;
+  uint64_t samples_ = 0;
+
+  std::thread thread_;  // last: started after everything it uses
+};
+
+}  // namespace sonde::agent::cpu

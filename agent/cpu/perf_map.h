@@ -1,0 +1,52 @@
+// PerfMap: the JIT symbol file a runtime writes for perf (/tmp/perf-<pid>.map, e.g. Node.js
+// with --perf-basic-prof): one "START SIZE NAME" line per compiled function, hex without 0x.
+//
+// The file is written by the profiled process, so everything about it is bounded: at most
+// kMaxBytes are read and at most kMaxEntries kept; malformed lines are skipped. Later lines
+// win for one start address (code moved by the GC is logged again). Immutable after parse;
+// lookups may run on several threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace sonde::agent::cpu {
+
+class PerfMap {
+ public:
+  static constexpr size_t kMaxBytes = size_t{64} << 20;
+  static constexpr size_t kMaxEntries = size_t{1} << 20;
+
+  static PerfMap parse(std::string_view text);
+  // Reads and parses the file at path (at most kMaxBytes of it).
+  static Result<PerfMap> read(const std::string& path);
+
+  struct Symbol {
+    std::string_view name;
+    uint64_t start = 0;
+  };
+  // The function whose [start, start + size) holds address.
+  std::optional<Symbol> lookup(uint64_t address) const;
+
+  size_t size() const { return entries_.size(); }
+  // Heap bytes held (entries and names).
+  size_t memory_bytes() const;
+
+ private:
+  struct Entry {
+    uint64_t start;
+    uint64_t size;
+    uint32_t name_offset;
+    uint32_t name_length;
+  };
+  std::vector<Entry> entries_;  // sorted by start, unique starts
+  std::string names_;
+};
+
+}  // namespace sonde::agent::cpu

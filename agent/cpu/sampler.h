@@ -1,0 +1,88 @@
+// CpuSampler: the kernel half of CPU profiles (bpf/cpu_sampler.bpf.c). One perf event per
+// online CPU runs the sampling program at a fixed frequency; samples of selected processes are
+// aggregated in kernel maps and handed to user space by drain().
+//
+// Selection happens in the kernel: by cgroup id (containers), by pid (the `profile` command),
+// or every process (a standalone agent without targets). An unselected sample costs one hash
+// lookup (two while some pid is selected). Nothing is lost silently: samples or stacks the maps
+// had no room for are counted in drops().
+//
+// Owns the skeleton and the perf events; destroying it detaches everything. Not thread-safe:
+// one thread (or callers under one lock) uses it, except drops(), which any thread may call.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+struct cpu_sampler_bpf;
+struct bpf_link;
+
+namespace sonde::agent::cpu {
+
+struct SamplerOptions {
+  // Samples per second per CPU: 1..kMaxFrequencyHz.
+  uint32_t frequency_hz = 19;
+  // Sample every process; select_*() are then unnecessary.
+  bool all_processes = false;
+  // The fd of the Node.js probes' `loops` map (bpf/nodejs.bpf.c), or -1. When given, samples
+  // of a tracked main thread taken while its loop is blocked are marked blocked.
+  int nodejs_loops_map_fd = -1;
+  std::string sys_root = "/sys";  // where devices/system/cpu/online is read
+};
+
+// One aggregated sample: a process's stacks and how many times they were seen.
+struct RawSample {
+  uint32_t pid = 0;
+  uint64_t cgroup_id = 0;
+  bool blocked = false;
+  std::vector<uint64_t> user;    // innermost first; empty for kernel threads
+  std::vector<uint64_t> kernel;  // innermost first; empty when sampled in user mode
+  uint64_t count = 0;
+};
+
+class CpuSampler {
+ public:
+  static constexpr uint32_t kDefaultFrequencyHz = 19;
+  static constexpr uint32_t kMaxFrequencyHz = 999;
+
+  // Opens, configures, loads and attaches. Errors name the step and CPU.
+  static Result<std::unique_ptr<CpuSampler>> start(const SamplerOptions& options);
+  ~CpuSampler();
+  CpuSampler(const CpuSampler&) = delete;
+  CpuSampler& operator=(const CpuSampler&) = delete;
+
+  Status select_cgroup(uint64_t cgroup_id);
+  Status release_cgroup(uint64_t cgroup_id);
+  Status select_pid(pid_t pid);
+  Status release_pid(pid_t pid);
+
+  // Every sample since the previous drain. Switches the kernel to the other generation of maps
+  // first, so samples taken during the drain go to the next one.
+  Result<std::vector<RawSample>> drain();
+
+  struct Drops {
+    uint64_t samples = 0;  // the count map was full: the sample is lost
+    uint64_t stacks = 0;   // a stack map was full: the sample is kept without that stack
+  };
+  Drops drops() const;
+
+  uint32_t frequency_hz() const { return frequency_hz_; }
+  bool tracks_nodejs_loops() const { return tracks_loops_; }
+
+ private:
+  CpuSampler() = default;
+
+  std::unique_ptr<cpu_sampler_bpf, void (*)(cpu_sampler_bpf*)> skel_{nullptr, nullptr};
+  std::vector<bpf_link*> links_;  // destroyed before the skeleton
+  uint32_t frequency_hz_ = kDefaultFrequencyHz;
+  bool tracks_loops_ = false;
+  size_t selected_pids_ = 0;
+};
+
+}  // namespace sonde::agent::cpu

@@ -1,0 +1,127 @@
+// Unit tests of the CPU profile pieces that need no kernel: perf map and /proc maps parsing,
+// profile building (pprof fields, merging, folded stacks).
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include "agent/cpu/perf_map.h"
+#include "agent/cpu/profile.pb.h"
+#include "agent/cpu/profile_builder.h"
+#include "agent/cpu/stack_symbolizer.h"
+
+namespace sonde::agent::cpu {
+namespace {
+
+TEST(PerfMapTest, LooksUpRangesAndSkipsMalformedLines) {
+  PerfMap map = PerfMap::parse(
+      "1000 20 JS:*hot /app/a.js:1:1\n"
+      "garbage line\n"
+      "2000 0 zero-size\n"
+      "zz 10 bad-start\n"
+      "3000 10 Builtin:InterpreterEntryTrampoline\n"
+      "1000 30 JS:*moved /app/a.js:1:1\n");
+  EXPECT_EQ(map.size(), 2u);
+  ASSERT_TRUE(map.lookup(0x1000));
+  EXPECT_EQ(map.lookup(0x1000)->name, "JS:*moved /app/a.js:1:1");  // the later line wins
+  EXPECT_TRUE(map.lookup(0x102f));
+  EXPECT_FALSE(map.lookup(0x1030));
+  EXPECT_FALSE(map.lookup(0xfff));
+  EXPECT_EQ(map.lookup(0x3005)->name, "Builtin:InterpreterEntryTrampoline");
+  EXPECT_FALSE(map.lookup(0x2000));
+}
+
+TEST(PerfMapTest, RefusesWhatIsNotARegularFile) {
+  EXPECT_FALSE(PerfMap::read("/dev/zero").ok());
+  EXPECT_FALSE(PerfMap::read("/nonexistent/perf-1.map").ok());
+}
+
+TEST(MapsLineTest, ParsesProcMaps) {
+  auto m = parse_maps_line(
+      "55d0c0a00000-55d0c0b00000 r-xp 00001000 fd:01 1234                       /usr/bin/my prog");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->start, 0x55d0c0a00000u);
+  EXPECT_EQ(m->end, 0x55d0c0b00000u);
+  EXPECT_TRUE(m->executable);
+  EXPECT_EQ(m->pgoff, 0x1000u);
+  EXPECT_EQ(m->path, "/usr/bin/my prog");
+  auto anon = parse_maps_line("7f0000000000-7f0000001000 rwxp 00000000 00:00 0 ");
+  ASSERT_TRUE(anon);
+  EXPECT_EQ(anon->path, "");
+  EXPECT_FALSE(parse_maps_line("7f0000001000-7f0000000000 r-xp 00000000 00:00 0"));
+  EXPECT_FALSE(parse_maps_line("nonsense"));
+}
+
+std::string gunzip(const std::string& in) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  std::string out(1 << 20, '\0');
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  inflateEnd(&z);
+  return out;
+}
+
+Location loc(std::string module, uint64_t address, std::vector<Line> lines) {
+  return {std::move(module), "abcd", address, std::move(lines)};
+}
+
+TEST(ProfileBuilderTest, WritesPprofAndFoldedStacks) {
+  ProfileBuilder b(100);
+  // Leaf first; the Go location has an inlined frame (innermost first).
+  std::vector<Location> stack = {
+      loc("/bin/app", 0x1010, {{"main.inner", "a.go", 7}, {"main.outer", "a.go", 12}}),
+      loc("/bin/app", 0x2000, {{"main.main", "a.go", 20}}),
+  };
+  SampleOwner owner{42, "ns", "pod", "c", false};
+  b.add(owner, stack, 3);
+  b.add(owner, stack, 2);  // merged with the first
+  SampleOwner blocked{42, "ns", "pod", "c", true};
+  b.add(blocked, std::vector<Location>{loc("[jit]", 0x7000, {{"JS:*f;g", "", 0}})}, 1);
+  EXPECT_EQ(b.total_samples(), 6u);
+  EXPECT_EQ(b.distinct_stacks(), 2u);
+
+  EXPECT_EQ(b.folded(), "JS:*f:g 1\nmain.main;main.outer;main.inner 5\n");
+
+  auto gz = b.pprof_gzip();
+  ASSERT_TRUE(gz.ok());
+  pprof::Profile p;
+  ASSERT_TRUE(p.ParseFromString(gunzip(*gz)));
+  auto str = [&](int64_t i) { return p.string_table(static_cast<int>(i)); };
+  EXPECT_EQ(str(0), "");
+  ASSERT_EQ(p.sample_type_size(), 2);
+  EXPECT_EQ(str(p.sample_type(0).type()), "samples");
+  EXPECT_EQ(str(p.sample_type(1).type()), "cpu");
+  EXPECT_EQ(str(p.sample_type(1).unit()), "nanoseconds");
+  EXPECT_EQ(p.period(), 10'000'000);
+  ASSERT_EQ(p.sample_size(), 2);
+  int64_t five = 0;
+  for (const auto& s : p.sample()) {
+    if (s.value(0) == 5) {
+      five = s.value(1);
+      ASSERT_EQ(s.location_id_size(), 2);
+      const auto& leaf = p.location(static_cast<int>(s.location_id(0) - 1));
+      EXPECT_EQ(leaf.address(), 0x1010u);
+      ASSERT_EQ(leaf.line_size(), 2);
+      EXPECT_EQ(str(p.function(static_cast<int>(leaf.line(0).function_id() - 1)).name()),
+                "main.inner");
+      EXPECT_EQ(leaf.line(0).line(), 7);
+      const auto& mapping = p.mapping(static_cast<int>(leaf.mapping_id() - 1));
+      EXPECT_EQ(str(mapping.filename()), "/bin/app");
+      EXPECT_EQ(str(mapping.build_id()), "abcd");
+      std::map<std::string, std::string> labels;
+      for (const auto& l : s.label()) {
+        labels[str(l.key())] = l.str() ? str(l.str()) : std::to_string(l.num());
+      }
+      EXPECT_EQ(labels,
+                (std::map<std::string, std::string>{
+                    {"pid", "42"}, {"namespace", "ns"}, {"pod", "pod"}, {"container", "c"}}));
+    }
+  }
+  EXPECT_EQ(five, 50'000'000);
+}
+
+}  // namespace
+}  // namespace sonde::agent::cpu

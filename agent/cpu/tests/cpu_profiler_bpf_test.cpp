@@ -1,0 +1,453 @@
+// CPU profiles of real programs with one known hot function each (C, Go, stripped Go, Node.js
+// JIT code), served through the agent's HTTP route, decoded as pprof and read by
+// `go tool pprof`; and blocked=true against a Node.js loop blocked in a named function.
+// Needs root (ctest label: bpf).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "agent/cpu/cpu_profiler.h"
+#include "agent/cpu/profile.pb.h"
+#include "agent/cpu/pyroscope_pusher.h"
+#include "agent/metrics/metrics_server.h"
+#include "agent/nodejs/loop_probes.h"
+#include "agent/tests/child_process.h"
+
+namespace sonde::agent::cpu {
+namespace {
+
+using sonde::testing::ChildProcess;
+using std::chrono::milliseconds;
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// User + system CPU seconds of a process so far, from /proc/<pid>/stat.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  std::istringstream f(text.substr(text.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && f >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+HttpResult http_get(int port, const std::string& target) {
+  HttpResult r;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return r;
+  }
+  std::string req = "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+  (void)!write(fd, req.data(), req.size());
+  std::string resp;
+  char buf[65536];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  size_t end = resp.find("\r\n\r\n");
+  if (resp.rfind("HTTP/1.1 ", 0) != 0 || end == std::string::npos) return r;
+  r.status = std::stoi(resp.substr(9, 3));
+  r.body = resp.substr(end + 4);
+  return r;
+}
+
+std::string gunzip(const std::string& in) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) return {};
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  std::string out;
+  char buf[65536];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - z.avail_out);
+  }
+  inflateEnd(&z);
+  return rc == Z_STREAM_END ? out : std::string();
+}
+
+// A decoded profile and questions about it.
+struct Decoded {
+  pprof::Profile p;
+
+  const std::string& str(int64_t i) const { return p.string_table(static_cast<int>(i)); }
+  const pprof::Location& location(uint64_t id) const {
+    return p.location(static_cast<int>(id - 1));
+  }
+  std::string function(uint64_t id) const {
+    return str(p.function(static_cast<int>(id - 1)).name());
+  }
+  int64_t total() const {
+    int64_t n = 0;
+    for (const auto& s : p.sample()) n += s.value(0);
+    return n;
+  }
+  // Samples with a frame (any line of any location) whose function name holds needle; when
+  // exact, the name must equal it.
+  int64_t with(const std::string& needle, bool exact = false) const {
+    int64_t n = 0;
+    for (const auto& s : p.sample()) {
+      bool hit = false;
+      for (uint64_t id : s.location_id()) {
+        for (const auto& line : location(id).line()) {
+          std::string f = function(line.function_id());
+          if (exact ? f == needle : f.find(needle) != std::string::npos) hit = true;
+        }
+      }
+      if (hit) n += s.value(0);
+    }
+    return n;
+  }
+  // The function with the most samples in its stack (inclusive), excluding frames of modules
+  // every JS stack passes through (node itself, the kernel).
+  std::string top_jit_function() const {
+    std::map<std::string, int64_t> counts;
+    for (const auto& s : p.sample()) {
+      std::set<std::string> seen;
+      for (uint64_t id : s.location_id()) {
+        const auto& loc = location(id);
+        if (str(p.mapping(static_cast<int>(loc.mapping_id() - 1)).filename()) != "[jit]") continue;
+        for (const auto& line : loc.line()) seen.insert(function(line.function_id()));
+      }
+      for (const auto& f : seen) counts[f] += s.value(0);
+    }
+    std::string best;
+    int64_t most = -1;
+    for (const auto& [f, n] : counts) {
+      if (n > most) best = f, most = n;
+    }
+    return best;
+  }
+};
+
+class CpuProfilerTest : public ::testing::Test {
+ protected:
+  void start(ProfilerOptions options = {}) {
+    // node --perf-basic-prof leaves V8 log files in its working directory: a scratch one.
+    std::string dir = ::testing::TempDir() + "/sonde-cpu-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir.data()), nullptr);
+    scratch_ = dir;
+    ASSERT_EQ(chdir(scratch_.c_str()), 0);
+    options.frequency_hz = 99;
+    options.node_name = "test-node";
+    options.drain_interval = milliseconds(500);
+    auto p = CpuProfiler::start(options);
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    profiler_ = std::move(p).value();
+    auto s = MetricsServer::start("127.0.0.1:0");
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    server_ = std::move(s).value();
+    server_->add([this] { return profiler_->metrics(); });
+    server_->add_route(CpuProfiler::kRoute, [this](const HttpRequest& r) {
+      return profiler_->handle_profile_request(r);
+    });
+  }
+
+  // The served profile of the next `seconds`, decoded; also written to a file for pprof.
+  Decoded profile(const std::string& query, std::string* file = nullptr) {
+    HttpResult r = http_get(server_->port(), std::string(CpuProfiler::kRoute) + "?" + query);
+    EXPECT_EQ(r.status, 200) << r.body;
+    Decoded d;
+    std::string raw = gunzip(r.body);
+    EXPECT_FALSE(raw.empty()) << "not gzip";
+    EXPECT_TRUE(d.p.ParseFromString(raw));
+    if (file) {
+      *file = scratch_ + "/profile.pb.gz";
+      std::ofstream(*file, std::ios::binary) << r.body;
+    }
+    return d;
+  }
+
+  // The hot-function check shared by the workloads: >= 90% of the process's samples hold the
+  // function, under its exact name; go tool pprof reads the served file and names it too.
+  void expect_hot(ChildProcess& child, const std::string& pod, const std::string& function,
+                  bool exact) {
+    ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
+    ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", pod, "main"}).ok());
+    std::this_thread::sleep_for(milliseconds(500));  // let JITs compile the hot code
+    std::string file;
+    double cpu0 = cpu_seconds(child.pid());
+    Decoded d = profile("seconds=3&namespace=test&pod=" + pod, &file);
+    double cpu = cpu_seconds(child.pid()) - cpu0;
+    int64_t total = d.total();
+    int64_t hot = d.with(function, exact);
+    std::printf("%s: %lld of %lld samples in %s; %.2f s of CPU used (%.0f samples at 99 Hz)\n",
+                pod.c_str(), static_cast<long long>(hot), static_cast<long long>(total),
+                function.c_str(), cpu, cpu * 99);
+    // The samples account for the CPU time the kernel says the process used (the machine may
+    // be shared, so that is not 3 s).
+    EXPECT_GT(total, 20);
+    EXPECT_GT(static_cast<double>(total), 0.6 * cpu * 99);
+    EXPECT_LT(static_cast<double>(total), 1.4 * cpu * 99 + 5);
+    EXPECT_GE(hot * 10, total * 9);
+    for (const auto& s : d.p.sample()) {
+      for (const auto& l : s.label()) {
+        if (d.str(l.key()) == "pid") {
+          EXPECT_EQ(l.num(), child.pid());
+        }
+      }
+    }
+    EXPECT_EQ(d.str(d.p.period_type().type()), "cpu");
+    EXPECT_EQ(d.p.period(), 1'000'000'000 / 99);
+
+    std::string top = run(std::string(SONDE_GO) + " tool pprof -top " + file + " 2>&1");
+    EXPECT_NE(top.find(function), std::string::npos) << top;
+    std::remove(file.c_str());
+
+    std::string metrics = http_get(server_->port(), "/metrics").body;
+    EXPECT_NE(metrics.find("container_cpu_profile_samples_total{namespace=\"test\",pod=\"" + pod +
+                           "\",container=\"main\",node=\"test-node\"}"),
+              std::string::npos)
+        << metrics;
+    EXPECT_NE(metrics.find("sonde_cpu_profile_dropped_samples_total"), std::string::npos);
+  }
+
+  void TearDown() override {
+    if (scratch_.empty()) return;
+    ASSERT_EQ(chdir("/"), 0);
+    std::filesystem::remove_all(scratch_);
+  }
+
+  std::string scratch_;
+  std::unique_ptr<CpuProfiler> profiler_;
+  std::unique_ptr<MetricsServer> server_;  // after profiler_: stops serving first
+};
+
+TEST_F(CpuProfilerTest, CFunction) {
+  start();
+  ChildProcess child({SONDE_HOT_C});
+  expect_hot(child, "c", "sonde_hot_c_function", true);
+}
+
+TEST_F(CpuProfilerTest, GoFunction) {
+  start();
+  ChildProcess child({SONDE_HOT_GO});
+  expect_hot(child, "go", "main.hotGoFunction", true);
+}
+
+TEST_F(CpuProfilerTest, StrippedGoFunction) {
+  start();
+  ChildProcess child({SONDE_HOT_GO_STRIPPED});
+  expect_hot(child, "go-stripped", "main.hotGoFunction", true);
+}
+
+TEST_F(CpuProfilerTest, NodeJsJitFunction) {
+  start();
+  ChildProcess child({"/usr/bin/node", "--perf-basic-prof", SONDE_CPU_TEST_DIR "/hot.js"});
+  // JIT names come from the perf map, e.g. "JS:*hotJsFunction /path/hot.js:3:23".
+  expect_hot(child, "node", "hotJsFunction", false);
+}
+
+TEST_F(CpuProfilerTest, FoldedFormat) {
+  start();
+  ChildProcess child({SONDE_HOT_C});
+  ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
+  ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", "c", "main"}).ok());
+  HttpResult r = http_get(server_->port(),
+                          std::string(CpuProfiler::kRoute) + "?seconds=3&pod=c&format=folded");
+  ASSERT_EQ(r.status, 200);
+  // "...;main;sonde_hot_c_function N" lines: root first, the hot function as the leaf (kernel
+  // frames of an interrupt, when there are any, come after it).
+  long hot = 0, total = 0;
+  std::istringstream in(r.body);
+  for (std::string line; std::getline(in, line);) {
+    size_t sp = line.rfind(' ');
+    ASSERT_NE(sp, std::string::npos) << line;
+    long n = std::stol(line.substr(sp + 1));
+    total += n;
+    std::string stack = line.substr(0, sp) + ";";
+    if (stack.find(";main;sonde_hot_c_function;") != std::string::npos) hot += n;
+  }
+  EXPECT_GE(total, 10);
+  EXPECT_GE(hot * 10, total * 9) << r.body;
+}
+
+TEST_F(CpuProfilerTest, RejectsBadRequests) {
+  start();
+  EXPECT_EQ(http_get(server_->port(), std::string(CpuProfiler::kRoute) + "?seconds=0").status, 400);
+  EXPECT_EQ(http_get(server_->port(), std::string(CpuProfiler::kRoute) + "?seconds=1&x=1").status,
+            400);
+  // No Node.js probes loaded in this profiler: blocked=true cannot be answered.
+  EXPECT_EQ(http_get(server_->port(), std::string(CpuProfiler::kRoute) + "?seconds=1&blocked=true")
+                .status,
+            400);
+  EXPECT_EQ(http_get(server_->port(), "/nothing").status, 404);
+}
+
+TEST_F(CpuProfilerTest, BlockedNodeJsLoop) {
+  auto probes = LoopProbes::load();
+  ASSERT_TRUE(probes.ok()) << probes.error().message();
+  ProfilerOptions options;
+  options.nodejs_loops_map_fd = (*probes)->loops_map_fd();
+  start(options);
+  ASSERT_TRUE(profiler_->tracks_nodejs_loops());
+
+  ChildProcess child({"/usr/bin/node", "--perf-basic-prof", SONDE_CPU_TEST_DIR "/blocked.js"});
+  ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
+  LoopProbes::Start track;
+  track.any_epfd = true;  // no symbols needed: every main-thread epoll wait is the loop's
+  ASSERT_TRUE((*probes)->track(child.pid(), track).ok());
+  ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", "blocked", "main"}).ok());
+  std::this_thread::sleep_for(milliseconds(1000));
+
+  // The same window twice, at once: blocked samples only, and all of them.
+  Decoded all;
+  std::thread other([&] { all = profile("seconds=5&pod=blocked"); });
+  Decoded blocked = profile("seconds=5&pod=blocked&blocked=true");
+  other.join();
+  std::printf("blocked: %lld samples, blockingHandler in %lld, workerSpin in %lld\n",
+              static_cast<long long>(blocked.total()),
+              static_cast<long long>(blocked.with("blockingHandler")),
+              static_cast<long long>(blocked.with("workerSpin")));
+  std::printf("all: %lld samples, blockingHandler in %lld, workerSpin in %lld\n",
+              static_cast<long long>(all.total()),
+              static_cast<long long>(all.with("blockingHandler")),
+              static_cast<long long>(all.with("workerSpin")));
+  EXPECT_GE(blocked.total(), 10);
+  EXPECT_LE(blocked.total(), all.total());
+  // blockingHandler runs only while the loop is blocked: (nearly) all its samples are marked.
+  EXPECT_GE(blocked.with("blockingHandler") * 10, all.with("blockingHandler") * 8);
+  EXPECT_NE(blocked.top_jit_function().find("blockingHandler"), std::string::npos)
+      << blocked.top_jit_function();
+  // The worker's spinning never blocks the main loop: absent when blocked, present otherwise.
+  EXPECT_EQ(blocked.with("workerSpin"), 0);
+  EXPECT_GE(all.with("workerSpin"), 10);
+  for (const auto& s : blocked.p.sample()) {
+    bool marked = false;
+    for (const auto& l : s.label()) marked |= blocked.str(l.key()) == "blocked";
+    EXPECT_TRUE(marked);
+  }
+}
+
+// A Pyroscope ingest endpoint stand-in: accepts POST /prefix/ingest with a multipart body,
+// stores the `profile` field as N.pprof and the query parameters as N.json in the given folder.
+constexpr const char* kReceiver = R"PY(
+import email.parser, http.server, json, os, sys, urllib.parse
+out = sys.argv[1]
+class Handler(http.server.BaseHTTPRequestHandler):
+    count = 0
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers['Content-Length']))
+        url = urllib.parse.urlsplit(self.path)
+        head = b'Content-Type: ' + self.headers['Content-Type'].encode() + b'\r\n\r\n'
+        message = email.parser.BytesParser().parsebytes(head + body)
+        profile = None
+        if message.is_multipart():
+            for part in message.get_payload():
+                if part.get_param('name', header='content-disposition') == 'profile':
+                    profile = part.get_payload(decode=True)
+        ok = url.path == '/prefix/ingest' and profile is not None
+        if ok:
+            Handler.count += 1
+            base = os.path.join(out, str(Handler.count))
+            with open(base + '.pprof', 'wb') as f:
+                f.write(profile)
+            with open(base + '.json.tmp', 'w') as f:
+                json.dump(dict(urllib.parse.parse_qsl(url.query)), f)
+            os.rename(base + '.json.tmp', base + '.json')
+        self.send_response(200 if ok else 400)
+        self.send_header('Content-Length', '0')
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(('127.0.0.1', 0), Handler)
+print('port', server.server_address[1], flush=True)
+server.serve_forever()
+)PY";
+
+TEST_F(CpuProfilerTest, PushesToPyroscope) {
+  start();
+  std::string script = scratch_ + "/receiver.py";
+  std::ofstream(script) << kReceiver;
+  ChildProcess receiver({"/usr/bin/python3", script, scratch_});
+  ASSERT_TRUE(receiver.wait_for_line("port ", milliseconds(10000)));
+  int port = std::stoi(receiver.last_line().substr(5));
+
+  ChildProcess child({SONDE_HOT_C});
+  ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
+  ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", "push", "main"}).ok());
+  PushOptions options;
+  options.url = "http://127.0.0.1:" + std::to_string(port) + "/prefix/";
+  options.interval = milliseconds(2000);
+  options.node_name = "test-node";
+  auto pusher = PyroscopePusher::start(*profiler_, options);
+  ASSERT_TRUE(pusher.ok()) << pusher.error().message();
+
+  std::string first = scratch_ + "/1.json";
+  for (int i = 0; i < 300 && !std::filesystem::exists(first); ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_TRUE(std::filesystem::exists(first)) << "nothing pushed";
+  nlohmann::json query = nlohmann::json::parse(std::ifstream(first));
+  EXPECT_EQ(query["name"], "sonde.cpu{namespace=test,pod=push,container=main,node=test-node}");
+  EXPECT_EQ(query["format"], "pprof");
+  EXPECT_EQ(query["sampleRate"], "99");
+  long from = std::stol(query["from"].get<std::string>());
+  long until = std::stol(query["until"].get<std::string>());
+  EXPECT_GE(until, from + 1);
+  EXPECT_LE(until, static_cast<long>(time(nullptr)));
+
+  std::ifstream in(scratch_ + "/1.pprof", std::ios::binary);
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Decoded d;
+  ASSERT_TRUE(d.p.ParseFromString(gunzip(gz)));
+  std::printf("pushed: %lld samples, %lld in sonde_hot_c_function\n",
+              static_cast<long long>(d.total()),
+              static_cast<long long>(d.with("sonde_hot_c_function", true)));
+  EXPECT_GT(d.total(), 5);
+  EXPECT_GE(d.with("sonde_hot_c_function", true) * 10, d.total() * 9);
+  // The receiver stores the profile before it answers: the pusher counts it a moment later.
+  PyroscopePusher::Stats stats = (*pusher)->stats();
+  for (int i = 0; i < 100 && stats.pushed == 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+    stats = (*pusher)->stats();
+  }
+  EXPECT_GE(stats.pushed, 1u);
+  EXPECT_EQ(stats.failed, 0u);
+}
+
+TEST(PyroscopeNameTest, LeavesOutEmptyLabelsAndReplacesDelimiters) {
+  EXPECT_EQ(pyroscope_name("app", {"ns", "p{1}", ""}, "n=1"),
+            "app.cpu{namespace=ns,pod=p_1_,node=n_1}");
+  EXPECT_EQ(pyroscope_name("app", {}, ""), "app.cpu{}");
+}
+
+}  // namespace
+}  // namespace sonde::agent::cpu

@@ -1,0 +1,3 @@
+module sonde.test/hotgo
+
+go 1.19

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+/* CPU sampling of selected processes (see cpu_sampler.h for the data layout).
+ *
+ * Runs on every CPU at the perf event's frequency, for whatever task is on the CPU. Idle time
+ * (pid 0) and unselected tasks leave after one map lookup; selected ones cost two stack walks
+ * (frame pointers; the kernel's own unwinder for kernel stacks) and one hash update.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+
+#include "cpu_sampler.h"
+#include "nodejs.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set before load. */
+const volatile bool all_processes = false; /* sample every process, ignore the selections */
+const volatile bool track_loops = false;   /* `loops` is the Node.js probes' map (fd reuse) */
+
+/* Written by user space while running. */
+volatile __u8 generation = 0;      /* the generation new samples go to */
+volatile bool select_pids = false; /* some pids are selected: look in selected_pids too */
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_CPU_MAX_SELECTED);
+  __type(key, __u64);
+  __type(value, __u8);
+} selected_cgroups SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_CPU_MAX_SELECTED);
+  __type(key, __u32);
+  __type(value, __u8);
+} selected_pids SEC(".maps");
+
+/* The Node.js event-loop state (bpf/nodejs.bpf.c). User space makes this the very map of the
+ * loaded Node.js probes with bpf_map__reuse_fd(), or shrinks it to one entry when unused. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, SONDE_NODEJS_MAX_PROCESSES);
+  __type(key, __u32);
+  __type(value, struct sonde_loop_state);
+} loops SEC(".maps");
+
+struct stack_map {
+  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
+  __uint(max_entries, SONDE_CPU_MAX_STACKS);
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, SONDE_CPU_MAX_FRAMES * sizeof(__u64));
+};
+struct stack_map user_stacks_0 SEC(".maps");
+struct stack_map user_stacks_1 SEC(".maps");
+struct stack_map kernel_stacks_0 SEC(".maps");
+struct stack_map kernel_stacks_1 SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_CPU_MAX_KEYS);
+  __type(key, struct sonde_cpu_key);
+  __type(value, __u64);
+} counts SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, SONDE_CPU_DROP_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} drops SEC(".maps");
+
+static __always_inline void count_drop(__u32 kind) {
+  __u64* n = bpf_map_lookup_elem(&drops, &kind);
+  if (n) *n += 1;
+}
+
+/* A stack id, or -1 when there is none. -EFAULT means "no stack of this kind" (user stack of a
+ * kernel thread, kernel stack of a sample taken in user mode): normal, not a drop. */
+static __always_inline __s32 stack_id(void* ctx, void* map, __u64 flags) {
+  long id = bpf_get_stackid(ctx, map, flags);
+  if (id >= 0) return (__s32)id;
+  if (id != -14 /* EFAULT */) count_drop(SONDE_CPU_DROP_STACK);
+  return -1;
+}
+
+SEC("perf_event")
+int sample(struct bpf_perf_event_data* ctx) {
+  __u64 id = bpf_get_current_pid_tgid();
+  __u32 tgid = id >> 32;
+  if (tgid == 0) return 0; /* idle */
+  __u64 cgroup = bpf_get_current_cgroup_id();
+  if (!all_processes && !bpf_map_lookup_elem(&selected_cgroups, &cgroup) &&
+      !(select_pids && bpf_map_lookup_elem(&selected_pids, &tgid))) {
+    return 0;
+  }
+
+  struct sonde_cpu_key key;
+  __builtin_memset(&key, 0, sizeof key);
+  key.cgroup_id = cgroup;
+  key.tgid = tgid;
+  key.generation = generation & 1;
+  if (key.generation) {
+    key.user_stack_id = stack_id(ctx, &user_stacks_1, BPF_F_USER_STACK);
+    key.kernel_stack_id = stack_id(ctx, &kernel_stacks_1, 0);
+  } else {
+    key.user_stack_id = stack_id(ctx, &user_stacks_0, BPF_F_USER_STACK);
+    key.kernel_stack_id = stack_id(ctx, &kernel_stacks_0, 0);
+  }
+  if (track_loops && (__u32)id == tgid) {
+    struct sonde_loop_state* loop = bpf_map_lookup_elem(&loops, &tgid);
+    if (loop && loop->phase == SONDE_LOOP_BUSY) key.blocked = 1;
+  }
+
+  __u64* n = bpf_map_lookup_elem(&counts, &key);
+  if (n) {
+    __sync_fetch_and_add(n, 1);
+    return 0;
+  }
+  __u64 one = 1;
+  /* BPF_NOEXIST: another CPU may have inserted the key meanwhile; then add to its count. */
+  if (bpf_map_update_elem(&counts, &key, &one, BPF_NOEXIST) == 0) return 0;
+  n = bpf_map_lookup_elem(&counts, &key);
+  if (n) {
+    __sync_fetch_and_add(n, 1);
+  } else {
+    count_drop(SONDE_CPU_DROP_KEY);
+  }
+  return 0;
+}

@@ -1,0 +1,42 @@
+/* CPU sampling, shared by bpf/cpu_sampler.bpf.c and the agent (C only).
+ *
+ * A perf event per CPU runs the sampler at a fixed frequency. A sample of a selected process
+ * (by cgroup, by pid, or every process) takes its user and kernel stacks into the stack map of
+ * the current generation and counts one in `counts` under a sonde_cpu_key. User space drains
+ * one generation while the kernel fills the other, so no increment races a delete.
+ */
+#ifndef SONDE_BPF_CPU_SAMPLER_H
+#define SONDE_BPF_CPU_SAMPLER_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+/* Frames kept per stack: the kernel's PERF_MAX_STACK_DEPTH default. */
+#define SONDE_CPU_MAX_FRAMES 127
+/* Distinct stacks per generation and map (user and kernel maps alike). Each entry costs
+ * SONDE_CPU_MAX_FRAMES * 8 bytes preallocated: 4096 entries are 4 MiB per map. */
+#define SONDE_CPU_MAX_STACKS 4096
+/* Distinct (process, cgroup, stacks) keys over both generations. */
+#define SONDE_CPU_MAX_KEYS 16384
+/* Selected cgroups and processes. */
+#define SONDE_CPU_MAX_SELECTED 16384
+
+struct sonde_cpu_key {
+  __u64 cgroup_id;       /* cgroup v2 id of the sampled task */
+  __u32 tgid;            /* process (host pid namespace) */
+  __s32 user_stack_id;   /* < 0: no user stack (kernel thread) or lost, see below */
+  __s32 kernel_stack_id; /* < 0: the sample was taken in user space, or lost */
+  __u8 generation;       /* which stack maps the ids refer to (0 or 1) */
+  __u8 blocked;          /* a tracked Node.js main thread whose loop was blocked */
+  __u8 pad[2];
+};
+
+/* Indexes of the per-CPU `drops` counters. */
+enum sonde_cpu_drop {
+  SONDE_CPU_DROP_KEY = 0,   /* `counts` was full: the sample is lost */
+  SONDE_CPU_DROP_STACK = 1, /* a stack map was full or collided: the sample lost a stack */
+  SONDE_CPU_DROP_COUNT = 2,
+};
+
+#endif
