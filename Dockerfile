@@ -1,24 +1,46 @@
-# syntax=docker/dockerfile:1
-# One image with sonde-agent and sonde-operator (the chart runs each with its own command and
-# security context). The build stage installs exactly the package list `make deps` installs.
+# One image with sonde-agent and sonde-operator: `make image` builds it with podman or docker
+# (tag localhost/sonde:<chart appVersion>), `make image-test` runs it the way the chart does.
+# No registry is needed beyond the two Debian base images, which scripts/image-base.sh can make
+# locally; no BuildKit frontend image is pulled (no `# syntax=` line).
 
 FROM debian:12 AS build
+COPY scripts/image-build-packages.txt /tmp/
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      $(sed -e 's/#.*//' /tmp/image-build-packages.txt) >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY scripts/install-deps.sh scripts/debian-packages.txt scripts/
-RUN scripts/install-deps.sh
-COPY . .
-# vmlinux.h comes from the build machine's kernel BTF; CO-RE relocates it on every node.
-RUN make build BUILD=/out
+# Only what compiling reads, so editing scripts, charts or docs keeps the compiled layer.
+COPY CMakeLists.txt ./
+COPY cmake cmake
+COPY bpf bpf
+COPY common common
+COPY agent agent
+COPY operator operator
+COPY scripts/split-debug.sh scripts/
+# bpf/vmlinux/<arch>/vmlinux.h is checked in, so the build does not read this machine's BTF.
+RUN cmake -S . -B /out -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONDE_BUILD_TESTS=OFF \
+ && cmake --build /out -j "$(nproc)" \
+ && scripts/split-debug.sh /out/debug /out/bin/sonde-agent /out/bin/sonde-operator
+
+# Debug information of the image's binaries, by build id (`make image` copies it out to
+# build/image/debug): point gdb's debug-file-directory or a debuginfod server at it.
+FROM scratch AS debug
+COPY --from=build /out/debug/ /usr/lib/debug/
 
 FROM debian:12-slim
 RUN apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libbpf1 libelf1 zlib1g libcpprest2.10 libyaml-cpp0.7 libprometheus-cpp-core1.0 \
-      libprometheus-cpp-pull1.0 libzydis4.0 libssl3 ca-certificates \
- && rm -rf /var/lib/apt/lists/*
-
+      libprometheus-cpp-pull1.0 libzydis4.0 libssl3 ca-certificates >/dev/null \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/debconf/*-old /var/log/* \
+ && groupadd --gid 65532 sonde \
+ && useradd --uid 65532 --gid 65532 --home-dir /home/sonde --create-home \
+      --shell /usr/sbin/nologin sonde
 COPY --from=build /out/bin/sonde-agent /out/bin/sonde-operator /usr/bin/
-# Non-root by default, as the operator runs. The agent's DaemonSet runs it as uid 0 with only
-# the capabilities it needs (BPF, PERFMON, SYS_PTRACE, DAC_READ_SEARCH; see the chart).
-USER 65532:65532
-ENTRYPOINT ["/usr/bin/sonde-agent"]
+COPY scripts/image/sonde /usr/bin/sonde
+# The default user is root because the agent needs its capabilities effective (the chart runs
+# it as uid 0 with every capability dropped but BPF, PERFMON, SYS_PTRACE and DAC_READ_SEARCH);
+# `sonde operator` switches to uid 65532, and the chart runs the operator as 65532.
+USER 0:0
+ENTRYPOINT ["/usr/bin/sonde"]

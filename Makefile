@@ -11,13 +11,15 @@ CMAKE_GEN := -G Ninja
 
 SOURCES = $(shell git ls-files '*.cpp' '*.h' '*.c' 2>/dev/null | grep -v '^bpf/vmlinux')
 
-.PHONY: help deps build test-build test unit-test fuzz e2e run bench fmt fmt-check lint clean chart-test
+.PHONY: help deps build test-build test unit-test fuzz e2e chart-test image image-test image-test-if-engine run bench fmt fmt-check lint clean
 
 help:
 	@echo "make deps       install the Debian packages (root, idempotent)"
 	@echo "make build      build $(BUILD)/bin/sonde-agent and $(BUILD)/bin/sonde-operator"
 	@echo "make test       ASan+UBSan build, unit + kernel (bpf) tests, fuzzers, e2e, format check"
 	@echo "make unit-test  | make fuzz | make e2e | make chart-test   the parts of make test"
+	@echo "make image      container image localhost/sonde:<chart appVersion> (podman or docker)"
+	@echo "make image-test build the image and run it as the chart does (part of make test)"
 	@echo "make run        the agent standalone on this host with a demo workload"
 	@echo "make bench      benchmarks (results in bench/RESULTS.md)"
 	@echo "make fmt        clang-format the sources; make lint: format check + clang-tidy"
@@ -53,7 +55,19 @@ e2e: test-build
 chart-test:
 	@scripts/chart-test.sh
 
-test: unit-test fuzz e2e fmt-check chart-test
+# The image test needs a container engine (`make deps` installs podman); without one it says
+# so and is skipped.
+test: unit-test fuzz e2e chart-test image-test-if-engine fmt-check
+
+image:
+	@scripts/image.sh
+
+image-test:
+	@e2e/image/image_test.sh
+
+image-test-if-engine:
+	@if bash -c 'source scripts/image-lib.sh && image_engine' >/dev/null 2>&1; then e2e/image/image_test.sh; \
+	else echo "image-test: skipped, no container engine (make deps installs podman)"; fi
 
 run: build
 	@scripts/run-standalone.sh $(BUILD)

@@ -1,29 +1,23 @@
 # sonde_bpf_object(NAME) turns bpf/NAME.bpf.c into NAME.bpf.o, NAME.skel.h and an INTERFACE
 # target NAME_skel that consumers link to get the skeleton header on their include path.
-# The CO-RE vmlinux.h is generated once per build tree from the running kernel's BTF, or taken
-# from SONDE_VMLINUX_BTF when building for other kernels.
+# vmlinux.h is checked in per target architecture (bpf/vmlinux/<arch>/, made from a pinned
+# Debian kernel's BTF by scripts/gen-vmlinux-h.sh): the build never reads the build machine's
+# kernel, and CO-RE relocates the programs to each node's kernel when they load.
 
 find_program(BPF_CLANG clang REQUIRED)
 find_program(BPFTOOL bpftool PATHS /usr/sbin /usr/local/sbin REQUIRED)
-set(SONDE_VMLINUX_BTF /sys/kernel/btf/vmlinux CACHE FILEPATH "BTF used to generate vmlinux.h")
 
-execute_process(COMMAND uname -m OUTPUT_VARIABLE _sonde_uname_m OUTPUT_STRIP_TRAILING_WHITESPACE)
-if(_sonde_uname_m STREQUAL "x86_64")
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   set(SONDE_BPF_ARCH x86)
-elseif(_sonde_uname_m STREQUAL "aarch64")
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
   set(SONDE_BPF_ARCH arm64)
 else()
-  message(FATAL_ERROR "sonde BPF: unsupported architecture ${_sonde_uname_m}")
+  message(FATAL_ERROR "sonde BPF: unsupported target architecture ${CMAKE_SYSTEM_PROCESSOR}")
 endif()
+set(SONDE_VMLINUX_DIR ${CMAKE_SOURCE_DIR}/bpf/vmlinux/${SONDE_BPF_ARCH})
 
 set(SONDE_BPF_GEN_DIR ${CMAKE_BINARY_DIR}/bpf-gen)
 file(MAKE_DIRECTORY ${SONDE_BPF_GEN_DIR})
-add_custom_command(
-  OUTPUT ${SONDE_BPF_GEN_DIR}/vmlinux.h
-  COMMAND ${BPFTOOL} btf dump file ${SONDE_VMLINUX_BTF} format c > ${SONDE_BPF_GEN_DIR}/vmlinux.h
-  COMMENT "Generating vmlinux.h from ${SONDE_VMLINUX_BTF}"
-  VERBATIM)
-add_custom_target(sonde_vmlinux_h DEPENDS ${SONDE_BPF_GEN_DIR}/vmlinux.h)
 
 function(sonde_bpf_object name)
   set(src ${CMAKE_CURRENT_SOURCE_DIR}/${name}.bpf.c)
@@ -33,9 +27,9 @@ function(sonde_bpf_object name)
   add_custom_command(
     OUTPUT ${obj}
     COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_${SONDE_BPF_ARCH}
-            -Wall -Werror -I${SONDE_BPF_GEN_DIR} -I${CMAKE_CURRENT_SOURCE_DIR}
+            -Wall -Werror -I${SONDE_VMLINUX_DIR} -I${CMAKE_CURRENT_SOURCE_DIR}
             -c ${src} -o ${obj}
-    DEPENDS ${src} ${bpf_headers} ${SONDE_BPF_GEN_DIR}/vmlinux.h
+    DEPENDS ${src} ${bpf_headers} ${SONDE_VMLINUX_DIR}/vmlinux.h
     COMMENT "BPF ${name}.bpf.c"
     VERBATIM)
   add_custom_command(

@@ -35,6 +35,21 @@ rc=$?
 set -e
 [[ $rc == 1 ]] || fail "unprivileged: exit $rc, want 1:"$'\n'"$out"
 grep -E "^CAP_BPF +FAIL" <<<"$out" >/dev/null || fail "unprivileged: CAP_BPF not FAIL:"$'\n'"$out"
+# The kernel has every BPF type: a refusal here is the missing permission, never "upgrade".
+for check in "BPF program: kprobe/uprobe" "BPF map: ringbuf"; do
+  grep -E "^$check +FAIL +missing permission" <<<"$out" >/dev/null ||
+    fail "unprivileged: '$check' not a missing permission:"$'\n'"$out"
+done
+[[ "$out" != *"upgrade the kernel"* ]] || fail "unprivileged: blames the kernel:"$'\n'"$out"
+# The agent itself refuses to start and names what to add.
+set +e
+out="$(timeout 30 setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+  --bounding-set=-all "$agent" --standalone --metrics-address 127.0.0.1:0 2>&1)"
+rc=$?
+set -e
+[[ $rc == 1 ]] || fail "unprivileged start: exit $rc, want 1:"$'\n'"$out"
+expect_contains "$out" "--cap-add BPF --cap-add PERFMON --cap-add SYS_PTRACE --cap-add DAC_READ_SEARCH" \
+  "unprivileged start"
 
 "$agent" --version | grep -E '^sonde-agent [0-9]+\.[0-9]+\.[0-9]+$' >/dev/null || fail "--version"
 "$agent" doctor --help | grep -q -- '--proc-root' || fail "doctor --help"

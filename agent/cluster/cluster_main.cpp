@@ -10,6 +10,7 @@
 #include "agent/cluster/node_report.h"
 #include "agent/cluster/policy_selector.h"
 #include "agent/cluster/selection_metrics.h"
+#include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
 #include "common/kube/api_client.h"
 #include "common/kube/client_config.h"
@@ -116,6 +117,7 @@ int cluster_main(int argc, char** argv) {
         "the downward API: fieldRef spec.nodeName)\n");
     return 2;
   }
+  if (!has_required_capabilities()) return 1;
   auto config = kube::load_client_config(args->kubeconfig);
   if (!config.ok()) {
     log::error("cannot configure the Kubernetes client", {{"error", config.error().message()}});

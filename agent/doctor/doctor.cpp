@@ -1,10 +1,16 @@
 #include "agent/doctor/doctor.h"
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -85,6 +91,38 @@ constexpr CapSpec kCaps[] = {
     {CAP_SYS_ADMIN, "CAP_SYS_ADMIN", false, "mount tracefs when a node lacks it (optional)"},
 };
 
+bool holds(uint64_t caps, int cap) {
+  return (caps >> cap) & 1;
+}
+
+// Before 5.8 CAP_BPF/CAP_PERFMON did not exist and CAP_SYS_ADMIN covered both; CAP_DAC_OVERRIDE
+// bypasses the read and search checks CAP_DAC_READ_SEARCH bypasses.
+const char* covered_by(uint64_t caps, int cap) {
+  if ((cap == CAP_BPF || cap == CAP_PERFMON) && holds(caps, CAP_SYS_ADMIN)) return "CAP_SYS_ADMIN";
+  if (cap == CAP_DAC_READ_SEARCH && holds(caps, CAP_DAC_OVERRIDE)) return "CAP_DAC_OVERRIDE";
+  return nullptr;
+}
+
+// "CAP_BPF" → "BPF", the spelling of container engines (--cap-add) and Kubernetes.
+std::string_view short_name(std::string_view cap) {
+  return cap.substr(4);
+}
+
+constexpr const char* kNonRootNote =
+    "capabilities granted to a container are effective for uid 0 only: run the agent as uid 0 "
+    "(--user 0, chart: runAsUser: 0)";
+
+// Effective uid from /proc/<pid>/status ("Uid:\treal\teffective\t..."); nullopt if malformed.
+std::optional<unsigned> parse_effective_uid(std::string_view status_text) {
+  constexpr std::string_view kKey = "\nUid:";
+  auto pos = status_text.find(kKey);
+  if (pos == std::string_view::npos) return std::nullopt;
+  std::istringstream fields(std::string(status_text.substr(pos + kKey.size(), 64)));
+  unsigned real = 0, effective = 0;
+  if (!(fields >> real >> effective)) return std::nullopt;
+  return effective;
+}
+
 std::vector<Check> capability_checks(const DoctorOptions& o) {
   std::vector<Check> out;
   auto status = read_file(o.proc_root + "/self/status");
@@ -96,18 +134,22 @@ std::vector<Check> capability_checks(const DoctorOptions& o) {
                    .fix = "mount the host's /proc"});
     return out;
   }
-  // Before 5.8 CAP_BPF/CAP_PERFMON did not exist and CAP_SYS_ADMIN covered both.
-  bool has_sys_admin = (*caps >> CAP_SYS_ADMIN) & 1;
+  auto uid = parse_effective_uid(*status);
   for (const auto& spec : kCaps) {
-    bool held = (*caps >> spec.cap) & 1;
-    bool covered = held || (has_sys_admin && (spec.cap == CAP_BPF || spec.cap == CAP_PERFMON));
+    bool held = holds(*caps, spec.cap);
+    const char* cover = held ? nullptr : covered_by(*caps, spec.cap);
     Check c{.name = spec.name};
-    c.detail = std::string(held ? "held" : (covered ? "covered by CAP_SYS_ADMIN" : "missing")) +
+    c.detail = std::string(held    ? "held"
+                           : cover ? std::string("covered by ") + cover
+                                   : "missing") +
                ": " + spec.why;
-    if (!covered) {
+    if (!held && !cover) {
       c.verdict = spec.required ? Verdict::kFail : Verdict::kWarn;
-      c.fix = std::string("grant ") + spec.name +
-              " (chart: securityContext.capabilities.add) or run as root";
+      auto cap = short_name(spec.name);
+      c.fix = std::string("grant ") + spec.name + ": --cap-add " + std::string(cap) +
+              " (podman/docker), securityContext.capabilities.add: [" + std::string(cap) +
+              "] (chart)";
+      if (uid && *uid != 0) c.fix += "; " + std::string(kNonRootNote);
     }
     out.push_back(std::move(c));
   }
@@ -198,32 +240,32 @@ Check cgroup_check(const DoctorOptions& o) {
   return c;
 }
 
-Check prog_type_check(const char* name, bpf_prog_type type) {
-  Check c{.name = std::string("BPF program: ") + name};
-  int r = libbpf_probe_bpf_prog_type(type, nullptr);
-  if (r == 1) {
-    c.detail = "loadable";
-  } else {
-    c.verdict = Verdict::kFail;
-    c.detail =
-        r == 0 ? "not supported by this kernel" : std::string("probe failed: ") + strerror(-r);
-    c.fix = r == 0 ? "upgrade the kernel" : "grant CAP_BPF and CAP_PERFMON (or run as root)";
-  }
-  return c;
+// The kernel's ENOTSUPP (524), which reaches user space from some BPF paths.
+constexpr int kEnotsupp = 524;
+
+// Loads the smallest program of `type` ("r0 = 0; exit"). Unlike libbpf_probe_bpf_prog_type,
+// which answers "unsupported" for any failure, this keeps the errno so a missing permission
+// is not mistaken for a missing kernel feature.
+Check prog_type_check(const char* name, bpf_prog_type type, uint64_t caps) {
+  const bpf_insn insns[] = {
+      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+      {.code = BPF_JMP | BPF_EXIT},
+  };
+  int fd = bpf_prog_load(type, nullptr, "GPL", insns, std::size(insns), nullptr);
+  if (fd < 0) return bpf_refusal_check(std::string("BPF program: ") + name, -fd, caps, true);
+  ::close(fd);
+  return {.name = std::string("BPF program: ") + name, .detail = "loadable"};
 }
 
-Check map_type_check(const char* name, bpf_map_type type) {
-  Check c{.name = std::string("BPF map: ") + name};
-  int r = libbpf_probe_bpf_map_type(type, nullptr);
-  if (r == 1) {
-    c.detail = "creatable";
-  } else {
-    c.verdict = Verdict::kFail;
-    c.detail =
-        r == 0 ? "not supported by this kernel" : std::string("probe failed: ") + strerror(-r);
-    c.fix = r == 0 ? "upgrade the kernel" : "grant CAP_BPF (or run as root)";
-  }
-  return c;
+Check map_type_check(const char* name, bpf_map_type type, uint64_t caps) {
+  // A ring buffer's size is a power-of-2 multiple of the page size and it has no key/value.
+  bool ringbuf = type == BPF_MAP_TYPE_RINGBUF;
+  auto page = static_cast<uint32_t>(::sysconf(_SC_PAGESIZE));
+  int fd =
+      bpf_map_create(type, nullptr, ringbuf ? 0 : 4, ringbuf ? 0 : 4, ringbuf ? page : 1, nullptr);
+  if (fd < 0) return bpf_refusal_check(std::string("BPF map: ") + name, -fd, caps, false);
+  ::close(fd);
+  return {.name = std::string("BPF map: ") + name, .detail = "creatable"};
 }
 
 // The real thing: load and attach the agent's process-event program, then detach.
@@ -307,6 +349,71 @@ std::optional<uint64_t> parse_effective_caps(std::string_view status_text) {
   return caps;
 }
 
+std::optional<uint64_t> effective_caps_of_self() {
+  __user_cap_header_struct header{.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return std::nullopt;
+  return (uint64_t{data[1].effective} << 32) | data[0].effective;
+}
+
+std::string missing_capabilities_message(uint64_t effective, unsigned uid) {
+  std::string lines, engine, chart;
+  for (const auto& spec : kCaps) {
+    if (!spec.required || holds(effective, spec.cap) || covered_by(effective, spec.cap)) continue;
+    lines += std::string("  ") + spec.name + ": " + spec.why + "\n";
+    engine += " --cap-add " + std::string(short_name(spec.name));
+    chart += (chart.empty() ? "" : ", ") + std::string(short_name(spec.name));
+  }
+  if (lines.empty()) return "";
+  std::string out = "missing capabilities:\n" + lines + "add them: podman/docker run" + engine +
+                    "; chart: securityContext.capabilities.add: [" + chart + "]";
+  if (uid != 0)
+    out += std::string("\nthis process runs as uid ") + std::to_string(uid) + ": " + kNonRootNote;
+  return out;
+}
+
+bool has_required_capabilities() {
+  auto caps = effective_caps_of_self();
+  if (!caps) return true;
+  std::string message = missing_capabilities_message(*caps, ::geteuid());
+  if (message.empty()) return true;
+  (void)std::fprintf(stderr, "sonde-agent: %s\n", message.c_str());
+  return false;
+}
+
+Check bpf_refusal_check(std::string name, int err, uint64_t effective, bool needs_perfmon) {
+  Check c{.name = std::move(name), .verdict = Verdict::kFail};
+  if (err == EPERM || err == EACCES) {
+    std::string missing;
+    for (int cap : {CAP_BPF, CAP_PERFMON}) {
+      if (cap == CAP_PERFMON && !needs_perfmon) continue;
+      if (holds(effective, cap) || covered_by(effective, cap)) continue;
+      missing += std::string(missing.empty() ? "" : " and ") +
+                 (cap == CAP_BPF ? "CAP_BPF" : "CAP_PERFMON");
+    }
+    if (!missing.empty()) {
+      c.detail = "missing permission: the kernel refused it (" + std::string(strerror(err)) +
+                 ") because this process lacks " + missing;
+      c.fix = "grant " + missing + " (see the capability checks above)";
+    } else {
+      c.detail = "missing permission: refused (" + std::string(strerror(err)) +
+                 ") although the capabilities are held";
+      c.fix =
+          "a seccomp profile or an LSM blocks bpf(2), or the capabilities are held in a "
+          "user namespace only (rootless containers): run with seccomp Unconfined (the "
+          "chart's setting; podman/docker: --security-opt seccomp=unconfined) in a rootful "
+          "container";
+    }
+  } else if (err == EINVAL || err == kEnotsupp) {
+    c.detail = "not supported by this kernel (" + std::string(strerror(err)) + ")";
+    c.fix = "upgrade the kernel: the agent needs Linux 5.8+ built with CONFIG_BPF_SYSCALL";
+  } else {
+    c.detail = "probe failed: " + std::string(strerror(err));
+    c.fix = "a kernel log (dmesg) may say more";
+  }
+  return c;
+}
+
 std::vector<Check> run_doctor(const DoctorOptions& o) {
   std::vector<Check> checks;
   checks.push_back(kernel_check(o));
@@ -319,12 +426,14 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
   if (o.probe_kernel) {
     // libbpf prints its own diagnostics for failed probes; the checks say it more clearly.
     auto previous = libbpf_set_print(nullptr);
-    checks.push_back(prog_type_check("kprobe/uprobe", BPF_PROG_TYPE_KPROBE));
-    checks.push_back(prog_type_check("perf_event", BPF_PROG_TYPE_PERF_EVENT));
-    checks.push_back(prog_type_check("tracepoint", BPF_PROG_TYPE_TRACEPOINT));
-    checks.push_back(map_type_check("ringbuf", BPF_MAP_TYPE_RINGBUF));
-    checks.push_back(map_type_check("lru_hash", BPF_MAP_TYPE_LRU_HASH));
-    checks.push_back(map_type_check("percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY));
+    // The probes run with this process's real privileges, whatever proc_root points at.
+    uint64_t caps = effective_caps_of_self().value_or(0);
+    checks.push_back(prog_type_check("kprobe/uprobe", BPF_PROG_TYPE_KPROBE, caps));
+    checks.push_back(prog_type_check("perf_event", BPF_PROG_TYPE_PERF_EVENT, caps));
+    checks.push_back(prog_type_check("tracepoint", BPF_PROG_TYPE_TRACEPOINT, caps));
+    checks.push_back(map_type_check("ringbuf", BPF_MAP_TYPE_RINGBUF, caps));
+    checks.push_back(map_type_check("lru_hash", BPF_MAP_TYPE_LRU_HASH, caps));
+    checks.push_back(map_type_check("percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY, caps));
     checks.push_back(process_events_check());
     checks.push_back(event_loop_hook_check());
     libbpf_set_print(previous);

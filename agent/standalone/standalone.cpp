@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -150,6 +151,7 @@ int standalone_main(int argc, char** argv) {
     return 2;
   }
   log::set_level(*parsed_level);
+  if (!has_required_capabilities()) return 1;
   RuntimeOptions options;
   options.proc_root = args->proc_root;
   options.metrics_address = args->metrics_address.value_or(cfg.metrics_address);

@@ -1,5 +1,6 @@
 #include "agent/doctor/doctor.h"
 
+#include <errno.h>
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <stdlib.h>
@@ -95,6 +96,67 @@ TEST_F(FakeRoots, MissingCapabilityIsNamed) {
   ASSERT_NE(bpf, nullptr);
   EXPECT_EQ(bpf->verdict, Verdict::kFail);
   EXPECT_NE(bpf->fix.find("grant CAP_BPF"), std::string::npos);
+}
+
+TEST_F(FakeRoots, NonRootIsToldCapabilitiesNeedUidZero) {
+  write("proc/self/status", "Name:\tsonde\nUid:\t65532\t65532\t65532\t65532\nCapEff:\t0\n");
+  auto checks = run_doctor(options());
+  const Check* perfmon = find(checks, "CAP_PERFMON");
+  ASSERT_NE(perfmon, nullptr);
+  EXPECT_NE(perfmon->fix.find("--cap-add PERFMON"), std::string::npos) << perfmon->fix;
+  EXPECT_NE(perfmon->fix.find("uid 0"), std::string::npos) << perfmon->fix;
+}
+
+TEST_F(FakeRoots, DacOverrideCoversDacReadSearch) {
+  char status[64];
+  snprintf(status, sizeof status, "Name:\tsonde\nCapEff:\t%016llx\n", 1ull << CAP_DAC_OVERRIDE);
+  write("proc/self/status", status);
+  auto checks = run_doctor(options());
+  EXPECT_EQ(find(checks, "CAP_DAC_READ_SEARCH")->verdict, Verdict::kPass);
+  EXPECT_EQ(find(checks, "CAP_SYS_PTRACE")->verdict, Verdict::kFail);
+}
+
+TEST(Doctor, PermissionRefusalIsNotAMissingKernelFeature) {
+  Check c = bpf_refusal_check("BPF program: kprobe/uprobe", EPERM, 1ull << CAP_BPF, true);
+  EXPECT_EQ(c.verdict, Verdict::kFail);
+  EXPECT_NE(c.detail.find("missing permission"), std::string::npos) << c.detail;
+  EXPECT_NE(c.detail.find("lacks CAP_PERFMON"), std::string::npos) << c.detail;
+  EXPECT_EQ(c.detail.find("CAP_BPF"), std::string::npos) << c.detail;
+  EXPECT_EQ(c.fix.find("upgrade"), std::string::npos) << c.fix;
+
+  // Maps need CAP_BPF only.
+  c = bpf_refusal_check("BPF map: ringbuf", EPERM, 1ull << CAP_PERFMON, false);
+  EXPECT_NE(c.detail.find("lacks CAP_BPF"), std::string::npos) << c.detail;
+
+  // Refused with the capabilities held: not the capabilities, something in front of bpf(2).
+  c = bpf_refusal_check("BPF program: tracepoint", EACCES,
+                        (1ull << CAP_BPF) | (1ull << CAP_PERFMON), true);
+  EXPECT_NE(c.detail.find("missing permission"), std::string::npos) << c.detail;
+  EXPECT_NE(c.fix.find("seccomp"), std::string::npos) << c.fix;
+
+  c = bpf_refusal_check("BPF map: ringbuf", EINVAL, 1ull << CAP_BPF, false);
+  EXPECT_NE(c.detail.find("not supported by this kernel"), std::string::npos) << c.detail;
+  EXPECT_NE(c.fix.find("upgrade the kernel"), std::string::npos) << c.fix;
+}
+
+TEST(Doctor, StartMessageNamesEachMissingCapability) {
+  uint64_t all = (1ull << CAP_BPF) | (1ull << CAP_PERFMON) | (1ull << CAP_SYS_PTRACE) |
+                 (1ull << CAP_DAC_READ_SEARCH);
+  EXPECT_EQ(missing_capabilities_message(all, 0), "");
+  // Before 5.8 CAP_SYS_ADMIN held what CAP_BPF and CAP_PERFMON hold now.
+  EXPECT_EQ(missing_capabilities_message(
+                (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SYS_PTRACE) | (1ull << CAP_DAC_OVERRIDE), 0),
+            "");
+
+  std::string m = missing_capabilities_message(1ull << CAP_BPF, 0);
+  EXPECT_NE(m.find("--cap-add PERFMON --cap-add SYS_PTRACE --cap-add DAC_READ_SEARCH"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("--cap-add BPF"), std::string::npos) << m;
+  EXPECT_NE(m.find("capabilities.add: [PERFMON, SYS_PTRACE, DAC_READ_SEARCH]"), std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("uid"), std::string::npos) << m;
+  EXPECT_NE(missing_capabilities_message(0, 65532).find("runs as uid 65532"), std::string::npos);
 }
 
 TEST_F(FakeRoots, OldKernelFails) {
