@@ -152,8 +152,9 @@ TEST_P(LoopProbesTest, LargePagesNodeRunsAndIsMeasured) {
 // The busy period of a process that dies while blocked ends at its death (the kernel's exit
 // hook), not when user space gets round to reading it.
 TEST_P(LoopProbesTest, BusyPeriodEndsAtExit) {
+  uint64_t loop = default_loop();  // before the spawn: the first call runs readelf for seconds
   ChildProcess node({kNode, kBlocker, "forever", "1", "5000"});
-  ASSERT_TRUE(probes_->track(node.pid(), {.default_loop = default_loop()}).ok());
+  ASSERT_TRUE(probes_->track(node.pid(), {.default_loop = loop}).ok());
   ASSERT_TRUE(node.wait_for_line("ready", milliseconds(10000)));
   uint64_t ready_ns = monotonic_ns();
   std::this_thread::sleep_for(milliseconds(1000));  // the block started 50 ms after "ready"
