@@ -32,7 +32,7 @@ FROM debian:12-slim
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libbpf1 libelf1 zlib1g libcpprest2.10 libyaml-cpp0.7 libprometheus-cpp-core1.0 \
-      libprometheus-cpp-pull1.0 libzydis4.0 libssl3 ca-certificates >/dev/null \
+      libprometheus-cpp-pull1.0 libzydis4.0 libcivetweb1 libprotobuf32 libssl3 ca-certificates >/dev/null \
  && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/debconf/*-old /var/log/* \
  && groupadd --gid 65532 sonde \
  && useradd --uid 65532 --gid 65532 --home-dir /home/sonde --create-home \

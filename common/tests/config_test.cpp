@@ -61,19 +61,19 @@ TEST_P(ConfigErrors, NameTheKeyAndTheProblem) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, ConfigErrors,
-    ::testing::Values(
-        BadCase{"metricAddress: x", "f.yaml: metricAddress: unknown key"},
-        BadCase{"instrumentations: {cpu: {frequencyHz: 5000}}",
-                "f.yaml: instrumentations.cpu.frequencyHz: must be 1..999, got 5000"},
-        BadCase{"instrumentations: {goTLS: maybe}",
-                "f.yaml: instrumentations.goTLS: must be true or false"},
-        BadCase{"targets: [{containerId: xyz}]",
-                "f.yaml: targets[0].containerId: must be 12 to 64 hex digits"},
-        BadCase{"targets: [{}]", "f.yaml: targets[0]: needs exe or containerId"},
-        BadCase{"logLevel: loud",
-                "f.yaml: logLevel: must be debug, info, warn or error, got \"loud\""},
-        BadCase{"metricsAddress: 9464", "f.yaml: metricsAddress: must be host:port, got \"9464\""},
-        BadCase{"- a\n- b", "f.yaml: (top level): must be a mapping"}));
+    ::testing::Values(BadCase{"metricAddress: x", "f.yaml: metricAddress: unknown key"},
+                      BadCase{"instrumentations: {cpu: {frequencyHz: 5000}}",
+                              "f.yaml: instrumentations.cpu.frequencyHz: must be 1..999, got 5000"},
+                      BadCase{"instrumentations: {goTLS: maybe}",
+                              "f.yaml: instrumentations.goTLS: must be true or false"},
+                      BadCase{"targets: [{containerId: xyz}]",
+                              "f.yaml: targets[0].containerId: must be 12 to 64 hex digits"},
+                      BadCase{"targets: [{}]", "f.yaml: targets[0]: needs exe or containerId"},
+                      BadCase{"logLevel: loud",
+                              "f.yaml: logLevel: must be debug, info, warn or error, got \"loud\""},
+                      BadCase{"metricsAddress: 9464",
+                              "f.yaml: metricsAddress: must be host:port, got \"9464\""},
+                      BadCase{"- a\n- b", "f.yaml: (top level): must be a mapping"}));
 
 TEST(Config, InvalidYamlIsAnError) {
   auto cfg = parse_agent_config("a: [1, 2", "f.yaml");
