@@ -107,8 +107,13 @@ procs() {  # procs POD: the agent's Node.js process gauge for shop/POD/app
   agent_metric "$port" "sonde_agent_nodejs_processes{namespace=\"shop\",pod=\"$1\",container=\"app\",node=\"$node_name\"}"
 }
 procs_is() { [[ "$(procs "$1")" == "$2" ]]; }
-attachments() { agent_metric "$port" 'sonde_agent_uprobe_attachments{feature="nodejs"}'; }
-attachments_is() { [[ "$(attachments)" == "$1" ]]; }
+# Node.js processes instrumented on the node, all containers (a released container's gauge
+# reads 0 until its series leave after the grace period).
+instrumented() {
+  curl -sf "http://127.0.0.1:$port/metrics" |
+    awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s + 0 }'
+}
+instrumented_is() { [[ "$(instrumented)" == "$1" ]]; }
 entry() {  # entry JQ: of the report's entry for policy shop/web
   kube GET "$report_path" |
     jq -c ".status.policies[] | select(.namespace == \"shop\" and .name == \"web\") | $1"
@@ -121,7 +126,7 @@ expect_entry() {  # expect_entry WHAT JQ WANT
 wait_until 100 kube GET "$report_path" || { cat "$tmp/agent.log"; fail "no node report"; }
 [[ "$(kube GET "$report_path" | jq -r '.metadata.ownerReferences[0].kind')" == Node ]] ||
   fail "the report has no ownerReference to its Node"
-[[ "$(attachments)" == 0 ]] || fail "uprobes attached before any policy: $(attachments)"
+[[ "$(instrumented)" == 0 ]] || fail "processes instrumented before any policy: $(instrumented)"
 [[ -z "$(procs web-1)" ]] || fail "web-1 instrumented before any policy"
 
 echo "--- a policy selecting the pods → attached"
@@ -132,7 +137,7 @@ policy='{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
 kube POST "$policies" "$policy" >/dev/null
 wait_until 100 procs_is web-1 1 ||
   { tail -20 "$tmp/agent.log"; fail "web-1 not instrumented: procs=$(procs web-1)"; }
-echo "metrics: web-1 processes=$(procs web-1), nodejs uprobe attachments=$(attachments)"
+echo "metrics: web-1 processes=$(procs web-1), Node.js processes instrumented=$(instrumented)"
 [[ -z "$(procs other-1)" ]] || fail "a pod of another node was instrumented"
 [[ -z "$(procs sleeper)" ]] || fail "sleep counted as a Node.js process"
 blocked="$(agent_metric "$port" "container_nodejs_event_loop_blocked_time_seconds_total{namespace=\"shop\",pod=\"web-1\",container=\"app\",node=\"$node_name\"}")"
@@ -161,8 +166,8 @@ fi
 
 echo "--- the policy excludes web-1 → detached"
 kube PATCH "$policies/web" '{"spec": {"excludes": [{"selector": {"matchLabels": {"instance": "web-1"}}}]}}' >/dev/null
-wait_until 100 attachments_is 0 ||
-  fail "still attached after the exclude: attachments=$(attachments)"
+wait_until 100 instrumented_is 0 ||
+  fail "still instrumented after the exclude: $(instrumented)"
 [[ "$(procs web-1)" == 0 ]] || fail "web-1 processes=$(procs web-1) after the exclude, want 0"
 expect_entry "excluded" '[.observedGeneration, .matchedPods, .instrumentedPods, .nodejsProcesses]' '[2,1,0,0]'
 
@@ -173,8 +178,8 @@ expect_entry "re-selected" '[.matchedPods, .instrumentedPods, .nodejsProcesses]'
 
 echo "--- the policy deleted → detached"
 kube DELETE "$policies/web" >/dev/null
-wait_until 100 attachments_is 0 ||
-  fail "still attached after the policy was deleted: attachments=$(attachments)"
+wait_until 100 instrumented_is 0 ||
+  fail "still instrumented after the policy was deleted: $(instrumented)"
 [[ "$(procs web-1)" == 0 ]] || fail "web-1 processes=$(procs web-1) after deletion, want 0"
 policies_in_report_is() { [[ "$(kube GET "$report_path" | jq '.status.policies | length')" == "$1" ]]; }
 wait_until 150 policies_in_report_is 0 ||
