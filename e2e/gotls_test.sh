@@ -109,7 +109,7 @@ check_exchanges stripped-server stripped-client
 metrics | grep '^sonde_agent_gotls_binaries'
 for b in gotls gotls-stripped; do
   stripped="$([[ $b == gotls ]] && echo false || echo true)"
-  metrics | grep -q "^sonde_agent_gotls_binaries{binary=\"$tmp/bin/$b\",instrumented=\"true\",reason=\"go[0-9.]*\",stripped=\"$stripped\",entry_probe=\"emulated-jump\",return_probe=\"\(bpf-ret\|single-step\)\"}" ||
+  metrics | grep -q "^sonde_agent_gotls_binaries{binary=\"$tmp/bin/$b\",build_id=\"[0-9a-f]*\",instrumented=\"true\",reason=\"go[0-9.]*\",stripped=\"$stripped\",entry_probe=\"emulated-jump\",return_probe=\"\(bpf-ret\|single-step\)\"}" ||
     fail "$b: no instrumented verdict with emulated entry probes"
 done
 

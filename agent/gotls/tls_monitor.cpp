@@ -95,14 +95,15 @@ Result<std::vector<uint8_t>> read_code(const symbols::OpenBinary& binary, uint64
 }  // namespace
 
 TlsMonitor::TlsMonitor(TlsProbes& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
-                       const ProcReader& proc)
-    : probes_(probes), cache_(cache), uprobes_(uprobes), proc_(proc) {}
+                       const ProcReader& proc, uint64_t grace_ns)
+    : probes_(probes), cache_(cache), uprobes_(uprobes), proc_(proc), grace_ns_(grace_ns) {}
 
 TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std::string& exe,
                                     const std::vector<symbols::ProbeTarget>& t) const {
   Binary b;
   BinaryVerdict& v = b.verdict;
   v.path = exe;
+  v.build_id = binary.identity().digest_hex();
   auto elf = symbols::ElfFile::parse(binary.bytes());
   if (!elf.ok()) {
     v.reason = "not a Go binary we can read: " + elf.error().message();
@@ -287,21 +288,29 @@ void TlsMonitor::exited(pid_t pid) {
 void TlsMonitor::finish_locked(pid_t pid) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
-  auto& s = containers_[it->second.labels].stats;
-  add_counts(probes_.take(static_cast<uint32_t>(pid)), s);
-  s.processes--;
+  auto& c = containers_[it->second.labels];
+  add_counts(probes_.take(static_cast<uint32_t>(pid)), c.stats);
+  if (--c.stats.processes == 0) c.empty_since_ns = monotonic_ns();
   processes_.erase(it);
   uprobes_.release(pid);
 }
 
 void TlsMonitor::sweep() {
   std::lock_guard lock(mu_);
+  // Before finishing anything: a container emptied by this sweep keeps its series a grace
+  // period from now (detaching uprobes below can take hundreds of milliseconds).
+  const uint64_t now = monotonic_ns();
   std::vector<pid_t> vanished;
   for (const auto& [pid, p] : processes_) {
     auto start = proc_.start_time(pid);
     if (!start.ok() || *start != p.start_time) vanished.push_back(pid);
   }
   for (pid_t pid : vanished) finish_locked(pid);
+  // A container whose last process finished a grace period ago leaves /metrics.
+  std::erase_if(containers_, [&](const auto& entry) {
+    const Container& c = entry.second;
+    return c.stats.processes == 0 && now >= c.empty_since_ns + grace_ns_;
+  });
   // Counted by the kernel but not tracked: a process consider() has not seen yet (left for a
   // sweep), one that is not selected, or one that exited before it was seen.
   std::set<uint32_t> untracked;

@@ -45,8 +45,11 @@ inline constexpr std::array<double, SONDE_GOTLS_BUCKETS> kTlsDurationBuckets = {
 
 class TlsMonitor {
  public:
+  // `grace_ns`: how long a container's series outlive its last process (then sweep() forgets
+  // them, as ContainerTotals does for the other features).
   TlsMonitor(TlsProbes& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
-             const ProcReader& proc);
+             const ProcReader& proc, uint64_t grace_ns = kDefaultSeriesGraceNs);
+  static constexpr uint64_t kDefaultSeriesGraceNs = 300'000'000'000;
 
   // The symbols consider() looks up (see EventLoopMonitor::symbol_names()).
   static const std::vector<std::string>& symbol_names();
@@ -88,6 +91,7 @@ class TlsMonitor {
 
   struct BinaryVerdict {
     std::string path;
+    std::string build_id;  // BinaryIdentity digest (hex): tells two binaries at one path apart
     bool instrumentable = false;
     bool reported = true;   // false for Go binaries that simply do not use crypto/tls
     std::string reason;     // why not, or the Go version when instrumentable
@@ -112,7 +116,8 @@ class TlsMonitor {
     ContainerLabels labels;
   };
   struct Container {
-    ContainerStats stats;  // counts here are those of exited processes
+    ContainerStats stats;         // counts here are those of exited processes
+    uint64_t empty_since_ns = 0;  // when its last process finished
   };
   struct Site {
     TlsProbes::Program program;
@@ -138,6 +143,7 @@ class TlsMonitor {
   symbols::ProbeTargetCache& cache_;
   SharedUprobes& uprobes_;
   const ProcReader& proc_;
+  const uint64_t grace_ns_;
 
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;

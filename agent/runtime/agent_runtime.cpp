@@ -107,6 +107,7 @@ void add_tls_families(TlsMonitor& tls, const std::string& node,
   for (const auto& v : tls.verdicts()) {
     add_sample(binaries,
                {{"binary", v.path},
+                {"build_id", v.build_id},
                 {"instrumented", v.instrumentable ? "true" : "false"},
                 {"reason", v.reason},
                 {"stripped", v.stripped ? "true" : "false"},
@@ -187,7 +188,7 @@ Status AgentRuntime::Impl::start() {
   }
   if (options.go_tls) {
     ASSIGN_OR_RETURN(tls_probes, TlsProbes::load());
-    tls = std::make_unique<TlsMonitor>(*tls_probes, cache, tls_uprobes, proc);
+    tls = std::make_unique<TlsMonitor>(*tls_probes, cache, tls_uprobes, proc, grace_ns);
     const auto& more = TlsMonitor::symbol_names();
     all_names.insert(all_names.end(), more.begin(), more.end());
   }

@@ -2,6 +2,7 @@
 // process is counted in the kernel from its first call without being tracked, and the cgroup
 // filter counts only processes of allowed cgroups (cgroup v2; the test makes its own cgroup).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "agent/discovery/candidate.h"
 #include "agent/gotls/tls_monitor.h"
@@ -148,6 +150,30 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   EXPECT_FALSE(probes_->counting(static_cast<uint32_t>(unfiltered)));
   EXPECT_EQ(monitor.discarded_processes(), 1u);
   for (const auto& [map, n] : monitor.kernel_map_full()) EXPECT_EQ(n, 0u) << map;
+}
+
+// A container's series outlive its last process by the grace period, then leave: every pod
+// ever seen must not keep its series until the agent restarts.
+TEST_F(TlsProbesBpfTest, AContainersSeriesLeaveAGracePeriodAfterItsLastProcess) {
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  ProcReader proc;
+  TlsMonitor monitor(*probes_, cache, uprobes, proc, /*grace_ns=*/500'000'000);
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  auto info = proc.read(server.pid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  auto candidate = open_candidate(proc, *info, true);
+  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+  ASSERT_EQ(monitor.consider(*candidate, {"", "", "gone-soon"}), TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(monitor.snapshot().count({"", "", "gone-soon"}), 1u);
+  kill(server.pid(), SIGKILL);
+  server.wait();
+  monitor.sweep();  // finds it gone: its series stay for the grace period
+  EXPECT_EQ(monitor.snapshot().count({"", "", "gone-soon"}), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  monitor.sweep();
+  EXPECT_EQ(monitor.snapshot().count({"", "", "gone-soon"}), 0u);
 }
 
 }  // namespace
