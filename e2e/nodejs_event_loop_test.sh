@@ -94,7 +94,9 @@ at_least "${first:-0}" 0.2 || fail "first process: ${first:-none} s, injected 0.
 within "$(awk -v a="${second:-0}" -v b="${first:-0}" 'BEGIN { print a - b }')" 0.3 0.03 ||
   fail "after the restart the counter went from $first to $second; want +0.3 s"
 
-# One binary, all these processes: one shared uprobe attachment.
-attachments="$(agent_metric "$port" 'sonde_agent_uprobe_attachments{feature="nodejs"}')"
-[[ "$attachments" == 1 ]] || fail "uprobe attachments: $attachments, want 1"
+# One binary for all these processes, measured in precise mode (the default loop's epoll fd read
+# from the process's memory), with no uprobe on it.
+binaries="$(curl -sf "http://127.0.0.1:$port/metrics" | grep '^sonde_agent_nodejs_binaries{' || true)"
+grep -q '^sonde_agent_nodejs_binaries{binary="/usr/bin/node",build_id="[0-9a-f]*",mode="precise"}' \
+  <<<"$binaries" || fail "want /usr/bin/node in precise mode, got: $binaries"
 echo "nodejs event loop: ok"
