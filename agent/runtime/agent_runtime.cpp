@@ -161,15 +161,16 @@ struct AgentRuntime::Impl {
   SharedUprobes tls_uprobes;
   std::unique_ptr<EventLoopMonitor> monitor;
   std::vector<std::string> all_names;  // every feature's symbols, resolved in one parse
-  // Opening and parsing executables (tenants' files) happens here, off the event thread. After
-  // the monitors: its worker finishes (or is abandoned) before they go.
-  std::unique_ptr<InspectionQueue> inspections;
-  std::unique_ptr<cpu::CpuProfiler> profiler;
-  std::unique_ptr<MetricsServer> server;  // last: stops serving before the rest goes
-
   std::atomic<bool> reselect_requested{false};
   mutable std::mutex outcomes_mu;
   std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
+
+  std::unique_ptr<cpu::CpuProfiler> profiler;
+  // Opening and parsing executables (tenants' files) happens here, off the event thread. After
+  // everything its jobs touch (monitors, cache, outcomes, profiler): destroyed before them, its
+  // worker finishes the job in hand (or is abandoned) while they still exist.
+  std::unique_ptr<InspectionQueue> inspections;
+  std::unique_ptr<MetricsServer> server;  // last: stops serving before the rest goes
 };
 
 Status AgentRuntime::Impl::start() {
