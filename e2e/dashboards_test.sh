@@ -199,7 +199,8 @@ within_seconds 60 has_series 'container_go_tls_requests_total{namespace="shop",p
 echo "--- labels: the workload's own, not exported_*"
 has_series 'sonde_agent_uprobe_attachments{namespace="sonde-system",pod="sonde-agent-x7k2p",container="agent"}' ||
   fail "the agent's own series lack the agent pod's target labels"
-has_series 'sonde_policy_matched_pods{namespace="shop",policy="web"}' ||
+# The operator exports policy series once it leads and has reconciled: wait for them.
+within_seconds 60 has_series 'sonde_policy_matched_pods{namespace="shop",policy="web"}' ||
   fail "the operator's policy series lost their namespace"
 exported="$(prom_query 'count({exported_namespace!=""} or {exported_pod!=""} or {exported_container!=""})')"
 [[ "$exported" == none ]] || fail "$exported series carry exported_* labels"
@@ -256,8 +257,10 @@ python3 "$here/dashboard_queries.py" "$PROM_URL" "$root/charts/sonde/dashboards"
 echo "--- alerts this run provokes"
 firing() { curl -sf "$PROM_URL/api/v1/alerts" | jq -r '.data.alerts[] | select(.state == "firing") | .labels.alertname + " " + (.labels | del(.alertname, .severity) | tostring)'; }
 alert_fires() { firing | grep -q "^$1 "; }
+# SondeEventLoopBlocked's rate() over 5 minutes grows with the run's length (web-1's series is
+# about 2 minutes old here): it crosses the test's 15% threshold within the minute allowed.
 for a in SondeEventLoopBlocked SondeNodeReportStale SondeGoBinaryNotInstrumented; do
-  wait_until 100 alert_fires "$a" || fail "$a does not fire: $(firing)"
+  wait_until 600 alert_fires "$a" || fail "$a does not fire: $(firing)"
 done
 firing | sort | sed 's/^/  /'
 firing | grep '^SondeEventLoopBlocked ' | grep -q '"pod":"web-1"' || fail "SondeEventLoopBlocked not for web-1"
