@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "agent/attach/shared_uprobes.h"
@@ -143,6 +144,7 @@ struct AgentRuntime::Impl {
   void consider(pid_t pid, bool running);
   void instrument(ProcessInfo info, const Selection& selection, bool running);
   void exited(pid_t pid, uint64_t timestamp_ns);
+  void release_cpu(pid_t pid);
   void reselect();
   void check_inspections();
   void add_collector();
@@ -166,6 +168,9 @@ struct AgentRuntime::Impl {
   std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
 
   std::unique_ptr<cpu::CpuProfiler> profiler;
+  // Processes selected for CPU sampling (event thread only): a release drains the kernel maps,
+  // so only these are released, not every process that exits on the node.
+  std::set<pid_t> cpu_pids;
   // Opening and parsing executables (tenants' files) happens here, off the event thread. After
   // everything its jobs touch (monitors, cache, outcomes, profiler): destroyed before them, its
   // worker finishes the job in hand (or is abandoned) while they still exist.
@@ -234,9 +239,12 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
     if (auto st = profiler->select_pid(pid, {l.namespace_name, l.pod, l.container}); !st.ok()) {
       log::warn("cannot select process for CPU sampling",
                 {{"pid", pid}, {"error", st.error().message()}});
+    } else {
+      cpu_pids.insert(pid);
     }
+  } else {
+    release_cpu(pid);
   }
-  if (selection && profiler && !selection->cpu) (void)profiler->release_pid(pid);
   if (!selection || all_names.empty() || !(selection->nodejs_event_loop || selection->go_tls)) {
     bool was_selected = false;
     {
@@ -309,8 +317,12 @@ void AgentRuntime::Impl::instrument(ProcessInfo info, const Selection& selection
   outcomes[pid] = std::move(out);
 }
 
+void AgentRuntime::Impl::release_cpu(pid_t pid) {
+  if (cpu_pids.erase(pid) > 0) (void)profiler->release_pid(pid);
+}
+
 void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
-  if (profiler) (void)profiler->release_pid(pid);
+  release_cpu(pid);
   if (monitor) monitor->exited(pid, timestamp_ns);
   if (tls) tls->exited(pid);
   std::lock_guard lock(outcomes_mu);
