@@ -72,7 +72,13 @@ def invariants(rendered, values_file):
             fail(f"{name}: hostNetwork/hostIPC")
         if bool(spec.get("hostPID")) != is_agent:
             fail(f"{name}: hostPID is {spec.get('hostPID')}, only the agent has it")
-        host_volumes = {v["name"] for v in spec.get("volumes", []) if "hostPath" in v}
+        host_volumes = {v["name"]: v["hostPath"] for v in spec.get("volumes", []) if "hostPath" in v}
+        # The one host volume: the node's tracefs, on the agent only, when asked for.
+        want_host = {}
+        if is_agent and (values.get("agent") or {}).get("hostTracefs", True):
+            want_host = {"tracefs": {"path": "/sys/kernel/tracing", "type": "Directory"}}
+        if host_volumes != want_host:
+            fail(f"{name}: host volumes {host_volumes}, want {want_host}")
         for c in spec.get("containers", []) + spec.get("initContainers", []):
             sc = c.get("securityContext") or {}
             cname = f"{name}/{c['name']}"
@@ -92,6 +98,9 @@ def invariants(rendered, values_file):
             for m in c.get("volumeMounts", []):
                 if m["name"] in host_volumes and m.get("readOnly") is not True:
                     fail(f"{cname}: host volume {m['name']} mounted read-write")
+                if m["name"] == "tracefs" and m["mountPath"] != "/sys/kernel/tracing":
+                    fail(f"{cname}: tracefs mounted at {m['mountPath']}, the agent looks in "
+                         "/sys/kernel/tracing")
             checked += 1
         if not is_agent:
             psc = spec.get("securityContext") or {}

@@ -69,6 +69,13 @@ chart_flags() {
     RuntimeDefault) ;;
     *) fail "chart seccompProfile '$seccomp' not understood: update this test" ;;
   esac
+  # The node's tracefs, read-only (agent.hostTracefs, on by default). Nodes usually have it
+  # mounted (systemd does); this machine may not, so it is mounted here as a node would have it.
+  if grep -q 'mountPath: /sys/kernel/tracing' "$t"; then
+    mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing ||
+      fail "cannot mount tracefs on the host"
+    flags+=(-v /sys/kernel/tracing:/sys/kernel/tracing:ro)
+  fi
   printf '%s\n' "${flags[@]}"
 }
 mapfile -t chart < <(chart_flags) || exit 1
@@ -188,6 +195,15 @@ standalone_measures_node() {
   echo "blocked time $v1 s -> $v2 s: $rate s/s (the workload blocks 0.2 s/s)"
   awk -v r="$rate" 'BEGIN { exit !(r >= 0.1 && r <= 0.4) }' ||
     { "$engine" logs "$name"; fail "blocked-time rate $rate, want about 0.2"; }
+  # With the node's tracefs the wait hook is never the raw syscall tracepoints, which every
+  # system call on the node would pay for (fentry where the kernel has trampolines).
+  local info
+  info="$(curl -sf --max-time 10 "http://127.0.0.1:$port/metrics" | grep '^sonde_agent_info{')"
+  echo "$info"
+  if printf '%s\n' "${chart[@]}" | grep -q '^/sys/kernel/tracing:'; then
+    [[ "$info" != *'wait_source="tp_btf/sys_enter+sys_exit"'* ]] ||
+      fail "the agent with the chart's tracefs mount fell back to the raw syscall tracepoints"
+  fi
 }
 
 check "entrypoint: usage, agent/operator --help and --version, default user" entrypoint
