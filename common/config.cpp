@@ -117,9 +117,27 @@ Status parse_instrumentations(const MapReader& top, InstrumentationConfig& out) 
   auto cpu = r.child("cpu");
   if (cpu && !cpu.IsNull()) {
     MapReader c(cpu, "instrumentations.cpu");
-    RETURN_IF_ERROR(c.check({"enabled", "frequencyHz"}));
+    RETURN_IF_ERROR(c.check({"enabled", "frequencyHz", "pyroscope"}));
     RETURN_IF_ERROR(c.get_bool("enabled", out.cpu.enabled));
     RETURN_IF_ERROR(c.get_uint("frequencyHz", 1, 999, out.cpu.frequency_hz));
+    auto push = c.child("pyroscope");
+    if (push && !push.IsNull()) {
+      MapReader p(push, "instrumentations.cpu.pyroscope");
+      RETURN_IF_ERROR(p.check({"url", "intervalSeconds", "application"}));
+      auto& py = out.cpu.pyroscope;
+      RETURN_IF_ERROR(p.get_string("url", py.url));
+      RETURN_IF_ERROR(p.get_uint("intervalSeconds", 5, 3600, py.interval_seconds));
+      RETURN_IF_ERROR(p.get_string("application", py.application));
+      // The pusher takes plain http only (see agent/cpu/pyroscope_pusher.h).
+      if (py.url.rfind("http://", 0) != 0 || py.url.size() == 7) {
+        return Error(p.child_path("url") + ": must be an http://host[:port][/prefix] URL, got \"" +
+                     py.url + "\"");
+      }
+      if (py.application.empty()) return Error(p.child_path("application") + ": must not be empty");
+      if (!out.cpu.enabled) {
+        return Error(p.path() + ": pushes CPU profiles, but instrumentations.cpu.enabled is false");
+      }
+    }
   }
   return ok_status();
 }

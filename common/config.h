@@ -10,7 +10,13 @@
 //   instrumentations:
 //     nodejsEventLoop: true
 //     goTLS: true
-//     cpu: {enabled: false, frequencyHz: 19}   # 1..999 samples per second per CPU
+//     cpu:
+//       enabled: false
+//       frequencyHz: 19            # 1..999 samples per second per CPU
+//       pyroscope:                 # also push each container's profile (needs cpu.enabled)
+//         url: "http://pyroscope.monitoring:4040"   # plain http, optional path prefix
+//         intervalSeconds: 15      # 5..3600: one profile per container and interval
+//         application: sonde       # the name's prefix: <application>.cpu{namespace=,...}
 //
 // Loading is strict: an unknown key, a wrong type or an out-of-range value is an error naming
 // the key's path ("instrumentations.cpu.frequencyHz: must be 1..999, got 5000"), so a typo
@@ -30,9 +36,16 @@ struct ProcessTarget {
   std::string container_id;  // empty: any container (or none)
 };
 
+struct PyroscopeConfig {
+  std::string url;  // empty: no push
+  uint32_t interval_seconds = 15;
+  std::string application = "sonde";
+};
+
 struct CpuSamplingConfig {
   bool enabled = false;
   uint32_t frequency_hz = 19;
+  PyroscopeConfig pyroscope;
 };
 
 struct InstrumentationConfig {

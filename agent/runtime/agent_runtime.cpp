@@ -12,6 +12,7 @@
 
 #include "agent/attach/shared_uprobes.h"
 #include "agent/cpu/cpu_profiler.h"
+#include "agent/cpu/pyroscope_pusher.h"
 #include "agent/discovery/candidate.h"
 #include "agent/gotls/tls_monitor.h"
 #include "agent/gotls/tls_probes.h"
@@ -168,6 +169,7 @@ struct AgentRuntime::Impl {
   std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
 
   std::unique_ptr<cpu::CpuProfiler> profiler;
+  std::unique_ptr<cpu::PyroscopePusher> pusher;  // after the profiler it collects from
   // Processes selected for CPU sampling (event thread only): a release drains the kernel maps,
   // so only these are released, not every process that exits on the node.
   std::set<pid_t> cpu_pids;
@@ -208,11 +210,32 @@ Status AgentRuntime::Impl::start() {
     o.proc_root = options.proc_root;
     o.node_name = node;
     ASSIGN_OR_RETURN(profiler, cpu::CpuProfiler::start(o));
+    if (const auto& py = options.cpu.pyroscope; !py.url.empty()) {
+      ASSIGN_OR_RETURN(pusher,
+                       cpu::PyroscopePusher::start(
+                           *profiler, {.url = py.url,
+                                       .application = py.application,
+                                       .interval = std::chrono::seconds(py.interval_seconds),
+                                       .node_name = node}));
+    }
   }
   ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address));
   add_collector();
   if (profiler) {
     server->add([this] { return profiler->metrics(); });
+    if (pusher) {
+      server->add([this] {
+        auto pushes = counter_family("sonde_cpu_profile_pushes_total",
+                                     "Per-container CPU profiles pushed to the Pyroscope endpoint: "
+                                     "accepted (ok) or lost with their window (failed).");
+        auto st = pusher->stats();
+        add_sample(pushes, {{"result", "ok"}}, static_cast<double>(st.pushed));
+        add_sample(pushes, {{"result", "failed"}}, static_cast<double>(st.failed));
+        std::vector<prometheus::MetricFamily> out;
+        out.push_back(std::move(pushes));
+        return out;
+      });
+    }
     server->add_route(cpu::CpuProfiler::kRoute, [this](const HttpRequest& request) {
       return profiler->handle_profile_request(request);
     });

@@ -27,6 +27,7 @@
 #include "agent/metrics/metrics_server.h"
 #include "agent/nodejs/event_loop_monitor.h"
 #include "agent/nodejs/loop_probes.h"
+#include "common/config.h"
 #include "common/result.h"
 #include "common/signals.h"
 
@@ -61,6 +62,7 @@ struct RuntimeOptions {
     bool enabled = false;  // load the CPU sampler and serve /debug/pprof/profile
     uint32_t frequency_hz = 19;
     bool all_processes = false;  // sample every process, not only selected ones
+    PyroscopeConfig pyroscope;   // push profiles there too (url empty: no push)
   } cpu;
   // How long a container's series outlive its last process (then they leave /metrics).
   std::chrono::seconds series_grace{300};

@@ -163,6 +163,7 @@ int standalone_main(int argc, char** argv) {
   options.cpu.enabled = cfg.instrumentations.cpu.enabled;
   options.cpu.frequency_hz = cfg.instrumentations.cpu.frequency_hz;
   options.cpu.all_processes = cfg.targets.empty();
+  options.cpu.pyroscope = cfg.instrumentations.cpu.pyroscope;
   if (!options.nodejs_event_loop && !options.go_tls && !options.cpu.enabled) {
     log::warn("no instrumentation enabled in the config; serving self-metrics only");
   }

@@ -29,7 +29,10 @@ targets:
 instrumentations:
   nodejsEventLoop: false
   goTLS: true
-  cpu: {enabled: true, frequencyHz: 99}
+  cpu:
+    enabled: true
+    frequencyHz: 99
+    pyroscope: {url: "http://127.0.0.1:4040/ingest-prefix", intervalSeconds: 10}
 )",
                                 "<test>");
   ASSERT_TRUE(cfg.ok()) << cfg.error().message();
@@ -43,6 +46,9 @@ instrumentations:
   EXPECT_TRUE(cfg->instrumentations.go_tls);
   EXPECT_TRUE(cfg->instrumentations.cpu.enabled);
   EXPECT_EQ(cfg->instrumentations.cpu.frequency_hz, 99u);
+  EXPECT_EQ(cfg->instrumentations.cpu.pyroscope.url, "http://127.0.0.1:4040/ingest-prefix");
+  EXPECT_EQ(cfg->instrumentations.cpu.pyroscope.interval_seconds, 10u);
+  EXPECT_EQ(cfg->instrumentations.cpu.pyroscope.application, "sonde");
 }
 
 struct BadCase {
@@ -73,7 +79,18 @@ INSTANTIATE_TEST_SUITE_P(
                               "f.yaml: logLevel: must be debug, info, warn or error, got \"loud\""},
                       BadCase{"metricsAddress: 9464",
                               "f.yaml: metricsAddress: must be host:port, got \"9464\""},
-                      BadCase{"- a\n- b", "f.yaml: (top level): must be a mapping"}));
+                      BadCase{"- a\n- b", "f.yaml: (top level): must be a mapping"},
+                      BadCase{"instrumentations: {cpu: {pyroscope: {url: 'http://p:4040'}}}",
+                              "f.yaml: instrumentations.cpu.pyroscope: pushes CPU profiles, but "
+                              "instrumentations.cpu.enabled is false"},
+                      BadCase{"instrumentations: {cpu: {enabled: true, pyroscope: {url: "
+                              "'https://p:4040'}}}",
+                              "f.yaml: instrumentations.cpu.pyroscope.url: must be an "
+                              "http://host[:port][/prefix] URL, got \"https://p:4040\""},
+                      BadCase{"instrumentations: {cpu: {enabled: true, pyroscope: {url: "
+                              "'http://p', intervalSeconds: 1}}}",
+                              "f.yaml: instrumentations.cpu.pyroscope.intervalSeconds: must be "
+                              "5..3600, got 1"}));
 
 TEST(Config, InvalidYamlIsAnError) {
   auto cfg = parse_agent_config("a: [1, 2", "f.yaml");
