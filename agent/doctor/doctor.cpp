@@ -3,15 +3,18 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/capability.h>
+#include <linux/perf_event.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "agent/nodejs/loop_probes.h"
@@ -84,11 +87,12 @@ struct CapSpec {
 
 constexpr CapSpec kCaps[] = {
     {CAP_BPF, "CAP_BPF", true, "load BPF programs and create maps"},
-    {CAP_PERFMON, "CAP_PERFMON", true, "attach uprobes/kprobes and perf-event samplers"},
+    {CAP_PERFMON, "CAP_PERFMON", true, "BTF tracepoints, perf-event samplers, kernel symbols"},
     {CAP_SYS_PTRACE, "CAP_SYS_PTRACE", true, "read /proc/<pid>/root and maps of other processes"},
     {CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH", true, "read binaries of every container"},
     {CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE", false, "raise RLIMIT_MEMLOCK on kernels before 5.11"},
-    {CAP_SYS_ADMIN, "CAP_SYS_ADMIN", false, "mount tracefs when a node lacks it (optional)"},
+    {CAP_SYS_ADMIN, "CAP_SYS_ADMIN", false,
+     "create uprobes (Go TLS) on kernels that ask it, mount tracefs (optional)"},
 };
 
 bool holds(uint64_t caps, int cap) {
@@ -282,6 +286,59 @@ Check process_events_check() {
   return c;
 }
 
+// Never called: the uprobe check places its probe here, so no code that runs is touched.
+[[gnu::noinline, gnu::used]] void uprobe_check_target() {
+  asm volatile("");
+}
+
+// The file offset of `address` in this process's executable, from /proc/self/maps.
+std::optional<uint64_t> own_file_offset(uintptr_t address) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t start = 0, end = 0;
+    uint64_t offset = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx %*s %lx", &start, &end, &offset) != 3) continue;
+    if (address >= start && address < end) return address - start + offset;
+  }
+  return std::nullopt;
+}
+
+// Creates (and at once removes) a real uprobe, on a function of this binary that never runs:
+// the privilege it takes depends on the kernel (since Linux 6.16 and the 2025 stable updates,
+// upstream ba677dbe77af, CAP_SYS_ADMIN; before, CAP_PERFMON), which no capability list tells.
+Check uprobe_creation_check(const DoctorOptions& o) {
+  Check c{.name = "uprobe creation"};
+  auto type = read_file(o.sys_root + "/bus/event_source/devices/uprobe/type");
+  auto offset = own_file_offset(reinterpret_cast<uintptr_t>(&uprobe_check_target));
+  if (!type || !offset) {
+    c.verdict = Verdict::kWarn;
+    c.detail = !type ? "not tried: no uprobe PMU" : "not tried: own code not found in maps";
+    return c;
+  }
+  const std::string path = "/proc/self/exe";
+  perf_event_attr attr{};
+  attr.size = sizeof attr;
+  attr.type = static_cast<uint32_t>(std::strtoul(type->c_str(), nullptr, 10));
+  attr.config1 = reinterpret_cast<uint64_t>(path.c_str());
+  attr.config2 = *offset;
+  attr.disabled = 1;
+  long fd = syscall(SYS_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd >= 0) {
+    close(static_cast<int>(fd));
+    c.detail = "created (Go TLS can place its probes)";
+    return c;
+  }
+  int err = errno;
+  c.verdict = Verdict::kWarn;
+  c.detail = std::string("refused: ") + strerror(err) + " (Go TLS binaries are not instrumented)";
+  c.fix = err == EACCES || err == EPERM
+              ? "this kernel asks CAP_SYS_ADMIN for uprobes: --cap-add SYS_ADMIN "
+                "(podman/docker), agent.uprobes=true (chart)"
+              : "a kernel log (dmesg) may say more";
+  return c;
+}
+
 // Loads the Node.js wait hooks the way the agent will and reports which ones the kernel took.
 Check event_loop_hook_check() {
   Check c{.name = "event-loop wait hook"};
@@ -434,6 +491,7 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
     checks.push_back(map_type_check("ringbuf", BPF_MAP_TYPE_RINGBUF, caps));
     checks.push_back(map_type_check("lru_hash", BPF_MAP_TYPE_LRU_HASH, caps));
     checks.push_back(map_type_check("percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY, caps));
+    checks.push_back(uprobe_creation_check(o));
     checks.push_back(process_events_check());
     checks.push_back(event_loop_hook_check());
     libbpf_set_print(previous);

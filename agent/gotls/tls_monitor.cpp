@@ -248,6 +248,20 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   if (!st.ok()) {
     uprobes_.release(pid);
     if (is_gone(st.error())) return Outcome::kGone;
+    if (st.error().code() == EACCES || st.error().code() == EPERM) {
+      // The agent's privileges do not change while it runs: the binary's verdict says so once,
+      // and later processes of it are not attached (nor logged) again.
+      b.verdict.instrumentable = false;
+      b.verdict.reason = std::string(kUprobesRefused);
+      b.sites.clear();
+      log::warn(
+          "Go TLS binary not instrumentable",
+          {{"binary", c.info.exe}, {"reason", b.verdict.reason}, {"error", st.error().message()}});
+      std::lock_guard lock(mu_);
+      binaries_.erase(id.to_string());
+      remember_locked(id.to_string(), b);
+      return Outcome::kFailed;
+    }
     log::warn("cannot instrument Go TLS process", {{"pid", pid}, {"error", st.error().message()}});
     return Outcome::kFailed;
   }

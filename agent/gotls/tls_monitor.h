@@ -27,6 +27,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +43,12 @@ namespace sonde::agent {
 // Upper bounds (seconds) of the request duration histogram (SONDE_GOTLS_BUCKET_BOUNDS_NS).
 inline constexpr std::array<double, SONDE_GOTLS_BUCKETS> kTlsDurationBuckets = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
+
+// The verdict of a binary whose uprobes the kernel refused for lack of privilege: since Linux 6.16
+// and the 2025 stable updates of older series (upstream ba677dbe77af) creating a uprobe needs
+// CAP_SYS_ADMIN, CAP_PERFMON no longer suffices.
+inline constexpr std::string_view kUprobesRefused =
+    "uprobes refused: this kernel requires CAP_SYS_ADMIN to create them (chart: agent.uprobes)";
 
 class TlsMonitor {
  public:

@@ -60,9 +60,13 @@ def invariants(rendered, values_file):
         kinds.setdefault(o["kind"], []).append(o)
     caps, optional = documented_capabilities()
     want_caps = {c for c in caps if c not in optional}
+    defaults = yaml.safe_load(open(os.path.join(CHART, "values.yaml")))
     for cap, flag in optional.items():
         section, key = flag.split(".")
-        if (values.get(section) or {}).get(key):
+        value = (values.get(section) or {}).get(key)
+        if value is None:
+            value = defaults[section][key]
+        if value:
             want_caps.add(cap)
     checked = 0
     for o, spec in pod_specs(objects):
@@ -75,7 +79,7 @@ def invariants(rendered, values_file):
         host_volumes = {v["name"]: v["hostPath"] for v in spec.get("volumes", []) if "hostPath" in v}
         # The one host volume: the node's tracefs, on the agent only, when asked for.
         want_host = {}
-        if is_agent and (values.get("agent") or {}).get("hostTracefs", True):
+        if is_agent and (values.get("agent") or {}).get("hostTracefs", defaults["agent"]["hostTracefs"]):
             want_host = {"tracefs": {"path": "/sys/kernel/tracing", "type": "Directory"}}
         if host_volumes != want_host:
             fail(f"{name}: host volumes {host_volumes}, want {want_host}")
