@@ -172,6 +172,10 @@ int cluster_main(int argc, char** argv) {
   options.proc_root = args->proc_root;
   options.metrics_address = args->metrics_address;
   options.node_name = args->node_name;
+  // Policies with `cpu` select containers for sampling; a node that cannot sample says so in
+  // their status instead of failing the agent.
+  options.cpu.enabled = true;
+  options.cpu.required = false;
   auto runtime = AgentRuntime::start(options, selector);
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});
