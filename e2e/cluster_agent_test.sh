@@ -4,7 +4,8 @@
 # Pods whose containerStatuses carry those container ids, and `sonde-agent --cluster` on the
 # real kernel. Checks that creating, changing and deleting a ProfilingPolicy attaches and
 # detaches the agent (its /metrics, per namespace/pod/container), that its ProfilingNodeReport
-# counts say so and carries SymbolsNotFound for a selected process that is not Node.js, and,
+# counts say so and carries SymbolsNotFound for a selected process that is not Node.js, that a
+# policy's cpu samples its pod at its frequency and no other pod, and,
 # when sonde-operator is in SONDE_BIN, that the policy status shows the counts and
 # Degraded/SymbolsNotFound. Needs root (cgroups, BPF).
 set -euo pipefail
@@ -184,6 +185,48 @@ wait_until 100 instrumented_is 0 ||
 policies_in_report_is() { [[ "$(kube GET "$report_path" | jq '.status.policies | length')" == "$1" ]]; }
 wait_until 150 policies_in_report_is 0 ||
   fail "the deleted policy is still in the report: $(kube GET "$report_path" | jq -c .status.policies)"
+
+echo "--- a policy with cpu → its pod's CPU samples are served, another pod's are not"
+busy_id="$(new_id)" spare_id="$(new_id)"
+run_in_container busy "$busy_id" bash -c 'while :; do :; done'
+busy_pid=$LAST_PID
+run_in_container spare "$spare_id" bash -c 'while :; do :; done'
+spare_pid=$LAST_PID
+kube POST /api/v1/namespaces/shop/pods \
+  "$(pod_json busy-1 "$node_name" "$busy_id" '{"app": "busy"}')" >/dev/null
+kube POST /api/v1/namespaces/shop/pods \
+  "$(pod_json spare-1 "$node_name" "$spare_id" '{"app": "spare"}')" >/dev/null
+kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
+  "metadata": {"name": "cpu", "namespace": "shop"},
+  "spec": {"targets": [{"selector": {"matchLabels": {"app": "busy"}}}],
+           "instrumentations": {"cpu": {"frequencyHz": 49}}}}' >/dev/null
+cpu_entry() { kube GET "$report_path" | jq -c '.status.policies[] | select(.name == "cpu") | [.matchedPods, .instrumentedPods, (.problems | length)]'; }
+cpu_entry_is() { [[ "$(cpu_entry)" == "$1" ]]; }
+wait_until 150 cpu_entry_is '[1,1,0]' ||
+  { tail -20 "$tmp/agent.log"; fail "cpu policy report: $(cpu_entry), want [1,1,0]"; }
+wait_until 100 grep -q 'CPU sampling frequency changed.*frequency_hz=49' "$tmp/agent.log" ||
+  fail "the node does not sample at the policy's 49 Hz: $(grep -i 'cpu' "$tmp/agent.log" | tail -3)"
+folded_samples() {  # folded_samples POD: samples of shop/POD in a 3 s profile
+  curl -sf "http://127.0.0.1:$port/debug/pprof/profile?seconds=3&format=folded&namespace=shop&pod=$1" |
+    awk '{ n += $NF } END { print n + 0 }'
+}
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }  # utime + stime
+ticks0="$(cpu_ticks "$busy_pid")"
+busy_samples="$(folded_samples busy-1)"
+busy_cpu="$(awk -v a="$ticks0" -v b="$(cpu_ticks "$busy_pid")" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')"
+spare_samples="$(folded_samples spare-1)"
+echo "3 s profiles at 49 Hz: busy-1 $busy_samples samples for $busy_cpu s of CPU, spare-1 (not selected) $spare_samples"
+# Each sample stands for 1/49 s of the CPU time the kernel says busy-1 used (a shared machine).
+at_least "$busy_samples" 10 || fail "busy-1's profile has $busy_samples samples, want at least 10"
+within "$busy_samples" "$(awk -v c="$busy_cpu" 'BEGIN { print c * 49 }')" "$(awk -v c="$busy_cpu" 'BEGIN { print c * 49 * 0.4 + 5 }')" ||
+  fail "busy-1: $busy_samples samples for $busy_cpu s of CPU, want about $busy_cpu x 49"
+[[ "$spare_samples" == 0 ]] || fail "spare-1 is not selected but its profile has $spare_samples samples"
+[[ -n "$(agent_metric "$port" "container_cpu_profile_samples_total{namespace=\"shop\",pod=\"busy-1\",container=\"app\",node=\"$node_name\"}")" ]] ||
+  fail "no container_cpu_profile_samples_total series for busy-1"
+curl -sf "http://127.0.0.1:$port/metrics" | grep -q 'container_cpu_profile_samples_total{[^}]*pod="spare-1"' &&
+  fail "spare-1 has CPU sample series"
+kube DELETE "$policies/cpu" >/dev/null
+kill "$busy_pid" "$spare_pid"
 
 echo "--- API server unreachable: the last known policies apply, SIGTERM still stops the agent"
 kube POST "$policies" "$policy" >/dev/null

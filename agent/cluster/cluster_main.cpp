@@ -11,7 +11,9 @@
 #include "agent/cluster/policy_selector.h"
 #include "agent/cluster/selection_metrics.h"
 #include "agent/doctor/doctor.h"
+#include "agent/runtime/agent_flags.h"
 #include "agent/runtime/agent_runtime.h"
+#include "common/cli.h"
 #include "common/kube/api_client.h"
 #include "common/kube/client_config.h"
 #include "common/kube/informer.h"
@@ -33,83 +35,40 @@ constexpr auto kSyncTimeout = std::chrono::seconds(30);
 // takes up to twice this; a shutdown then waits at most that long for the writer.
 constexpr auto kReportRequestTimeout = std::chrono::seconds(3);
 
-constexpr const char* kUsage =
-    "Usage: sonde-agent --cluster [OPTIONS]\n"
-    "\n"
-    "Runs the agent in a Kubernetes cluster (the default when started without arguments in a\n"
-    "pod): watches ProfilingPolicies and the pods of this node, instruments the containers the\n"
-    "policies select, serves Prometheus metrics and writes this node's ProfilingNodeReport.\n"
-    "\n"
-    "Options:\n"
-    "  --kubeconfig PATH        kubeconfig (default: in-cluster service account, then\n"
-    "                           $KUBECONFIG, then ~/.kube/config)\n"
-    "  --node-name NAME         this node (default $NODE_NAME)\n"
-    "  --namespace NS           where the node report is written, sonde's namespace\n"
-    "                           (default $POD_NAMESPACE, then the kubeconfig's namespace)\n"
-    "  --metrics-address ADDR   host:port for /metrics (default 0.0.0.0:9464)\n"
-    "  --proc-root DIR          the host's /proc (default /proc)\n"
-    "  --log-level LEVEL        debug, info, warn or error (default info)\n"
-    "  -h, --help               show this help\n";
-
 struct Args {
   std::string kubeconfig;
   std::string node_name;
   std::string ns;
-  std::string metrics_address = "0.0.0.0:9464";
-  std::string proc_root = "/proc";
-  std::string log_level = "info";
+  AgentFlags agent;
 };
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): before any thread
-  return v ? v : "";
-}
-
-std::optional<Args> parse_args(int argc, char** argv, int& exit_code) {
-  Args a;
-  a.node_name = env("NODE_NAME");
-  a.ns = env("POD_NAMESPACE");
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      (void)std::fputs(kUsage, stdout);
-      exit_code = 0;
-      return std::nullopt;
-    }
-    std::string* target = arg == "--kubeconfig"        ? &a.kubeconfig
-                          : arg == "--node-name"       ? &a.node_name
-                          : arg == "--namespace"       ? &a.ns
-                          : arg == "--metrics-address" ? &a.metrics_address
-                          : arg == "--proc-root"       ? &a.proc_root
-                          : arg == "--log-level"       ? &a.log_level
-                                                       : nullptr;
-    if (!target) {
-      (void)std::fprintf(stderr, "sonde-agent: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
-      exit_code = 2;
-      return std::nullopt;
-    }
-    if (i + 1 >= argc) {
-      (void)std::fprintf(stderr, "sonde-agent: %s needs a value\n", arg.c_str());
-      exit_code = 2;
-      return std::nullopt;
-    }
-    *target = argv[++i];
-  }
-  return a;
+// nullopt: go on; otherwise the exit code.
+std::optional<int> parse_args(int argc, char** argv, Args& a) {
+  CLI::App app{
+      "Runs the agent in a Kubernetes cluster (the default when started without arguments in a "
+      "pod): watches ProfilingPolicies and the pods of this node, instruments the containers the "
+      "policies select, serves Prometheus metrics and writes this node's ProfilingNodeReport.",
+      "sonde-agent --cluster"};
+  app.add_option("--kubeconfig", a.kubeconfig,
+                 "kubeconfig (default: in-cluster service account, then $KUBECONFIG, then "
+                 "~/.kube/config)");
+  app.add_option("--node-name", a.node_name, "this node (default $NODE_NAME)")
+      ->envname("NODE_NAME");
+  app.add_option("--namespace", a.ns,
+                 "where the node report is written, sonde's namespace (default $POD_NAMESPACE, "
+                 "then the kubeconfig's namespace)")
+      ->envname("POD_NAMESPACE");
+  add_agent_flags(app, a.agent, "0.0.0.0:9464", "info");
+  return cli::parse(app, argc, argv);
 }
 
 }  // namespace
 
 int cluster_main(int argc, char** argv) {
-  int exit_code = 0;
-  auto args = parse_args(argc, argv, exit_code);
-  if (!args) return exit_code;
-  auto level = log::parse_level(args->log_level);
-  if (!level) {
-    (void)std::fprintf(stderr, "sonde-agent: unknown log level '%s'\n", args->log_level.c_str());
-    return 2;
-  }
-  log::set_level(*level);
+  Args parsed;
+  if (auto exit_code = parse_args(argc, argv, parsed)) return *exit_code;
+  const Args* args = &parsed;
+  cli::apply(args->agent.log);
   if (args->node_name.empty()) {
     (void)std::fprintf(
         stderr,
@@ -169,9 +128,15 @@ int cluster_main(int argc, char** argv) {
   }
 
   RuntimeOptions options;
-  options.proc_root = args->proc_root;
-  options.metrics_address = args->metrics_address;
+  options.proc_root = args->agent.proc_root;
+  options.metrics_address =
+      args->agent.metrics_address.empty() ? options.metrics_address : args->agent.metrics_address;
+  options.wait_source = args->agent.wait_source;
   options.node_name = args->node_name;
+  // Policies with `cpu` select containers for sampling; a node that cannot sample says so in
+  // their status instead of failing the agent.
+  options.cpu.enabled = true;
+  options.cpu.required = false;
   auto runtime = AgentRuntime::start(options, selector);
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});

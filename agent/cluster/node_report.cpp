@@ -37,7 +37,8 @@ std::optional<ReportProblem> container_problem(const PolicyState& policy,
   const ProcessOutcome* kernel = nullptr;
   for (const ProcessOutcome* o : procs) {
     for (State s : {policy.nodejs_event_loop ? o->nodejs : State::kNotApplicable,
-                    policy.go_tls ? o->go_tls : State::kNotApplicable}) {
+                    policy.go_tls ? o->go_tls : State::kNotApplicable,
+                    policy.cpu ? o->cpu : State::kNotApplicable}) {
       if (s == State::kFailed && !kernel) kernel = o;
       if (s == State::kSymbolsNotFound && !symbols) symbols = o;
     }
@@ -87,7 +88,8 @@ std::vector<PolicyReport> build_policy_reports(
       for (const ProcessOutcome* o : procs) {
         const bool nodejs = policy.nodejs_event_loop && o->nodejs == State::kInstrumented;
         if (nodejs) ++r.nodejs_processes;
-        live = live || nodejs || (policy.go_tls && o->go_tls == State::kInstrumented);
+        live = live || nodejs || (policy.go_tls && o->go_tls == State::kInstrumented) ||
+               (policy.cpu && o->cpu == State::kInstrumented);
       }
       if (!live) {
         auto problem = container_problem(policy, c, procs);

@@ -155,6 +155,20 @@ PolicySpec parse_policy(const Json& policy) {
   if (const Json* inst = field(*spec, "instrumentations")) {
     p.nodejs_event_loop = field(*inst, "nodejsEventLoop") != nullptr;
     p.go_tls = field(*inst, "goTLS") != nullptr;
+    if (const Json* cpu = field(*inst, "cpu")) {
+      p.cpu = true;
+      p.cpu_frequency_hz = kDefaultCpuFrequencyHz;
+      if (const Json* hz = field(*cpu, "frequencyHz")) {
+        const bool in_range = hz->is_number_integer() && hz->get<int64_t>() >= 1 &&
+                              hz->get<int64_t>() <= kMaxCpuFrequencyHz;
+        if (in_range) {
+          p.cpu_frequency_hz = hz->get<uint32_t>();
+        } else if (p.invalid.empty()) {
+          p.invalid = "instrumentations.cpu.frequencyHz: must be an integer within 1.." +
+                      std::to_string(kMaxCpuFrequencyHz) + ", got " + hz->dump();
+        }
+      }
+    }
   }
   if (const Json* limits = field(*spec, "limits")) {
     if (const Json* max = field(*limits, "maxTargetsPerNode"); max && max->is_number_integer()) {
@@ -375,7 +389,8 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
                    .uid = policy.uid,
                    .generation = policy.generation,
                    .nodejs_event_loop = policy.nodejs_event_loop,
-                   .go_tls = policy.go_tls};
+                   .go_tls = policy.go_tls,
+                   .cpu = policy.cpu};
     const std::string prefix = policy.ns + "/";
     size_t over_limit = 0;
     for (auto it = pods_.lower_bound(prefix); it != pods_.end() && it->first.starts_with(prefix);
@@ -402,13 +417,15 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
       log::debug("policy over its node limit",
                  {{"policy", key}, {"containers_left_out", over_limit}});
     }
-    if (policy.nodejs_event_loop || policy.go_tls) {
+    if (policy.nodejs_event_loop || policy.go_tls || policy.cpu) {
       for (const auto& c : st.containers) {
         if (c.container_id.empty()) continue;
         Selection& sel = plan.by_container_id[c.container_id];
         sel.labels = {policy.ns, c.pod, c.container};
         sel.nodejs_event_loop = sel.nodejs_event_loop || policy.nodejs_event_loop;
         sel.go_tls = sel.go_tls || policy.go_tls;
+        sel.cpu = sel.cpu || policy.cpu;
+        sel.cpu_frequency_hz = std::max(sel.cpu_frequency_hz, policy.cpu_frequency_hz);
       }
     }
     plan.policies.push_back(std::move(st));

@@ -50,9 +50,8 @@ struct PodSelection {
   bool operator==(const PodSelection&) const = default;
 };
 
-// What the agent needs of a ProfilingPolicy. Of its instrumentations the agent runs the
-// Node.js event loop and Go TLS; `cpu` is not read (the agent has no CPU sampler), so a
-// cpu-only policy matches pods but instruments none.
+// What the agent needs of a ProfilingPolicy: every instrumentation (cpu with its frequency,
+// Node.js event loop, Go TLS).
 struct PolicySpec {
   std::string ns;
   std::string name;
@@ -62,6 +61,9 @@ struct PolicySpec {
   std::vector<PodSelection> excludes;
   bool nodejs_event_loop = false;
   bool go_tls = false;
+  bool cpu = false;
+  uint32_t cpu_frequency_hz =
+      0;  // when cpu: 1..kMaxCpuFrequencyHz (default kDefaultCpuFrequencyHz)
   int64_t max_targets_per_node = 100;
   std::string invalid;  // why the spec cannot be applied; such a policy selects nothing
   bool operator==(const PolicySpec&) const = default;
@@ -90,6 +92,10 @@ struct PodInfo {
   bool operator==(const PodInfo&) const = default;
 };
 
+// instrumentations.cpu.frequencyHz: its default and range (the CRD's, and the sampler's).
+inline constexpr uint32_t kDefaultCpuFrequencyHz = 19;
+inline constexpr uint32_t kMaxCpuFrequencyHz = 999;
+
 // The CRD's bound on problems per policy entry.
 inline constexpr size_t kMaxProblemsPerPolicy = 20;
 
@@ -117,6 +123,7 @@ struct PolicyState {
   int64_t generation = 0;
   bool nodejs_event_loop = false;
   bool go_tls = false;
+  bool cpu = false;
   std::vector<std::string> matched_pods;      // sorted pod names
   std::vector<SelectedContainer> containers;  // instrumented ones, within the limit
   std::vector<ReportProblem> problems;        // LimitExceeded for those beyond it

@@ -79,7 +79,7 @@ void CpuProfiler::run() {
   }
 }
 
-Status CpuProfiler::select_pid(pid_t pid, const OwnerLabels& labels) {
+Status CpuProfiler::select_pid(pid_t pid, const ContainerLabels& labels) {
   {
     std::lock_guard lock(mu_);
     pid_labels_[pid] = labels;
@@ -100,7 +100,12 @@ Status CpuProfiler::release_pid(pid_t pid) {
   return sampler_->release_pid(pid);
 }
 
-Status CpuProfiler::select_cgroup(uint64_t cgroup_id, const OwnerLabels& labels) {
+Status CpuProfiler::set_frequency(uint32_t frequency_hz) {
+  std::lock_guard drain_lock(drain_mu_);
+  return sampler_->set_frequency(frequency_hz);
+}
+
+Status CpuProfiler::select_cgroup(uint64_t cgroup_id, const ContainerLabels& labels) {
   {
     std::lock_guard lock(mu_);
     cgroup_labels_[cgroup_id] = labels;
@@ -119,7 +124,7 @@ Status CpuProfiler::release_cgroup(uint64_t cgroup_id) {
   return sampler_->release_cgroup(cgroup_id);
 }
 
-OwnerLabels CpuProfiler::labels_of(pid_t pid, uint64_t cgroup_id) const {
+ContainerLabels CpuProfiler::labels_of(pid_t pid, uint64_t cgroup_id) const {
   if (auto it = pid_labels_.find(pid); it != pid_labels_.end()) return it->second;
   if (auto it = cgroup_labels_.find(cgroup_id); it != cgroup_labels_.end()) return it->second;
   return {};
@@ -133,7 +138,7 @@ Status CpuProfiler::drain() {
     std::lock_guard lock(mu_);
     ++drains_;
     for (const RawSample& s : raw) {
-      OwnerLabels labels = labels_of(static_cast<pid_t>(s.pid), s.cgroup_id);
+      ContainerLabels labels = labels_of(static_cast<pid_t>(s.pid), s.cgroup_id);
       samples_total_[labels] += s.count;
       samples_ += s.count;
       owners.push_back({static_cast<pid_t>(s.pid), labels.namespace_name, labels.pod,
@@ -154,7 +159,7 @@ Status CpuProfiler::drain() {
       }
       ProfileBuilder* builder = sub->builder.get();
       if (sub->per_owner) {
-        OwnerLabels key{owners[i].namespace_name, owners[i].pod, owners[i].container};
+        ContainerLabels key{owners[i].namespace_name, owners[i].pod, owners[i].container};
         auto& slot = sub->by_owner[key];
         if (!slot) slot = std::make_unique<ProfileBuilder>(sampler_->frequency_hz());
         builder = slot.get();
@@ -199,7 +204,7 @@ Result<std::unique_ptr<ProfileBuilder>> CpuProfiler::collect(std::chrono::millis
   return std::move(sub.builder);
 }
 
-Result<std::map<OwnerLabels, std::unique_ptr<ProfileBuilder>>> CpuProfiler::collect_per_owner(
+Result<std::map<ContainerLabels, std::unique_ptr<ProfileBuilder>>> CpuProfiler::collect_per_owner(
     std::chrono::milliseconds duration) {
   Subscription sub;
   sub.per_owner = true;

@@ -33,6 +33,7 @@
 #include "agent/cpu/sampler.h"
 #include "agent/cpu/stack_symbolizer.h"
 #include "agent/metrics/metrics_server.h"
+#include "agent/runtime/container_totals.h"
 #include "agent/symbolize/live_kernel_symbols.h"
 #include "agent/symbolize/symbolizer_cache.h"
 #include "common/result.h"
@@ -60,14 +61,6 @@ struct ProfileFilter {
   bool blocked_only = false;  // only samples taken while a Node.js loop was blocked
 };
 
-// The labels of a selected process or container (as in metrics).
-struct OwnerLabels {
-  std::string namespace_name;
-  std::string pod;
-  std::string container;
-  auto operator<=>(const OwnerLabels&) const = default;
-};
-
 class CpuProfiler {
  public:
   static constexpr std::chrono::seconds kMaxDuration{300};
@@ -78,9 +71,9 @@ class CpuProfiler {
   CpuProfiler(const CpuProfiler&) = delete;
   CpuProfiler& operator=(const CpuProfiler&) = delete;
 
-  Status select_pid(pid_t pid, const OwnerLabels& labels);
+  Status select_pid(pid_t pid, const ContainerLabels& labels);
   Status release_pid(pid_t pid);
-  Status select_cgroup(uint64_t cgroup_id, const OwnerLabels& labels);
+  Status select_cgroup(uint64_t cgroup_id, const ContainerLabels& labels);
   Status release_cgroup(uint64_t cgroup_id);
 
   // Samples of the next `duration` (at most kMaxDuration) that pass filter. Returns early, with
@@ -91,7 +84,7 @@ class CpuProfiler {
 
   // The same, one profile per owner (namespace, pod, container; processes without labels share
   // the empty owner), for pushing each container's profile under its own labels.
-  Result<std::map<OwnerLabels, std::unique_ptr<ProfileBuilder>>> collect_per_owner(
+  Result<std::map<ContainerLabels, std::unique_ptr<ProfileBuilder>>> collect_per_owner(
       std::chrono::milliseconds duration);
 
   // container_cpu_profile_samples_total{namespace,pod,container,node} and the drop counters.
@@ -103,6 +96,9 @@ class CpuProfiler {
   static constexpr const char* kRoute = "/debug/pprof/profile";
 
   uint32_t frequency_hz() const { return sampler_->frequency_hz(); }
+  // Samples at `frequency_hz` from now on (CpuSampler::set_frequency). A profile collected
+  // across the change counts its samples at the frequency it started with.
+  Status set_frequency(uint32_t frequency_hz);
   bool tracks_nodejs_loops() const { return sampler_->tracks_nodejs_loops(); }
 
   struct Stats {
@@ -119,7 +115,7 @@ class CpuProfiler {
     ProfileFilter filter;
     std::unique_ptr<ProfileBuilder> builder;  // unless per_owner
     bool per_owner = false;
-    std::map<OwnerLabels, std::unique_ptr<ProfileBuilder>> by_owner;  // when per_owner
+    std::map<ContainerLabels, std::unique_ptr<ProfileBuilder>> by_owner;  // when per_owner
     int64_t start_unix_ns = 0;
   };
 
@@ -128,8 +124,8 @@ class CpuProfiler {
   void run();
   // Runs `sub` for `duration`: the shared part of collect() and collect_per_owner().
   Status subscribe_and_wait(Subscription& sub, std::chrono::milliseconds duration);
-  Status drain();                                              // requires drain_mu_
-  OwnerLabels labels_of(pid_t pid, uint64_t cgroup_id) const;  // requires mu_
+  Status drain();                                                  // requires drain_mu_
+  ContainerLabels labels_of(pid_t pid, uint64_t cgroup_id) const;  // requires mu_
 
   const ProfilerOptions options_;
   symbolize::SymbolizerCache binaries_;
@@ -144,10 +140,10 @@ class CpuProfiler {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::unordered_map<pid_t, OwnerLabels> pid_labels_;
-  std::unordered_map<uint64_t, OwnerLabels> cgroup_labels_;
+  std::unordered_map<pid_t, ContainerLabels> pid_labels_;
+  std::unordered_map<uint64_t, ContainerLabels> cgroup_labels_;
   std::list<Subscription*> subscriptions_;
-  std::map<OwnerLabels, uint64_t> samples_total_;
+  std::map<ContainerLabels, uint64_t> samples_total_;
   uint64_t drains_ = 0;
   uint64_t samples_ = 0;
 

@@ -5,49 +5,19 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "agent/commands.h"
 #include "agent/cpu/cpu_profiler.h"
+#include "common/cli.h"
 #include "common/unique_fd.h"
 
 namespace sonde::agent {
 namespace {
-
-constexpr const char* kUsage =
-    "Usage: sonde-agent profile [--pid PID]... [--seconds N] [--frequency HZ]\n"
-    "                           [--format pprof|folded] [--output FILE]\n"
-    "\n"
-    "Samples the CPU stacks of every process on this host (or only of the --pid processes)\n"
-    "for N seconds and writes the profile, symbolized here: ELF symbols, Go pclntab (stripped\n"
-    "binaries too, with inlined frames), the kernel's symbols, Node.js JIT frames from\n"
-    "/tmp/perf-<pid>.map (node --perf-basic-prof). Needs root (CAP_BPF, CAP_PERFMON).\n"
-    "\n"
-    "Options:\n"
-    "  --pid PID        profile this process (repeatable; default: every process)\n"
-    "  --seconds N      how long to sample (1..300, default 10)\n"
-    "  --frequency HZ   samples per second per CPU (1..999, default 19)\n"
-    "  --format F       pprof (gzipped, for 'go tool pprof', default) or folded\n"
-    "                   (\"root;...;leaf count\" lines, for flame-graph tools)\n"
-    "  --output FILE    write there instead of standard output\n"
-    "  -h, --help       show this help\n";
-
-template <typename T>
-bool parse_int(std::string_view s, T& out) {
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && ptr == s.data() + s.size();
-}
-
-int usage_error(const std::string& message) {
-  std::fprintf(stderr, "sonde-agent profile: %s\n\n%s", message.c_str(), kUsage);
-  return 2;
-}
 
 bool write_all(int fd, const std::string& data) {
   size_t done = 0;
@@ -68,37 +38,27 @@ int profile_main(int argc, char** argv) {
   uint32_t frequency = cpu::CpuSampler::kDefaultFrequencyHz;
   std::string format = "pprof";
   std::string output;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) return usage_error("unknown option or missing value: " + std::string(a));
-    std::string_view v = argv[++i];
-    if (a == "--pid") {
-      pid_t pid = 0;
-      if (!parse_int(v, pid) || pid <= 0) return usage_error("bad --pid " + std::string(v));
-      pids.push_back(pid);
-    } else if (a == "--seconds") {
-      if (!parse_int(v, seconds) || seconds < 1 ||
-          seconds > cpu::CpuProfiler::kMaxDuration.count()) {
-        return usage_error("--seconds must be 1..300");
-      }
-    } else if (a == "--frequency") {
-      if (!parse_int(v, frequency) || frequency < 1 ||
-          frequency > cpu::CpuSampler::kMaxFrequencyHz) {
-        return usage_error("--frequency must be 1..999");
-      }
-    } else if (a == "--format") {
-      if (v != "pprof" && v != "folded") return usage_error("--format must be pprof or folded");
-      format = v;
-    } else if (a == "--output") {
-      output = v;
-    } else {
-      return usage_error("unknown option " + std::string(a));
-    }
-  }
+  CLI::App app{
+      "Samples the CPU stacks of every process on this host (or only of the --pid processes) "
+      "and writes the profile, symbolized here: ELF symbols, Go pclntab (stripped binaries too, "
+      "with inlined frames), the kernel's symbols, Node.js JIT frames from /tmp/perf-<pid>.map "
+      "(node --perf-basic-prof). Needs root (CAP_BPF, CAP_PERFMON).",
+      "sonde-agent profile"};
+  app.add_option("--pid", pids, "profile this process (repeatable; default: every process)")
+      ->check(cli::positive());
+  app.add_option("--seconds", seconds, "how long to sample")
+      ->check(CLI::Range(1, static_cast<int>(cpu::CpuProfiler::kMaxDuration.count())))
+      ->capture_default_str();
+  app.add_option("--frequency", frequency, "samples per second per CPU")
+      ->check(CLI::Range(1u, cpu::CpuSampler::kMaxFrequencyHz))
+      ->capture_default_str();
+  app.add_option("--format", format,
+                 "pprof (gzipped, for 'go tool pprof') or folded (\"root;...;leaf count\" "
+                 "lines, for flame-graph tools)")
+      ->check(CLI::IsMember({"pprof", "folded"}))
+      ->capture_default_str();
+  app.add_option("--output", output, "write there instead of standard output");
+  if (auto exit_code = cli::parse(app, argc, argv)) return *exit_code;
 
   cpu::ProfilerOptions options;
   options.frequency_hz = frequency;

@@ -36,7 +36,7 @@ std::string label_value(std::string v) {
 
 }  // namespace
 
-std::string pyroscope_name(const std::string& application, const OwnerLabels& owner,
+std::string pyroscope_name(const std::string& application, const ContainerLabels& owner,
                            const std::string& node) {
   std::string name = application + ".cpu{";
   bool first = true;
@@ -131,7 +131,7 @@ void PyroscopePusher::run() {
   }
 }
 
-Status PyroscopePusher::push(const OwnerLabels& owner, const ProfileBuilder& profile) {
+Status PyroscopePusher::push(const ContainerLabels& owner, const ProfileBuilder& profile) {
   ASSIGN_OR_RETURN(std::string pprof, profile.pprof_gzip());
   int64_t from = profile.start_unix_ns() / 1'000'000'000;
   int64_t until = (profile.start_unix_ns() + profile.duration_ns()) / 1'000'000'000;

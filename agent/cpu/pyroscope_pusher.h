@@ -50,7 +50,7 @@ class PyroscopePusher {
   PyroscopePusher(CpuProfiler& profiler, PushOptions options)
       : profiler_(profiler), options_(std::move(options)) {}
   void run();
-  Status push(const OwnerLabels& owner, const ProfileBuilder& profile);
+  Status push(const ContainerLabels& owner, const ProfileBuilder& profile);
 
   CpuProfiler& profiler_;
   const PushOptions options_;
@@ -67,7 +67,7 @@ class PyroscopePusher {
 
 // The Pyroscope application name with labels: app.cpu{k=v,...} (label values with characters
 // Pyroscope does not allow in them are not escaped but replaced by '_'). Exposed for tests.
-std::string pyroscope_name(const std::string& application, const OwnerLabels& owner,
+std::string pyroscope_name(const std::string& application, const ContainerLabels& owner,
                            const std::string& node);
 
 }  // namespace sonde::agent::cpu

@@ -2,7 +2,9 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -102,10 +104,31 @@ Result<std::unique_ptr<CpuSampler>> CpuSampler::start(const SamplerOptions& opti
       return errno_error("cpu sampler: attach to the perf event of CPU " + std::to_string(cpu),
                          errno);
     }
-    event.release();  // the link closes the perf event when destroyed
     self->links_.push_back(link);
+    // The link closes the perf event when destroyed; a duplicate stays for set_frequency().
+    self->events_.emplace_back(fcntl(event.release(), F_DUPFD_CLOEXEC, 0));
+    if (self->events_.back().get() < 0) return errno_error("cpu sampler: dup a perf event", errno);
   }
   return self;
+}
+
+Status CpuSampler::set_frequency(uint32_t frequency_hz) {
+  if (frequency_hz < 1 || frequency_hz > kMaxFrequencyHz) {
+    return Error("cpu sampler: frequency " + std::to_string(frequency_hz) + " Hz is outside 1.." +
+                 std::to_string(kMaxFrequencyHz));
+  }
+  // The cpu-clock event is an hrtimer: at creation the kernel turns its frequency into a
+  // period and clears attr.freq (perf_swevent_init_hrtimer), so the ioctl takes nanoseconds.
+  uint64_t value = 1'000'000'000 / frequency_hz;
+  for (const auto& event : events_) {
+    if (ioctl(event.get(), PERF_EVENT_IOC_PERIOD, &value) != 0) {
+      return errno_error(
+          "cpu sampler: set the perf events' frequency to " + std::to_string(frequency_hz) + " Hz",
+          errno);
+    }
+  }
+  frequency_hz_.store(frequency_hz);
+  return ok_status();
 }
 
 CpuSampler::~CpuSampler() {

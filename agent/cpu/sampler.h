@@ -13,12 +13,14 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 struct cpu_sampler_bpf;
 struct bpf_link;
@@ -72,7 +74,10 @@ class CpuSampler {
   };
   Drops drops() const;
 
-  uint32_t frequency_hz() const { return frequency_hz_; }
+  // Changes the sampling frequency of every CPU's perf event (PERF_EVENT_IOC_PERIOD with the
+  // period that frequency means); 1..kMaxFrequencyHz.
+  Status set_frequency(uint32_t frequency_hz);
+  uint32_t frequency_hz() const { return frequency_hz_.load(); }
   bool tracks_nodejs_loops() const { return tracks_loops_; }
 
  private:
@@ -80,7 +85,8 @@ class CpuSampler {
 
   std::unique_ptr<cpu_sampler_bpf, void (*)(cpu_sampler_bpf*)> skel_{nullptr, nullptr};
   std::vector<bpf_link*> links_;  // destroyed before the skeleton
-  uint32_t frequency_hz_ = kDefaultFrequencyHz;
+  std::vector<UniqueFd> events_;  // the links' perf events (duplicates), for set_frequency()
+  std::atomic<uint32_t> frequency_hz_ = kDefaultFrequencyHz;  // read from any thread
   bool tracks_loops_ = false;
   size_t selected_pids_ = 0;
 };

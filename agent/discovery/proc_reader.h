@@ -81,4 +81,16 @@ BlockedSyscall parse_syscall(std::string_view syscall_text);
 // field), nullopt when none does or the line is malformed.
 std::optional<ExeMapping> exe_mapping_from_maps(std::string_view maps_text, std::string_view exe);
 
+// The pids of `processes` (pid → a record with the `start_time` it was seen with) whose process
+// is gone: exited, or the pid names another process now. What every monitor's sweep looks for.
+template <typename Map>
+std::vector<pid_t> vanished_pids(const ProcReader& proc, const Map& processes) {
+  std::vector<pid_t> out;
+  for (const auto& [pid, p] : processes) {
+    auto start = proc.start_time(pid);
+    if (!start.ok() || *start != p.start_time) out.push_back(pid);
+  }
+  return out;
+}
+
 }  // namespace sonde::agent

@@ -94,9 +94,42 @@ Result<std::vector<uint8_t>> read_code(const symbols::OpenBinary& binary, uint64
 
 }  // namespace
 
-TlsMonitor::TlsMonitor(TlsProbes& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
-                       const ProcReader& proc, uint64_t grace_ns)
-    : probes_(probes), cache_(cache), uprobes_(uprobes), proc_(proc), grace_ns_(grace_ns) {}
+TlsMonitor::TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache,
+                       SharedUprobes& uprobes, const ProcReader& proc, uint64_t grace_ns,
+                       const Clock& clock)
+    : probes_(probes),
+      cache_(cache),
+      uprobes_(uprobes),
+      proc_(proc),
+      clock_(clock),
+      containers_(grace_ns) {}
+
+TlsMonitor::Counters& TlsMonitor::Counters::operator+=(const Counters& other) {
+  for (const auto& [k, n] : other.requests) requests[k] += n;
+  for (const auto& [d, h] : other.durations) {
+    auto& mine = durations[d];
+    for (size_t i = 0; i < h.buckets.size(); ++i) mine.buckets[i] += h.buckets[i];
+    mine.count += h.count;
+    mine.sum += h.sum;
+  }
+  for (const auto& [d, n] : other.http2_connections) http2_connections[d] += n;
+  read_bytes += other.read_bytes;
+  written_bytes += other.written_bytes;
+  return *this;
+}
+
+void raise_to(TlsMonitor::Counters& value, const TlsMonitor::Counters& floor) {
+  for (const auto& [k, n] : floor.requests) raise_to(value.requests[k], n);
+  for (const auto& [d, h] : floor.durations) {
+    auto& mine = value.durations[d];
+    for (size_t i = 0; i < h.buckets.size(); ++i) raise_to(mine.buckets[i], h.buckets[i]);
+    raise_to(mine.count, h.count);
+    mine.sum = std::max(mine.sum, h.sum);
+  }
+  for (const auto& [d, n] : floor.http2_connections) raise_to(value.http2_connections[d], n);
+  raise_to(value.read_bytes, floor.read_bytes);
+  raise_to(value.written_bytes, floor.written_bytes);
+}
 
 TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std::string& exe,
                                     const std::vector<symbols::ProbeTarget>& t) const {
@@ -169,15 +202,17 @@ TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std
   v.reason = version->text;
   const bool checked = ws.entry_at_stack_check && rs.entry_at_stack_check;
   v.entry_probe = checked ? "emulated-jump" : "single-step";
-  b.sites.push_back({checked ? TlsProbes::Program::kWriteChecked : TlsProbes::Program::kWriteEnter,
-                     "gotls/write", write_offset + (checked ? ws.entry_offset : 0)});
-  b.sites.push_back({checked ? TlsProbes::Program::kReadChecked : TlsProbes::Program::kReadEnter,
-                     "gotls/read", read_offset + (checked ? rs.entry_offset : 0)});
+  b.sites.push_back(
+      {checked ? TlsCounters::Program::kWriteChecked : TlsCounters::Program::kWriteEnter,
+       "gotls/write", write_offset + (checked ? ws.entry_offset : 0)});
+  b.sites.push_back(
+      {checked ? TlsCounters::Program::kReadChecked : TlsCounters::Program::kReadEnter,
+       "gotls/read", read_offset + (checked ? rs.entry_offset : 0)});
   const bool perform_ret = rs.returns_are_plain_ret && probes_.can_perform_ret();
   v.return_probe = perform_ret ? "bpf-ret" : "single-step";
   for (uint32_t ret : rs.returns) {
     b.sites.push_back(
-        {perform_ret ? TlsProbes::Program::kReadReturnRet : TlsProbes::Program::kReadReturn,
+        {perform_ret ? TlsCounters::Program::kReadReturnRet : TlsCounters::Program::kReadReturn,
          "gotls/read_return", read_offset + ret});
   }
   return b;
@@ -267,12 +302,12 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   }
   std::lock_guard lock(mu_);
   processes_[pid] = Process{c.info.start_time, labels};
-  containers_[labels].stats.processes++;
+  containers_.started(labels);
   untracked_seen_.erase(static_cast<uint32_t>(pid));
   return Outcome::kTracked;
 }
 
-void TlsMonitor::add_counts(const TlsProbes::Counts& counts, ContainerStats& s) {
+void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
   s.read_bytes += counts.bytes.read;
   s.written_bytes += counts.bytes.written;
   for (const auto& [k, r] : counts.requests) {
@@ -302,29 +337,17 @@ void TlsMonitor::exited(pid_t pid) {
 void TlsMonitor::finish_locked(pid_t pid) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
-  auto& c = containers_[it->second.labels];
-  add_counts(probes_.take(static_cast<uint32_t>(pid)), c.stats);
-  if (--c.stats.processes == 0) c.empty_since_ns = monotonic_ns();
-  processes_.erase(it);
+  Counters final_counts;
+  add_counts(probes_.take(static_cast<uint32_t>(pid)), final_counts);
+  // Detaching can take hundreds of milliseconds: the grace period starts after it.
   uprobes_.release(pid);
+  containers_.finished(it->second.labels, final_counts, clock_.now_ns());
+  processes_.erase(it);
 }
 
 void TlsMonitor::sweep() {
   std::lock_guard lock(mu_);
-  // Before finishing anything: a container emptied by this sweep keeps its series a grace
-  // period from now (detaching uprobes below can take hundreds of milliseconds).
-  const uint64_t now = monotonic_ns();
-  std::vector<pid_t> vanished;
-  for (const auto& [pid, p] : processes_) {
-    auto start = proc_.start_time(pid);
-    if (!start.ok() || *start != p.start_time) vanished.push_back(pid);
-  }
-  for (pid_t pid : vanished) finish_locked(pid);
-  // A container whose last process finished a grace period ago leaves /metrics.
-  std::erase_if(containers_, [&](const auto& entry) {
-    const Container& c = entry.second;
-    return c.stats.processes == 0 && now >= c.empty_since_ns + grace_ns_;
-  });
+  for (pid_t pid : vanished_pids(proc_, processes_)) finish_locked(pid);
   // Counted by the kernel but not tracked: a process consider() has not seen yet (left for a
   // sweep), one that is not selected, or one that exited before it was seen.
   std::set<uint32_t> untracked;
@@ -357,11 +380,16 @@ void TlsMonitor::disallow_cgroup(uint64_t cgroup_id) {
 
 std::map<ContainerLabels, TlsMonitor::ContainerStats> TlsMonitor::snapshot() {
   std::lock_guard lock(mu_);
-  std::map<ContainerLabels, ContainerStats> out;
-  for (const auto& [labels, c] : containers_) out[labels] = c.stats;
+  std::map<ContainerLabels, Counters> live;
   for (const auto& [tgid, counts] : probes_.counts()) {
     auto p = processes_.find(static_cast<pid_t>(tgid));
-    if (p != processes_.end()) add_counts(counts, out[p->second.labels]);
+    if (p != processes_.end()) add_counts(counts, live[p->second.labels]);
+  }
+  std::map<ContainerLabels, ContainerStats> out;
+  for (auto& t : containers_.report(live, clock_.now_ns())) {
+    ContainerStats& s = out[t.labels];
+    static_cast<Counters&>(s) = std::move(t.value);
+    s.processes = t.processes;
   }
   return out;
 }

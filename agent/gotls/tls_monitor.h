@@ -13,8 +13,9 @@
 // Uprobes are shared per real file through SharedUprobes (write entry, read entry, one per
 // RET of Read). The kernel counts every process of an instrumented file from its first call,
 // per tgid (TlsProbes); a process's counts are attributed to its container once consider()
-// tracks it, and fold into container totals at exit, so counters never go backwards. Counts
-// of processes never tracked are discarded (exited(), sweep()).
+// tracks it, and fold into container totals at exit (ContainerTotalsOf: folded at exit, never
+// backwards, forgotten `grace` after a container's last process). Counts of processes never
+// tracked are discarded (exited(), sweep()).
 //
 // Thread-safety: all methods may be called concurrently (one mutex).
 #pragma once
@@ -35,7 +36,8 @@
 #include "agent/discovery/candidate.h"
 #include "agent/discovery/proc_reader.h"
 #include "agent/gotls/tls_probes.h"
-#include "agent/nodejs/event_loop_monitor.h"
+#include "agent/runtime/clock.h"
+#include "agent/runtime/container_totals.h"
 #include "agent/symbols/probe_target_cache.h"
 
 namespace sonde::agent {
@@ -52,10 +54,11 @@ inline constexpr std::string_view kUprobesRefused =
 
 class TlsMonitor {
  public:
-  // `grace_ns`: how long a container's series outlive its last process (then sweep() forgets
-  // them, as ContainerTotals does for the other features).
-  TlsMonitor(TlsProbes& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
-             const ProcReader& proc, uint64_t grace_ns = kDefaultSeriesGraceNs);
+  // `grace_ns`: how long a container's series outlive its last process. `probes` and `clock`
+  // are the kernel's counters and CLOCK_MONOTONIC in the agent, fakes in unit tests.
+  TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
+             const ProcReader& proc, uint64_t grace_ns = kDefaultSeriesGraceNs,
+             const Clock& clock = monotonic_clock());
   static constexpr uint64_t kDefaultSeriesGraceNs = 300'000'000'000;
 
   // The symbols consider() looks up (see EventLoopMonitor::symbol_names()).
@@ -86,12 +89,16 @@ class TlsMonitor {
     uint64_t count = 0;
     double sum = 0;
   };
-  struct ContainerStats {
+  // A container's (or a process's) counters.
+  struct Counters {
     std::map<RequestKey, uint64_t> requests;
     std::map<std::string, Histogram> durations;         // by direction
     std::map<std::string, uint64_t> http2_connections;  // by direction
     uint64_t read_bytes = 0, written_bytes = 0;
-    size_t processes = 0;
+    Counters& operator+=(const Counters& other);
+  };
+  struct ContainerStats : Counters {
+    size_t processes = 0;  // live processes
   };
   // Per container, live processes' kernel counts included.
   std::map<ContainerLabels, ContainerStats> snapshot();
@@ -122,12 +129,8 @@ class TlsMonitor {
     uint64_t start_time;
     ContainerLabels labels;
   };
-  struct Container {
-    ContainerStats stats;         // counts here are those of exited processes
-    uint64_t empty_since_ns = 0;  // when its last process finished
-  };
   struct Site {
-    TlsProbes::Program program;
+    TlsCounters::Program program;
     const char* name;
     uint64_t file_offset;
   };
@@ -144,20 +147,23 @@ class TlsMonitor {
   // With mu_ held: keeps b for the binary `key`, forgetting an old one past kMaxVerdicts.
   void remember_locked(const std::string& key, const Binary& b);
   void finish_locked(pid_t pid);
-  static void add_counts(const TlsProbes::Counts& counts, ContainerStats& s);
+  static void add_counts(const TlsCounters::Counts& counts, Counters& s);
 
-  TlsProbes& probes_;
+  TlsCounters& probes_;
   symbols::ProbeTargetCache& cache_;
   SharedUprobes& uprobes_;
   const ProcReader& proc_;
-  const uint64_t grace_ns_;
+  const Clock& clock_;
 
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;
-  std::map<ContainerLabels, Container> containers_;
+  ContainerTotalsOf<Counters> containers_;
   std::unordered_map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
   std::set<uint32_t> untracked_seen_;  // counted by the kernel, untracked at the last sweep
   uint64_t discarded_ = 0;
 };
+
+// Raises every counter of `value` to at least its value in `floor` (ContainerTotalsOf's floor).
+void raise_to(TlsMonitor::Counters& value, const TlsMonitor::Counters& floor);
 
 }  // namespace sonde::agent

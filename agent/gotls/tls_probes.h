@@ -32,7 +32,8 @@ struct gotls_bpf;
 
 namespace sonde::agent {
 
-class TlsProbes {
+// What TlsMonitor needs of the kernel half: TlsProbes in the agent, a fake in unit tests.
+class TlsCounters {
  public:
   enum class Program {
     kWriteEnter,    // first instruction of (*Conn).Write
@@ -42,36 +43,47 @@ class TlsProbes {
     kReadReturn,     // a RET of (*Conn).Read, single-stepped by the kernel
     kReadReturnRet,  // a one-byte `ret` of (*Conn).Read, performed by the program
   };
-
-  static Result<std::unique_ptr<TlsProbes>> load();
-  ~TlsProbes();
-
-  // Whether kReadReturnRet loaded (the kernel lets uprobe programs write registers).
-  bool can_perform_ret() const { return can_perform_ret_; }
-
-  // Attaches `program` at `file_offset` of the file at `path` for every process running it.
-  Result<std::unique_ptr<Attachment>> attach(Program program, const std::string& path,
-                                             uint64_t file_offset);
-
-  // With the filter on, a process starts being counted only if its cgroup (v2 id) is allowed.
-  // Off by default: every process of an instrumented binary is counted.
-  void filter_by_cgroup(bool on);
-  Status allow_cgroup(uint64_t cgroup_id);
-  void disallow_cgroup(uint64_t cgroup_id);
-
   struct Counts {
     sonde_tls_bytes bytes{};
     std::vector<std::pair<sonde_tls_request_key, sonde_tls_request_stats>> requests;
   };
-  // The counts of every process the kernel counts now, by tgid.
-  std::map<uint32_t, Counts> counts() const;
-  // Whether the kernel counts tgid (one map lookup).
-  bool counting(uint32_t tgid) const;
-  // Returns tgid's counts and deletes every entry of tgid from every map.
-  Counts take(uint32_t tgid);
+  virtual ~TlsCounters() = default;
 
+  // Whether kReadReturnRet loaded (the kernel lets uprobe programs write registers).
+  virtual bool can_perform_ret() const = 0;
+  // Attaches `program` at `file_offset` of the file at `path` for every process running it.
+  virtual Result<std::unique_ptr<Attachment>> attach(Program program, const std::string& path,
+                                                     uint64_t file_offset) = 0;
+  // With the filter on, a process starts being counted only if its cgroup (v2 id) is allowed.
+  // Off by default: every process of an instrumented binary is counted.
+  virtual void filter_by_cgroup(bool on) = 0;
+  virtual Status allow_cgroup(uint64_t cgroup_id) = 0;
+  virtual void disallow_cgroup(uint64_t cgroup_id) = 0;
+  // The counts of every process the kernel counts now, by tgid.
+  virtual std::map<uint32_t, Counts> counts() const = 0;
+  // Whether the kernel counts tgid (one map lookup).
+  virtual bool counting(uint32_t tgid) const = 0;
+  // Returns tgid's counts and deletes every entry of tgid from every map.
+  virtual Counts take(uint32_t tgid) = 0;
   // Failed inserts into a full map (enum sonde_gotls_counter), summed over CPUs.
-  uint64_t full(sonde_gotls_counter counter) const;
+  virtual uint64_t full(sonde_gotls_counter counter) const = 0;
+};
+
+class TlsProbes final : public TlsCounters {
+ public:
+  static Result<std::unique_ptr<TlsProbes>> load();
+  ~TlsProbes() override;
+
+  bool can_perform_ret() const override { return can_perform_ret_; }
+  Result<std::unique_ptr<Attachment>> attach(Program program, const std::string& path,
+                                             uint64_t file_offset) override;
+  void filter_by_cgroup(bool on) override;
+  Status allow_cgroup(uint64_t cgroup_id) override;
+  void disallow_cgroup(uint64_t cgroup_id) override;
+  std::map<uint32_t, Counts> counts() const override;
+  bool counting(uint32_t tgid) const override;
+  Counts take(uint32_t tgid) override;
+  uint64_t full(sonde_gotls_counter counter) const override;
 
  private:
   TlsProbes() = default;

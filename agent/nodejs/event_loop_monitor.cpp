@@ -59,9 +59,9 @@ const char* loop_mode_name(LoopMode mode) {
   return "unknown";
 }
 
-EventLoopMonitor::EventLoopMonitor(LoopProbes& probes, symbols::ProbeTargetCache& cache,
-                                   const ProcReader& proc, uint64_t grace_ns)
-    : probes_(probes), cache_(cache), proc_(proc), containers_(grace_ns) {}
+EventLoopMonitor::EventLoopMonitor(LoopAccounting& probes, symbols::ProbeTargetCache& cache,
+                                   const ProcReader& proc, uint64_t grace_ns, const Clock& clock)
+    : probes_(probes), cache_(cache), proc_(proc), clock_(clock), containers_(grace_ns) {}
 
 const std::vector<std::string>& EventLoopMonitor::symbol_names() {
   return kNames;
@@ -77,7 +77,7 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
     if (it != processes_.end()) {
       if (running && it->second.start_time == c.info.start_time) return Outcome::kTracked;
       // It exec'd again (or the pid was reused after a lost exit event): a new program.
-      finish_locked(pid, monotonic_ns());
+      finish_locked(pid, clock_.now_ns());
     }
   }
   const symbols::OpenBinary& binary = c.binary;
@@ -152,7 +152,7 @@ void EventLoopMonitor::finish_locked(pid_t pid, uint64_t end_ns) {
   if (it == processes_.end()) return;
   auto final_ns = probes_.untrack(pid, end_ns);
   uint64_t value = std::max(it->second.last_ns, final_ns.ok() ? *final_ns : 0);
-  containers_.finished(it->second.labels, value, monotonic_ns());
+  containers_.finished(it->second.labels, value, clock_.now_ns());
   auto b = binaries_.find(it->second.binary.to_string());
   if (b != binaries_.end() && --b->second.processes == 0) binaries_.erase(b);
   processes_.erase(it);
@@ -160,21 +160,16 @@ void EventLoopMonitor::finish_locked(pid_t pid, uint64_t end_ns) {
 
 void EventLoopMonitor::sweep() {
   std::lock_guard lock(mu_);
-  std::vector<pid_t> vanished;
-  for (const auto& [pid, p] : processes_) {
-    auto start = proc_.start_time(pid);
-    if (!start.ok() || *start != p.start_time) vanished.push_back(pid);
-  }
-  for (pid_t pid : vanished) {
+  for (pid_t pid : vanished_pids(proc_, processes_)) {
     log::debug("process vanished without an exit event", {{"pid", pid}});
-    finish_locked(pid, monotonic_ns());
+    finish_locked(pid, clock_.now_ns());
   }
 }
 
 std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
   std::lock_guard lock(mu_);
   std::map<ContainerLabels, uint64_t> live;
-  uint64_t now = monotonic_ns();
+  uint64_t now = clock_.now_ns();
   for (auto& [pid, p] : processes_) {
     auto v = probes_.blocked_ns_at(pid, now);
     if (v.ok()) {

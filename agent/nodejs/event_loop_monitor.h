@@ -33,6 +33,7 @@
 #include "agent/discovery/candidate.h"
 #include "agent/discovery/proc_reader.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/runtime/clock.h"
 #include "agent/runtime/container_totals.h"
 #include "agent/symbols/probe_target_cache.h"
 
@@ -43,9 +44,10 @@ const char* loop_mode_name(LoopMode mode);
 
 class EventLoopMonitor {
  public:
-  // `grace_ns`: how long a container's series outlive its last process.
-  EventLoopMonitor(LoopProbes& probes, symbols::ProbeTargetCache& cache, const ProcReader& proc,
-                   uint64_t grace_ns);
+  // `grace_ns`: how long a container's series outlive its last process. `probes` and `clock`
+  // are the kernel's accounting and CLOCK_MONOTONIC in the agent, fakes in unit tests.
+  EventLoopMonitor(LoopAccounting& probes, symbols::ProbeTargetCache& cache, const ProcReader& proc,
+                   uint64_t grace_ns, const Clock& clock = monotonic_clock());
 
   // The symbols consider() looks up, so a caller can resolve every feature's names in one
   // parse of a new binary.
@@ -100,9 +102,10 @@ class EventLoopMonitor {
   // With mu_ held: stops tracking pid, folding its value (up to end_ns) into its container.
   void finish_locked(pid_t pid, uint64_t end_ns);
 
-  LoopProbes& probes_;
+  LoopAccounting& probes_;
   symbols::ProbeTargetCache& cache_;
   const ProcReader& proc_;
+  const Clock& clock_;
 
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;

@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 
 #include "common/log.h"
 #include "nodejs.h"
@@ -48,12 +47,6 @@ uint64_t value_now(const sonde_loop_state& s, uint64_t now) {
 }
 
 }  // namespace
-
-uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
   if (source != WaitSource::kAuto) return load_with(source);

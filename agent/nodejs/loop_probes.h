@@ -16,26 +16,17 @@
 #include <memory>
 #include <string>
 
+#include "agent/runtime/clock.h"
 #include "common/result.h"
 
 struct nodejs_bpf;
 
 namespace sonde::agent {
 
-// CLOCK_MONOTONIC in nanoseconds, the clock of bpf_ktime_get_ns().
-uint64_t monotonic_ns();
-
-class LoopProbes {
+// The per-process accounting EventLoopMonitor drives: LoopProbes in the kernel, a fake in unit
+// tests.
+class LoopAccounting {
  public:
-  enum class WaitSource { kAuto, kFentry, kEpollTracepoints, kSyscallTracepoints };
-
-  static Result<std::unique_ptr<LoopProbes>> load(WaitSource source = WaitSource::kAuto);
-  ~LoopProbes();
-
-  // Which hook measures the waits ("fentry/do_epoll_wait", "tracepoint/syscalls/epoll_wait*"
-  // or "tp_btf/sys_enter+sys_exit").
-  const char* wait_source() const;
-
   struct Start {
     enum class Now {
       kUnknown,  // just exec'd: accounting starts at the loop's first wait
@@ -49,13 +40,35 @@ class LoopProbes {
     Now now = Now::kUnknown;
     int epfd = -1;  // for kWaiting
   };
+  virtual ~LoopAccounting() = default;
   // Starts accounting for `pid` (replacing any previous state of that pid).
-  Status track(pid_t pid, const Start& start);
+  virtual Status track(pid_t pid, const Start& start) = 0;
+  // Blocked nanoseconds of `pid` up to `now_ns`, including a busy period in progress; an error
+  // with ENOENT when the kernel holds no state for it (never tracked, or evicted).
+  virtual Result<uint64_t> blocked_ns_at(pid_t pid, uint64_t now_ns) const = 0;
+  // Stops accounting for `pid`; its final blocked nanoseconds, a busy period in progress
+  // counted up to `end_ns`.
+  virtual Result<uint64_t> untrack(pid_t pid, uint64_t end_ns) = 0;
+};
+
+class LoopProbes final : public LoopAccounting {
+ public:
+  enum class WaitSource { kAuto, kFentry, kEpollTracepoints, kSyscallTracepoints };
+
+  static Result<std::unique_ptr<LoopProbes>> load(WaitSource source = WaitSource::kAuto);
+  ~LoopProbes() override;
+
+  // Which hook measures the waits ("fentry/do_epoll_wait", "tracepoint/syscalls/epoll_wait*"
+  // or "tp_btf/sys_enter+sys_exit").
+  const char* wait_source() const;
+
+  // Starts accounting for `pid` (replacing any previous state of that pid).
+  Status track(pid_t pid, const Start& start) override;
 
   // Blocked nanoseconds of `pid` so far, including a busy period in progress. Consistent even
   // while the kernel updates the entry (read until two reads agree).
   Result<uint64_t> blocked_ns(pid_t pid) const { return blocked_ns_at(pid, monotonic_ns()); }
-  Result<uint64_t> blocked_ns_at(pid_t pid, uint64_t now_ns) const;
+  Result<uint64_t> blocked_ns_at(pid_t pid, uint64_t now_ns) const override;
 
   // The fd of the `loops` map (tgid -> struct sonde_loop_state), for other BPF objects that
   // read the loop state (the CPU sampler marks samples of blocked loops). Owned by this object.
@@ -64,7 +77,7 @@ class LoopProbes {
   // Stops accounting for `pid`; returns its final blocked nanoseconds, with a busy period in
   // progress counted up to `end_ns` (CLOCK_MONOTONIC). When the main thread has exited, the
   // kernel closed the busy period at that moment and `end_ns` does not matter.
-  Result<uint64_t> untrack(pid_t pid, uint64_t end_ns);
+  Result<uint64_t> untrack(pid_t pid, uint64_t end_ns) override;
 
  private:
   LoopProbes() = default;

@@ -2,26 +2,16 @@
 // input of the agent's process discovery (like execsnoop, without tracefs).
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "agent/commands.h"
 #include "agent/procevents/process_events.h"
+#include "common/cli.h"
 #include "common/signals.h"
 
 namespace sonde::agent {
 namespace {
-
-constexpr const char* kUsage =
-    "Usage: sonde-agent events [--json] [--duration SECONDS]\n"
-    "\n"
-    "Prints every process exec and exit on this host until interrupted (or for SECONDS).\n"
-    "\n"
-    "Options:\n"
-    "  --json              one JSON object per line\n"
-    "  --duration SECONDS  stop after this long\n"
-    "  -h, --help          show this help\n";
 
 void print(const ProcessEvent& e, bool json) {
   bool exec = e.kind == ProcessEvent::Kind::kExec;
@@ -50,25 +40,13 @@ void print(const ProcessEvent& e, bool json) {
 int events_main(int argc, char** argv) {
   bool json = false;
   double duration = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "--duration" && i + 1 < argc) {
-      char* end = nullptr;
-      duration = std::strtod(argv[++i], &end);
-      if (*end != '\0' || duration <= 0) {
-        std::fprintf(stderr, "sonde-agent events: --duration needs a positive number\n");
-        return 2;
-      }
-    } else {
-      std::fprintf(stderr, "sonde-agent events: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-  }
+  CLI::App app{
+      "Prints every process exec and exit on this host until interrupted (or for "
+      "--duration seconds).",
+      "sonde-agent events"};
+  app.add_flag("--json", json, "one JSON object per line");
+  app.add_option("--duration", duration, "stop after this many seconds")->check(cli::positive());
+  if (auto exit_code = cli::parse(app, argc, argv)) return *exit_code;
   auto source = ProcessEventSource::start([json](const ProcessEvent& e) { print(e, json); });
   if (!source.ok()) {
     std::fprintf(stderr, "sonde-agent events: %s\n", source.error().message().c_str());

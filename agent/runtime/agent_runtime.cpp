@@ -1,23 +1,18 @@
 #include "agent/runtime/agent_runtime.h"
 
-#include <prometheus/client_metric.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <fstream>
-#include <limits>
 #include <map>
-#include <set>
-#include <tuple>
 
-#include "agent/attach/shared_uprobes.h"
-#include "agent/cpu/cpu_profiler.h"
-#include "agent/cpu/pyroscope_pusher.h"
+#include "agent/cpu/cpu_feature.h"
 #include "agent/discovery/candidate.h"
-#include "agent/gotls/tls_monitor.h"
-#include "agent/gotls/tls_probes.h"
+#include "agent/gotls/gotls_feature.h"
 #include "agent/kernel/libbpf_log.h"
 #include "agent/metrics/metrics_server.h"
+#include "agent/nodejs/nodejs_feature.h"
 #include "agent/procevents/process_events.h"
 #include "agent/runtime/inspection_queue.h"
 #include "agent/symbols/probe_target_cache.h"
@@ -47,108 +42,29 @@ double resident_bytes() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
-// Go TLS families: requests, durations, HTTP/2 connections, bytes; and binary verdicts.
-void add_tls_families(TlsMonitor& tls, const std::string& node,
-                      std::vector<prometheus::MetricFamily>& out) {
-  auto requests = counter_family("container_go_tls_requests_total",
-                                 "HTTP/1.x requests over Go crypto/tls connections, by direction "
-                                 "(client: sent by this container; server: answered by it), "
-                                 "method and status class.");
-  auto http2 = counter_family("container_go_tls_http2_connections_total",
-                              "HTTP/2 connections over Go crypto/tls (streams are not parsed).");
-  auto read = counter_family("container_go_tls_read_bytes_total",
-                             "Plaintext bytes read through Go crypto/tls.");
-  auto written = counter_family("container_go_tls_written_bytes_total",
-                                "Plaintext bytes written through Go crypto/tls.");
-  prometheus::MetricFamily durations{"container_go_tls_request_duration_seconds",
-                                     "HTTP/1.x request duration over Go crypto/tls: request "
-                                     "seen to response seen, by direction.",
-                                     prometheus::MetricType::Histogram,
-                                     {}};
-  auto processes = gauge_family("sonde_agent_gotls_processes", "Go TLS processes instrumented.");
-  for (const auto& [labels, s] : tls.snapshot()) {
-    LabelPairs base{{"namespace", labels.namespace_name},
-                    {"pod", labels.pod},
-                    {"container", labels.container},
-                    {"node", node}};
-    auto with = [&base](LabelPairs extra) {
-      LabelPairs l = base;
-      l.insert(l.end(), extra.begin(), extra.end());
-      return l;
-    };
-    for (const auto& [k, n] : s.requests) {
-      add_sample(
-          requests,
-          with(
-              {{"direction", k.direction}, {"method", k.method}, {"status_class", k.status_class}}),
-          static_cast<double>(n));
-    }
-    for (const auto& [direction, n] : s.http2_connections) {
-      add_sample(http2, with({{"direction", direction}}), static_cast<double>(n));
-    }
-    for (const auto& [direction, h] : s.durations) {
-      prometheus::ClientMetric m;
-      for (const auto& [k, v] : with({{"direction", direction}})) m.label.push_back({k, v});
-      uint64_t cumulative = 0;
-      for (size_t i = 0; i < kTlsDurationBuckets.size(); ++i) {
-        cumulative += h.buckets[i];
-        m.histogram.bucket.push_back({cumulative, kTlsDurationBuckets[i]});
-      }
-      m.histogram.bucket.push_back({h.count, std::numeric_limits<double>::infinity()});
-      m.histogram.sample_count = h.count;
-      m.histogram.sample_sum = h.sum;
-      durations.metric.push_back(std::move(m));
-    }
-    add_sample(read, base, static_cast<double>(s.read_bytes));
-    add_sample(written, base, static_cast<double>(s.written_bytes));
-    add_sample(processes, base, static_cast<double>(s.processes));
-  }
-  auto binaries = gauge_family("sonde_agent_gotls_binaries",
-                               "Go binaries seen with crypto/tls (or stripped): 1 per binary, "
-                               "with whether it is instrumented and why not.");
-  for (const auto& v : tls.verdicts()) {
-    add_sample(binaries,
-               {{"binary", v.path},
-                {"build_id", v.build_id},
-                {"instrumented", v.instrumentable ? "true" : "false"},
-                {"reason", v.reason},
-                {"stripped", v.stripped ? "true" : "false"},
-                {"entry_probe", v.entry_probe},
-                {"return_probe", v.return_probe}},
-               1);
-  }
-  auto full = counter_family("sonde_agent_gotls_map_full_total",
-                             "Go TLS kernel map inserts that failed because the map was full "
-                             "(processes/requests: counts lost; reads/exchanges/carried: "
-                             "exchanges not matched). Nothing is evicted silently.");
-  for (const auto& [map, n] : tls.kernel_map_full()) {
-    add_sample(full, {{"map", map}}, static_cast<double>(n));
-  }
-  auto discarded = counter_family("sonde_agent_gotls_unattributed_processes_total",
-                                  "Processes counted by the Go TLS probes whose counts were "
-                                  "discarded: not selected, or exited before they were seen.");
-  add_sample(discarded, {}, static_cast<double>(tls.discarded_processes()));
-  for (auto* f :
-       {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full, &discarded}) {
-    out.push_back(std::move(*f));
-  }
-}
-
 }  // namespace
 
 struct AgentRuntime::Impl {
   Impl(const RuntimeOptions& o, Selector& s)
       : options(o), selector(s), proc(o.proc_root), cache(o.symbol_cache_entries) {}
+  // What the inspection worker and the metrics server call into goes after them; features in
+  // the reverse order of their start (the CPU sampler reads the Node.js probes' map).
+  ~Impl() {
+    server.reset();
+    inspections.reset();
+    while (!features.empty()) features.pop_back();
+  }
 
   Status start();
   Status run(const StopSignals& stop);
   void consider(pid_t pid, bool running);
-  void instrument(ProcessInfo info, const Selection& selection, bool running);
+  void instrument(ProcessInfo info, const Selection& selection, bool running,
+                  const std::vector<Feature*>& on_worker, ProcessOutcome out);
   void exited(pid_t pid, uint64_t timestamp_ns);
-  void release_cpu(pid_t pid);
   void reselect();
   void check_inspections();
   void add_collector();
+  void record(ProcessOutcome out);
 
   RuntimeOptions options;
   Selector& selector;
@@ -158,26 +74,17 @@ struct AgentRuntime::Impl {
 
   std::deque<ProcessEvent> pending;
   std::unique_ptr<ProcessEventSource> events;
-  std::unique_ptr<LoopProbes> probes;
-  std::unique_ptr<TlsMonitor> tls;  // before its probes: their events call into it
-  std::unique_ptr<TlsProbes> tls_probes;
-  SharedUprobes tls_uprobes;
-  std::unique_ptr<EventLoopMonitor> monitor;
-  std::vector<std::string> all_names;  // every feature's symbols, resolved in one parse
+  std::vector<std::unique_ptr<Feature>> features;  // in the order they started
+  NodejsFeature* nodejs = nullptr;                 // among them, for node reports
+  std::vector<std::string> all_names;              // every feature's symbols, resolved in one parse
   std::atomic<bool> reselect_requested{false};
   mutable std::mutex outcomes_mu;
   std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
 
-  std::unique_ptr<cpu::CpuProfiler> profiler;
-  std::unique_ptr<cpu::PyroscopePusher> pusher;  // after the profiler it collects from
-  // Processes selected for CPU sampling (event thread only): a release drains the kernel maps,
-  // so only these are released, not every process that exits on the node.
-  std::set<pid_t> cpu_pids;
-  // Opening and parsing executables (tenants' files) happens here, off the event thread. After
-  // everything its jobs touch (monitors, cache, outcomes, profiler): destroyed before them, its
-  // worker finishes the job in hand (or is abandoned) while they still exist.
+  // Opening and parsing executables (tenants' files) happens here, off the event thread. Its
+  // worker finishes the job in hand (or is abandoned) while what the job touches still exists.
   std::unique_ptr<InspectionQueue> inspections;
-  std::unique_ptr<MetricsServer> server;  // last: stops serving before the rest goes
+  std::unique_ptr<MetricsServer> server;
 };
 
 Status AgentRuntime::Impl::start() {
@@ -190,62 +97,54 @@ Status AgentRuntime::Impl::start() {
   const auto grace_ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(options.series_grace).count());
   if (options.nodejs_event_loop) {
-    ASSIGN_OR_RETURN(probes, LoopProbes::load(options.wait_source));
-    monitor = std::make_unique<EventLoopMonitor>(*probes, cache, proc, grace_ns);
-    all_names = EventLoopMonitor::symbol_names();
+    ASSIGN_OR_RETURN(auto f, NodejsFeature::load(options.wait_source, cache, proc, grace_ns, node));
+    nodejs = f.get();
+    features.push_back(std::move(f));
   }
   if (options.go_tls) {
-    ASSIGN_OR_RETURN(tls_probes, TlsProbes::load());
-    tls = std::make_unique<TlsMonitor>(*tls_probes, cache, tls_uprobes, proc, grace_ns);
-    const auto& more = TlsMonitor::symbol_names();
-    all_names.insert(all_names.end(), more.begin(), more.end());
+    ASSIGN_OR_RETURN(auto f, GoTlsFeature::load(cache, proc, grace_ns, node));
+    features.push_back(std::move(f));
   }
-  inspections = std::make_unique<InspectionQueue>(
-      InspectionQueue::Options{.deadline = options.inspection_deadline});
   if (options.cpu.enabled) {
     cpu::ProfilerOptions o;
     o.frequency_hz = options.cpu.frequency_hz;
     o.all_processes = options.cpu.all_processes;
-    o.nodejs_loops_map_fd = probes ? probes->loops_map_fd() : -1;
+    o.nodejs_loops_map_fd = nodejs ? nodejs->loops_map_fd() : -1;
     o.proc_root = options.proc_root;
     o.node_name = node;
-    ASSIGN_OR_RETURN(profiler, cpu::CpuProfiler::start(o));
-    if (const auto& py = options.cpu.pyroscope; !py.url.empty()) {
-      ASSIGN_OR_RETURN(pusher,
-                       cpu::PyroscopePusher::start(
-                           *profiler, {.url = py.url,
-                                       .application = py.application,
-                                       .interval = std::chrono::seconds(py.interval_seconds),
-                                       .node_name = node}));
-    }
+    ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope));
+    features.push_back(std::move(f));
   }
+  for (const auto& f : features) {
+    const auto& more = f->symbol_names();
+    all_names.insert(all_names.end(), more.begin(), more.end());
+  }
+  inspections = std::make_unique<InspectionQueue>(
+      InspectionQueue::Options{.deadline = options.inspection_deadline});
   ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address));
   add_collector();
-  if (profiler) {
-    server->add([this] { return profiler->metrics(); });
-    if (pusher) {
-      server->add([this] {
-        auto pushes = counter_family("sonde_cpu_profile_pushes_total",
-                                     "Per-container CPU profiles pushed to the Pyroscope endpoint: "
-                                     "accepted (ok) or lost with their window (failed).");
-        auto st = pusher->stats();
-        add_sample(pushes, {{"result", "ok"}}, static_cast<double>(st.pushed));
-        add_sample(pushes, {{"result", "failed"}}, static_cast<double>(st.failed));
-        std::vector<prometheus::MetricFamily> out;
-        out.push_back(std::move(pushes));
-        return out;
-      });
-    }
-    server->add_route(cpu::CpuProfiler::kRoute, [this](const HttpRequest& request) {
-      return profiler->handle_profile_request(request);
-    });
-  }
+  for (const auto& f : features) f->add_routes(*server);
   return ok_status();
+}
+
+namespace {
+
+// Keeps the first problem's message: features report in the order they started.
+void merge(ProcessOutcome& out, const Feature& feature, FeatureResult result) {
+  out.*feature.outcome() = result.state;
+  if (out.message.empty()) out.message = std::move(result.message);
+}
+
+}  // namespace
+
+void AgentRuntime::Impl::record(ProcessOutcome out) {
+  std::lock_guard lock(outcomes_mu);
+  outcomes[out.pid] = std::move(out);
 }
 
 // On the event thread: only /proc is read here, never the process's executable, so an
 // unselected process costs a few /proc reads and a selected one is opened by the inspection
-// worker.
+// worker (unless no requested feature reads it).
 void AgentRuntime::Impl::consider(pid_t pid, bool running) {
   auto info = proc.read(pid);
   if (!info.ok()) {
@@ -256,98 +155,73 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
     return;
   }
   auto selection = selector.select(*info);
-  if (selection && profiler && selection->cpu) {
-    // Sampling needs no file of the process: selected here, on the event thread.
-    const auto& l = selection->labels;
-    if (auto st = profiler->select_pid(pid, {l.namespace_name, l.pod, l.container}); !st.ok()) {
-      log::warn("cannot select process for CPU sampling",
-                {{"pid", pid}, {"error", st.error().message()}});
-    } else {
-      cpu_pids.insert(pid);
-    }
-  } else {
-    release_cpu(pid);
+  bool was_selected = false;
+  {
+    std::lock_guard lock(outcomes_mu);
+    was_selected = outcomes.count(pid) > 0;
   }
-  if (!selection || all_names.empty() || !(selection->nodejs_event_loop || selection->go_tls)) {
-    bool was_selected = false;
-    {
-      std::lock_guard lock(outcomes_mu);
-      was_selected = outcomes.count(pid) > 0;
+  ProcessOutcome out{.pid = pid, .container_id = info->container_id, .exe = info->exe};
+  if (selection) out.labels = selection->labels;
+  std::vector<Feature*> on_worker;
+  for (const auto& f : features) {
+    if (!selection || !f->requested(*selection)) {
+      // Deselected (or this feature no longer asked for): release and fold its counters.
+      if (was_selected) f->release(pid, monotonic_ns());
+      continue;
     }
-    if (was_selected) exited(pid, monotonic_ns());  // deselected: release and fold counters
+    if (auto r = f->select(*info, *selection)) {
+      if (r->gone) return;
+      merge(out, *f, std::move(*r));
+    } else {
+      on_worker.push_back(f.get());
+    }
+  }
+  const bool requested =
+      selection && std::any_of(features.begin(), features.end(),
+                               [&](const auto& f) { return f->requested(*selection); });
+  if (!requested) {
+    std::lock_guard lock(outcomes_mu);
+    outcomes.erase(pid);
+    return;
+  }
+  if (on_worker.empty()) {
+    record(std::move(out));
     return;
   }
   auto mapping = proc.exe_mapping(pid);
   std::string key = mapping.ok() ? mapping->file : "";
-  bool queued = inspections->push(key, [this, info = *info, sel = *selection, running]() mutable {
-    instrument(std::move(info), sel, running);
-  });
+  bool queued = inspections->push(
+      key, [this, info = *info, sel = *selection, running, on_worker, out]() mutable {
+        instrument(std::move(info), sel, running, on_worker, std::move(out));
+      });
   if (!queued) {
     log::debug("process not inspected", {{"pid", pid}, {"exe", info->exe}, {"file", key}});
+    record(std::move(out));  // what the event thread did (CPU sampling) still holds
   }
 }
 
-// On the inspection worker.
-void AgentRuntime::Impl::instrument(ProcessInfo info, const Selection& selection, bool running) {
+// On the inspection worker: the features that read the executable, with it opened once.
+void AgentRuntime::Impl::instrument(ProcessInfo info, const Selection& selection, bool running,
+                                    const std::vector<Feature*>& on_worker, ProcessOutcome out) {
   const pid_t pid = info.pid;
   auto c = open_candidate(proc, std::move(info), running);
   if (!c.ok()) {
-    if (!is_gone(c.error())) {
-      log::debug("cannot open executable", {{"pid", pid}, {"error", c.error().message()}});
-    }
+    if (is_gone(c.error())) return;
+    log::debug("cannot open executable", {{"pid", pid}, {"error", c.error().message()}});
+    record(std::move(out));
     return;
   }
   (void)cache.resolve(c->binary, all_names);
-  ProcessOutcome out{.pid = pid,
-                     .container_id = c->info.container_id,
-                     .labels = selection.labels,
-                     .exe = c->info.exe};
-  using State = ProcessOutcome::State;
-  if (monitor && selection.nodejs_event_loop) {
-    switch (monitor->consider(*c, selection.labels)) {
-      case EventLoopMonitor::Outcome::kTracked: out.nodejs = State::kInstrumented; break;
-      case EventLoopMonitor::Outcome::kNotNode:
-        out.nodejs = State::kSymbolsNotFound;
-        out.message = "no Node.js symbols (napi_module_register) in " + c->info.exe;
-        break;
-      case EventLoopMonitor::Outcome::kGone: return;
-      case EventLoopMonitor::Outcome::kFailed:
-        out.nodejs = State::kFailed;
-        out.message = "Node.js probes could not be attached to " + c->info.exe;
-        break;
-    }
-  } else if (monitor) {
-    monitor->exited(pid, monotonic_ns());
+  for (Feature* f : on_worker) {
+    FeatureResult r = f->instrument(*c, selection);
+    if (r.gone) return;
+    merge(out, *f, std::move(r));
   }
-  if (tls && selection.go_tls) {
-    switch (tls->consider(*c, selection.labels)) {
-      case TlsMonitor::Outcome::kTracked: out.go_tls = State::kInstrumented; break;
-      case TlsMonitor::Outcome::kNotTlsUser: break;
-      case TlsMonitor::Outcome::kNotInstrumentable:
-        out.go_tls = State::kSymbolsNotFound;
-        if (out.message.empty()) out.message = "Go TLS not instrumentable in " + c->info.exe;
-        break;
-      case TlsMonitor::Outcome::kGone: return;
-      case TlsMonitor::Outcome::kFailed:
-        out.go_tls = State::kFailed;
-        if (out.message.empty()) out.message = "Go TLS probes could not be attached";
-        break;
-    }
-  } else if (tls) {
-    tls->exited(pid);
-  }
-  std::lock_guard lock(outcomes_mu);
-  outcomes[pid] = std::move(out);
-}
-
-void AgentRuntime::Impl::release_cpu(pid_t pid) {
-  if (cpu_pids.erase(pid) > 0) (void)profiler->release_pid(pid);
+  record(std::move(out));
 }
 
 void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
-  release_cpu(pid);
-  if (monitor) monitor->exited(pid, timestamp_ns);
-  if (tls) tls->exited(pid);
+  for (const auto& f : features) f->release(pid, timestamp_ns);
   std::lock_guard lock(outcomes_mu);
   outcomes.erase(pid);
 }
@@ -366,7 +240,7 @@ void AgentRuntime::Impl::check_inspections() {
 
 void AgentRuntime::Impl::reselect() {
   // Every live process: the newly selected are instrumented, the deselected released, the
-  // unchanged left as they are (the monitors recognize a process they already track).
+  // unchanged left as they are (the features recognize a process they already track).
   for (pid_t pid : proc.list_pids()) consider(pid, true);
 }
 
@@ -377,9 +251,12 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
   log::info("sonde-agent running", {{"version", kVersion},
                                     {"metrics", options.metrics_address},
                                     {"port", server->port()},
-                                    {"nodejs_processes", monitor ? monitor->tracked() : 0},
-                                    {"gotls_processes", tls ? tls->tracked() : 0},
-                                    {"wait_source", probes ? probes->wait_source() : "none"}});
+                                    {"features", static_cast<uint64_t>(features.size())},
+                                    {"wait_source", nodejs ? nodejs->wait_source() : "none"}});
+  for (const auto& f : features) {
+    log::info("feature running",
+              {{"feature", f->name()}, {"processes", static_cast<uint64_t>(f->tracked())}});
+  }
   auto next_sweep = StopSignals::Clock::now() + kSweepInterval;
   auto next_rescan = StopSignals::Clock::now();
   uint64_t dropped_seen = events->dropped();
@@ -407,8 +284,7 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
     if (reselect_requested.exchange(false)) reselect();
     check_inspections();
     if (StopSignals::Clock::now() >= next_sweep) {
-      if (monitor) monitor->sweep();
-      if (tls) tls->sweep();
+      for (const auto& f : features) f->sweep();
       next_sweep = StopSignals::Clock::now() + kSweepInterval;
     }
   }
@@ -418,53 +294,8 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
 
 void AgentRuntime::Impl::add_collector() {
   server->add([this]() {
-    const std::string wait_source = probes ? probes->wait_source() : "none";
     std::vector<prometheus::MetricFamily> out;
-    if (monitor) {
-      auto blocked = counter_family(
-          "container_nodejs_event_loop_blocked_time_seconds_total",
-          "Wall time the Node.js main thread's event loop was not waiting for I/O (running "
-          "callbacks, timers, microtasks or synchronous calls), including a block in progress.");
-      auto procs = gauge_family("sonde_agent_nodejs_processes",
-                                "Node.js processes instrumented, per container.");
-      for (const auto& s : monitor->samples()) {
-        LabelPairs labels{{"namespace", s.labels.namespace_name},
-                          {"pod", s.labels.pod},
-                          {"container", s.labels.container},
-                          {"node", node}};
-        add_sample(blocked, labels, s.blocked_seconds);
-        add_sample(procs, labels, static_cast<double>(s.processes));
-      }
-      auto binaries = gauge_family("sonde_agent_nodejs_binaries",
-                                   "Instrumented Node.js binaries: processes per binary (path as "
-                                   "first seen, build id) and measurement mode (precise, "
-                                   "epoll-only).");
-      std::map<std::tuple<std::string, std::string, std::string>, size_t> by_labels;
-      for (const auto& b : monitor->binaries()) {
-        by_labels[{b.path, b.build_id, loop_mode_name(b.mode)}] += b.processes;
-      }
-      for (const auto& [l, n] : by_labels) {
-        const auto& [path, build_id, mode] = l;
-        add_sample(binaries, {{"binary", path}, {"build_id", build_id}, {"mode", mode}},
-                   static_cast<double>(n));
-      }
-      auto lost = counter_family("sonde_agent_nodejs_states_lost_total",
-                                 "Tracked Node.js processes whose kernel state was evicted from "
-                                 "the full process map; their counters stop growing.");
-      add_sample(lost, {}, static_cast<double>(monitor->states_lost()));
-      out.push_back(std::move(blocked));
-      out.push_back(std::move(procs));
-      out.push_back(std::move(binaries));
-      out.push_back(std::move(lost));
-    }
-    if (tls) add_tls_families(*tls, node, out);
-    auto attachments = gauge_family("sonde_agent_uprobe_attachments",
-                                    "Uprobe attachments alive: one per (real file, offset, "
-                                    "program), shared by every process running the file.");
-    add_sample(attachments, {{"feature", "gotls"}}, static_cast<double>(tls_uprobes.size()));
-    auto attaches =
-        counter_family("sonde_agent_uprobe_attaches_total", "Uprobe attachments made since start.");
-    add_sample(attaches, {{"feature", "gotls"}}, static_cast<double>(tls_uprobes.attach_count()));
+    for (const auto& f : features) f->collect(out);
     auto ins = inspections->stats();
     auto stuck = gauge_family("sonde_agent_inspection_workers_stuck",
                               "Workers abandoned because reading an executable hung past the "
@@ -497,10 +328,9 @@ void AgentRuntime::Impl::add_collector() {
     auto rss = gauge_family("sonde_agent_resident_memory_bytes", "Resident memory of the agent.");
     add_sample(rss, {}, resident_bytes());
     auto info = gauge_family("sonde_agent_info", "Agent version and event-loop wait hook.");
-    add_sample(info, {{"version", kVersion}, {"wait_source", wait_source}}, 1);
-    for (auto* f : {&attachments, &attaches, &entries, &dropped, &rss, &info}) {
-      out.push_back(std::move(*f));
-    }
+    add_sample(
+        info, {{"version", kVersion}, {"wait_source", nodejs ? nodejs->wait_source() : "none"}}, 1);
+    for (auto* f : {&entries, &dropped, &rss, &info}) out.push_back(std::move(*f));
     return out;
   });
 }
@@ -532,7 +362,7 @@ std::vector<ProcessOutcome> AgentRuntime::outcomes() const {
 }
 
 std::vector<EventLoopMonitor::Sample> AgentRuntime::event_loop_samples() {
-  return impl_->monitor ? impl_->monitor->samples() : std::vector<EventLoopMonitor::Sample>{};
+  return impl_->nodejs ? impl_->nodejs->samples() : std::vector<EventLoopMonitor::Sample>{};
 }
 
 int AgentRuntime::metrics_port() const {

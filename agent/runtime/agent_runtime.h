@@ -1,8 +1,8 @@
 // AgentRuntime: the agent's machinery, whatever decides what to instrument. It discovers
 // processes (start-up /proc scan + exec/exit events), asks a Selector what to do with each,
-// runs the Node.js and Go TLS monitors, and serves /metrics. Standalone mode plugs in a
-// selector built from the config file; in-cluster mode one built from ProfilingPolicies and
-// the node's pods.
+// drives the features (feature.h: Node.js event loop, Go TLS, CPU sampling) and serves
+// /metrics. Standalone mode plugs in a selector built from the config file; in-cluster mode one
+// built from ProfilingPolicies and the node's pods.
 //
 // Threads: run() is the main loop, on the caller's thread: it reads process events and /proc
 // and asks the Selector, and never touches a process's executable. Executables are opened and
@@ -27,19 +27,12 @@
 #include "agent/metrics/metrics_server.h"
 #include "agent/nodejs/event_loop_monitor.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/runtime/feature.h"
 #include "common/config.h"
 #include "common/result.h"
 #include "common/signals.h"
 
 namespace sonde::agent {
-
-// What to do with one process.
-struct Selection {
-  bool nodejs_event_loop = false;
-  bool go_tls = false;
-  ContainerLabels labels;  // the series its metrics go to
-  bool cpu = false;        // CPU samples of the process (RuntimeOptions::cpu must be enabled)
-};
 
 class Selector {
  public:
@@ -59,32 +52,18 @@ struct RuntimeOptions {
   bool nodejs_event_loop = true;  // load the Node.js probes at all
   bool go_tls = true;             // load the Go TLS probes at all
   struct Cpu {
-    bool enabled = false;  // load the CPU sampler and serve /debug/pprof/profile
-    uint32_t frequency_hz = 19;
+    bool enabled = false;        // load the CPU sampler and serve /debug/pprof/profile
+    uint32_t frequency_hz = 19;  // unless selections ask for more (Selection::cpu_frequency_hz)
     bool all_processes = false;  // sample every process, not only selected ones
     PyroscopeConfig pyroscope;   // push profiles there too (url empty: no push)
+    // Whether a node that cannot sample fails the start; otherwise processes selected for
+    // sampling are reported kFailed with the reason (cluster mode: the policy status says so).
+    bool required = true;
   } cpu;
   // How long a container's series outlive its last process (then they leave /metrics).
   std::chrono::seconds series_grace{300};
   // How long reading one executable may take before its worker is abandoned.
   std::chrono::milliseconds inspection_deadline{5000};
-};
-
-// What became of a selected process, for reports (policy status, node reports).
-struct ProcessOutcome {
-  enum class State {
-    kInstrumented,     // the requested instrumentation is live
-    kNotApplicable,    // e.g. Go TLS requested, but the binary does not use crypto/tls
-    kSymbolsNotFound,  // the instrumentation needs symbols the binary does not have
-    kFailed,           // the kernel refused (attach or map update): see message
-  };
-  pid_t pid = 0;
-  std::string container_id;
-  ContainerLabels labels;
-  std::string exe;
-  State nodejs = State::kNotApplicable;  // kNotApplicable when not requested
-  State go_tls = State::kNotApplicable;
-  std::string message;  // why, for anything but kInstrumented / kNotApplicable
 };
 
 class AgentRuntime {

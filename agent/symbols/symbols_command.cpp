@@ -10,26 +10,12 @@
 #include "agent/symbols/binary_identity.h"
 #include "agent/symbols/elf_file.h"
 #include "agent/symbols/symbol_resolver.h"
+#include "common/cli.h"
 
 namespace sonde::agent {
 namespace {
 
 using symbols::ProbeTarget;
-
-constexpr const char* kUsage =
-    "Usage: sonde-agent symbols [--json] BINARY NAME...\n"
-    "\n"
-    "Resolves function names in an ELF64 binary the way the agent does before attaching\n"
-    "uprobes: virtual address, file offset (the uprobe attach offset), size, and the return\n"
-    "instructions found by decoding the function (offsets from its start). Functions that\n"
-    "leave only through tail calls are reported as having no return site.\n"
-    "\n"
-    "Options:\n"
-    "  --json      print one JSON object: {\"binary\": {...}, \"symbols\": [...]}\n"
-    "  -h, --help  show this help\n"
-    "\n"
-    "Exit status: 0 when every name was found, 1 when a name is missing or the binary cannot\n"
-    "be read, 2 on usage errors.\n";
 
 std::string hex(uint64_t v) {
   char buf[24];
@@ -114,27 +100,18 @@ int symbols_main(int argc, char** argv) {
   bool json = false;
   std::string path;
   std::vector<std::string> names;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (arg == "--json") {
-      json = true;
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      std::fprintf(stderr, "sonde-agent symbols: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
-      return 2;
-    } else if (path.empty()) {
-      path = arg;
-    } else {
-      names.push_back(arg);
-    }
-  }
-  if (path.empty() || names.empty()) {
-    std::fprintf(stderr, "sonde-agent symbols: need a BINARY and at least one NAME\n\n%s", kUsage);
-    return 2;
-  }
+  CLI::App app{
+      "Resolves function names in an ELF64 binary the way the agent does before attaching "
+      "uprobes: virtual address, file offset (the uprobe attach offset), size, and the return "
+      "instructions found by decoding the function (offsets from its start). Functions that "
+      "leave only through tail calls are reported as having no return site. Exit status: 0 "
+      "when every name was found, 1 when a name is missing or the binary cannot be read, 2 on "
+      "usage errors.",
+      "sonde-agent symbols"};
+  app.add_flag("--json", json, R"(print one JSON object: {"binary": {...}, "symbols": [...]})");
+  app.add_option("BINARY", path, "the ELF file")->required();
+  app.add_option("NAME", names, "function names to resolve")->required();
+  if (auto exit_code = cli::parse(app, argc, argv)) return *exit_code;
 
   auto binary = symbols::OpenBinary::open(path);
   if (!binary.ok()) {

@@ -114,6 +114,25 @@ TEST(BuildPolicyReports, GoTlsOnlyCountsNoNodeProcessesOrBlockedTime) {
   EXPECT_TRUE(r.problems.empty());
 }
 
+TEST(BuildPolicyReports, CpuSamplingCountsAsLiveAndANodeThatCannotSampleSaysSo) {
+  auto p = web_policy();
+  p.nodejs_event_loop = false;
+  p.cpu = true;
+  ProcessOutcome sampled = outcome(1, cid('a'), State::kNotApplicable);
+  sampled.cpu = State::kInstrumented;
+  ProcessOutcome refused = outcome(2, cid('c'), State::kNotApplicable,
+                                   "CPU sampling unavailable: perf_event_open: No such device");
+  refused.cpu = State::kFailed;
+  ProcessOutcome proxy = outcome(3, cid('b'), State::kNotApplicable);
+  proxy.cpu = State::kInstrumented;
+  auto r = build_policy_reports({p}, {sampled, refused, proxy}, {})[0];
+  EXPECT_EQ(r.instrumented_pods, 1);  // web-1 is sampled; web-2 is refused
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0].reason, "KernelUnsupported");
+  EXPECT_EQ(r.problems[0].pod, "web-2");
+  EXPECT_NE(r.problems[0].message.find("perf_event_open"), std::string::npos);
+}
+
 TEST(BuildPolicyReports, ProblemsAreBoundedAndKeepSelectorProblemsFirst) {
   PolicyState p = web_policy();
   p.containers.clear();

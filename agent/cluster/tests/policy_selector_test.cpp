@@ -272,13 +272,51 @@ TEST_F(PolicySelectorTest, InstrumentationsAreOredAcrossPolicies) {
   EXPECT_TRUE(s->go_tls);
 }
 
-TEST_F(PolicySelectorTest, CpuOnlyPolicyMatchesButInstrumentsNothingHere) {
+TEST_F(PolicySelectorTest, CpuPolicySelectsForSamplingAtTheHighestFrequencyAskedFor) {
   selector.upsert_pod(pod("shop", "web-1", {}, {{"app", "containerd://" + cid('a')}}));
+  selector.upsert_pod(
+      pod("shop", "web-2", {{"tier", "fast"}}, {{"app", "containerd://" + cid('b')}}));
   selector.upsert_policy(policy("shop", "cpu",
                                 {{"targets", {{{"selector", Json::object()}}}},
                                  {"instrumentations", {{"cpu", {{"frequencyHz", 49}}}}}}));
-  EXPECT_FALSE(selector.select(process_in(cid('a'))));
-  EXPECT_EQ(selector.policies()[0].matched_pods.size(), 1u);
+  auto s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->cpu);
+  EXPECT_FALSE(s->nodejs_event_loop);
+  EXPECT_EQ(s->cpu_frequency_hz, 49u);
+  EXPECT_EQ(s->labels, (ContainerLabels{"shop", "web-1", "app"}));
+  EXPECT_TRUE(selector.policies()[0].cpu);
+  // A second policy on web-2 only, faster: web-2 at its rate, web-1 unchanged.
+  selector.upsert_policy(
+      policy("shop", "fast",
+             {{"targets", {{{"selector", {{"matchLabels", {{"tier", "fast"}}}}}}}},
+              {"instrumentations", {{"cpu", {{"frequencyHz", 99}}}}}}));
+  EXPECT_EQ(selector.select(process_in(cid('b')))->cpu_frequency_hz, 99u);
+  EXPECT_EQ(selector.select(process_in(cid('a')))->cpu_frequency_hz, 49u);
+  // Without frequencyHz: the CRD's default.
+  selector.upsert_policy(policy("shop", "fast",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", {{"cpu", Json::object()}}}}));
+  EXPECT_EQ(selector.select(process_in(cid('b')))->cpu_frequency_hz, 49u);
+  EXPECT_EQ(parse_policy(policy("shop", "d",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", {{"cpu", Json::object()}}}}))
+                .cpu_frequency_hz,
+            kDefaultCpuFrequencyHz);
+}
+
+TEST(ParsePolicy, RejectsACpuFrequencyOutsideTheSamplersRange) {
+  for (Json hz : {Json(0), Json(1000), Json("fast"), Json(2.5)}) {
+    auto p = parse_policy(policy("shop", "bad",
+                                 {{"targets", {{{"selector", Json::object()}}}},
+                                  {"instrumentations", {{"cpu", {{"frequencyHz", hz}}}}}}));
+    EXPECT_NE(p.invalid.find("frequencyHz"), std::string::npos) << hz.dump();
+  }
+  auto p = parse_policy(policy("shop", "max",
+                               {{"targets", {{{"selector", Json::object()}}}},
+                                {"instrumentations", {{"cpu", {{"frequencyHz", 999}}}}}}));
+  EXPECT_EQ(p.invalid, "");
+  EXPECT_EQ(p.cpu_frequency_hz, 999u);
 }
 
 TEST_F(PolicySelectorTest, DeselectsOnPolicyAndPodChanges) {

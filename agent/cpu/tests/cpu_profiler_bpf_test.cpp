@@ -256,6 +256,31 @@ TEST_F(CpuProfilerTest, CFunction) {
   expect_hot(child, "c", "sonde_hot_c_function", true);
 }
 
+// The node's frequency follows the policies (CpuFeature): changed while running, the samples
+// of a busy process follow the CPU time it used at the new rate, and profiles say which.
+TEST_F(CpuProfilerTest, FrequencyChangesWhileRunning) {
+  start();
+  ChildProcess child({SONDE_HOT_C});
+  ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
+  ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", "c", "main"}).ok());
+  for (uint32_t hz : {19u, 299u}) {
+    ASSERT_TRUE(profiler_->set_frequency(hz).ok());
+    EXPECT_EQ(profiler_->frequency_hz(), hz);
+    double cpu0 = cpu_seconds(child.pid());
+    Decoded d = profile("seconds=3&namespace=test&pod=c");
+    double cpu = cpu_seconds(child.pid()) - cpu0;
+    auto total = static_cast<double>(d.total());
+    std::printf("%u Hz: %.0f samples for %.2f s of CPU (%.0f expected)\n", hz, total, cpu,
+                cpu * hz);
+    EXPECT_GT(total, 0.6 * cpu * hz - 5);
+    EXPECT_LT(total, 1.4 * cpu * hz + 5);
+    EXPECT_EQ(d.p.period(), 1'000'000'000 / hz);
+  }
+  EXPECT_FALSE(profiler_->set_frequency(0).ok());
+  EXPECT_FALSE(profiler_->set_frequency(1000).ok());
+  EXPECT_EQ(profiler_->frequency_hz(), 299u);
+}
+
 TEST_F(CpuProfilerTest, GoFunction) {
   start();
   ChildProcess child({SONDE_HOT_GO});

@@ -1,0 +1,104 @@
+#include "agent/cpu/cpu_feature.h"
+
+#include <algorithm>
+
+#include "common/log.h"
+
+namespace sonde::agent {
+
+Result<std::unique_ptr<CpuFeature>> CpuFeature::start(const cpu::ProfilerOptions& options,
+                                                      bool required, const PyroscopeConfig& push) {
+  auto profiler = cpu::CpuProfiler::start(options);
+  if (!profiler.ok()) {
+    if (required) return profiler.error();
+    log::warn("this node cannot sample CPUs; policies asking for cpu are reported so",
+              {{"error", profiler.error().message()}});
+    return std::unique_ptr<CpuFeature>(
+        new CpuFeature(nullptr, options.frequency_hz, profiler.error().message()));
+  }
+  std::unique_ptr<CpuFeature> self(
+      new CpuFeature(std::move(profiler).value(), options.frequency_hz, ""));
+  if (!push.url.empty()) {
+    ASSIGN_OR_RETURN(self->pusher_,
+                     cpu::PyroscopePusher::start(
+                         *self->profiler_, {.url = push.url,
+                                            .application = push.application,
+                                            .interval = std::chrono::seconds(push.interval_seconds),
+                                            .node_name = options.node_name}));
+  }
+  return self;
+}
+
+const std::vector<std::string>& CpuFeature::symbol_names() const {
+  static const std::vector<std::string> kNone;
+  return kNone;
+}
+
+std::optional<FeatureResult> CpuFeature::select(const ProcessInfo& process,
+                                                const Selection& selection) {
+  using State = ProcessOutcome::State;
+  if (!profiler_) return FeatureResult{State::kFailed, "CPU sampling unavailable: " + unavailable_};
+  if (auto st = profiler_->select_pid(process.pid, selection.labels); !st.ok()) {
+    log::warn("cannot select process for CPU sampling",
+              {{"pid", process.pid}, {"error", st.error().message()}});
+    return FeatureResult{State::kFailed, "CPU sampling refused: " + st.error().message()};
+  }
+  std::lock_guard lock(mu_);
+  pids_[process.pid] = selection.cpu_frequency_hz;
+  retune_locked();
+  return FeatureResult{State::kInstrumented, ""};
+}
+
+void CpuFeature::release(pid_t pid, uint64_t /*end_ns*/) {
+  {
+    std::lock_guard lock(mu_);
+    if (pids_.erase(pid) == 0) return;
+    retune_locked();
+  }
+  (void)profiler_->release_pid(pid);
+}
+
+void CpuFeature::retune_locked() {
+  uint32_t hz = 0;
+  for (const auto& [pid, asked] : pids_) hz = std::max(hz, asked);
+  if (hz == 0) hz = default_hz_;
+  if (hz == profiler_->frequency_hz()) return;
+  if (auto st = profiler_->set_frequency(hz); !st.ok()) {
+    log::warn("cannot change the CPU sampling frequency", {{"error", st.error().message()}});
+    return;
+  }
+  log::info("CPU sampling frequency changed", {{"frequency_hz", hz}});
+}
+
+size_t CpuFeature::tracked() const {
+  std::lock_guard lock(mu_);
+  return pids_.size();
+}
+
+uint32_t CpuFeature::frequency_hz() const {
+  return profiler_ ? profiler_->frequency_hz() : 0;
+}
+
+void CpuFeature::collect(std::vector<prometheus::MetricFamily>& out) {
+  if (!profiler_) return;
+  for (auto& f : profiler_->metrics()) out.push_back(std::move(f));
+  if (!pusher_) return;
+  auto pushes = counter_family("sonde_cpu_profile_pushes_total",
+                               "Per-container CPU profiles pushed to the Pyroscope endpoint: "
+                               "accepted (ok) or lost with their window (failed).");
+  auto st = pusher_->stats();
+  add_sample(pushes, {{"result", "ok"}}, static_cast<double>(st.pushed));
+  add_sample(pushes, {{"result", "failed"}}, static_cast<double>(st.failed));
+  out.push_back(std::move(pushes));
+}
+
+void CpuFeature::add_routes(MetricsServer& server) {
+  server.add_route(cpu::CpuProfiler::kRoute, [this](const HttpRequest& request) {
+    if (!profiler_) {
+      return HttpResponse{503, "text/plain", "CPU sampling unavailable: " + unavailable_ + "\n"};
+    }
+    return profiler_->handle_profile_request(request);
+  });
+}
+
+}  // namespace sonde::agent

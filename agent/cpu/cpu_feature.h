@@ -1,0 +1,76 @@
+// CpuFeature: CPU sampling behind the runtime's Feature seam. Sampling needs no file of the
+// process, so a process is selected on the event thread (select()) and never waits for an
+// inspection. Exports the profiler's metric families and serves GET /debug/pprof/profile.
+//
+// One perf frequency per node: the highest any selected process asks for (a cluster policy's
+// cpu.frequencyHz), else the configured one; it follows the selections as they come and go. A
+// process whose policy asks for less is sampled at the node's rate (its profiles' period says
+// which), so its CPU time is right and its profile has more samples than asked for.
+//
+// A node that cannot sample (no perf events, refused) does not stop the agent when sampling is
+// optional (cluster mode): every process selected for it is reported kFailed with the reason,
+// and the profile route answers 503 with it.
+//
+// With a Pyroscope URL (standalone config instrumentations.cpu.pyroscope) each container's
+// profile is also pushed there every interval (cpu/pyroscope_pusher.h).
+//
+// Only processes it selected are released: a release drains the kernel maps, and every process
+// that exits on the node is released through the seam.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/cpu/cpu_profiler.h"
+#include "agent/cpu/pyroscope_pusher.h"
+#include "agent/runtime/feature.h"
+#include "common/config.h"
+
+namespace sonde::agent {
+
+class CpuFeature final : public Feature {
+ public:
+  // Starts the profiler (and the pusher when `push.url` is set); when the profiler cannot start
+  // and `required` is false, a feature that reports why instead.
+  static Result<std::unique_ptr<CpuFeature>> start(const cpu::ProfilerOptions& options,
+                                                   bool required, const PyroscopeConfig& push);
+
+  const char* name() const override { return "cpu"; }
+  bool requested(const Selection& selection) const override { return selection.cpu; }
+  ProcessOutcome::State ProcessOutcome::*outcome() const override { return &ProcessOutcome::cpu; }
+  const std::vector<std::string>& symbol_names() const override;
+  std::optional<FeatureResult> select(const ProcessInfo& process,
+                                      const Selection& selection) override;
+  FeatureResult instrument(const Candidate&, const Selection&) override {
+    return {};  // everything happened in select()
+  }
+  void release(pid_t pid, uint64_t end_ns) override;
+  void sweep() override {}
+  size_t tracked() const override;
+  void collect(std::vector<prometheus::MetricFamily>& out) override;
+  void add_routes(MetricsServer& server) override;
+
+  // The node's sampling frequency now; 0 when it cannot sample.
+  uint32_t frequency_hz() const;
+
+ private:
+  CpuFeature(std::unique_ptr<cpu::CpuProfiler> profiler, uint32_t default_hz,
+             std::string unavailable)
+      : profiler_(std::move(profiler)),
+        default_hz_(default_hz),
+        unavailable_(std::move(unavailable)) {}
+  // With mu_ held: the frequency the selected processes ask for, applied.
+  void retune_locked();
+
+  std::unique_ptr<cpu::CpuProfiler> profiler_;    // null when the node cannot sample
+  std::unique_ptr<cpu::PyroscopePusher> pusher_;  // after the profiler it collects from
+  const uint32_t default_hz_;
+  const std::string unavailable_;  // why the node cannot sample
+  mutable std::mutex mu_;
+  std::map<pid_t, uint32_t> pids_;  // selected for sampling → the frequency asked for
+};
+
+}  // namespace sonde::agent

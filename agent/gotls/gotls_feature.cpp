@@ -1,0 +1,126 @@
+#include "agent/gotls/gotls_feature.h"
+
+#include <prometheus/client_metric.h>
+
+#include <limits>
+
+namespace sonde::agent {
+
+Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCache& cache,
+                                                         const ProcReader& proc, uint64_t grace_ns,
+                                                         std::string node) {
+  ASSIGN_OR_RETURN(auto probes, TlsProbes::load());
+  auto f = std::unique_ptr<GoTlsFeature>(new GoTlsFeature(std::move(node)));
+  f->probes_ = std::move(probes);
+  f->monitor_ = std::make_unique<TlsMonitor>(*f->probes_, cache, f->uprobes_, proc, grace_ns);
+  return f;
+}
+
+FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& selection) {
+  using State = ProcessOutcome::State;
+  switch (monitor_->consider(c, selection.labels)) {
+    case TlsMonitor::Outcome::kTracked: return {State::kInstrumented, ""};
+    case TlsMonitor::Outcome::kNotTlsUser: return {State::kNotApplicable, ""};
+    case TlsMonitor::Outcome::kNotInstrumentable:
+      return {State::kSymbolsNotFound, "Go TLS not instrumentable in " + c.info.exe};
+    case TlsMonitor::Outcome::kGone: return {.gone = true};
+    case TlsMonitor::Outcome::kFailed:
+      return {State::kFailed, "Go TLS probes could not be attached"};
+  }
+  return {State::kFailed, "unknown outcome"};
+}
+
+// Go TLS families: requests, durations, HTTP/2 connections, bytes; and binary verdicts.
+void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
+  auto requests = counter_family("container_go_tls_requests_total",
+                                 "HTTP/1.x requests over Go crypto/tls connections, by direction "
+                                 "(client: sent by this container; server: answered by it), "
+                                 "method and status class.");
+  auto http2 = counter_family("container_go_tls_http2_connections_total",
+                              "HTTP/2 connections over Go crypto/tls (streams are not parsed).");
+  auto read = counter_family("container_go_tls_read_bytes_total",
+                             "Plaintext bytes read through Go crypto/tls.");
+  auto written = counter_family("container_go_tls_written_bytes_total",
+                                "Plaintext bytes written through Go crypto/tls.");
+  prometheus::MetricFamily durations{"container_go_tls_request_duration_seconds",
+                                     "HTTP/1.x request duration over Go crypto/tls: request "
+                                     "seen to response seen, by direction.",
+                                     prometheus::MetricType::Histogram,
+                                     {}};
+  auto processes = gauge_family("sonde_agent_gotls_processes", "Go TLS processes instrumented.");
+  for (const auto& [labels, s] : monitor_->snapshot()) {
+    LabelPairs base{{"namespace", labels.namespace_name},
+                    {"pod", labels.pod},
+                    {"container", labels.container},
+                    {"node", node_}};
+    auto with = [&base](LabelPairs extra) {
+      LabelPairs l = base;
+      l.insert(l.end(), extra.begin(), extra.end());
+      return l;
+    };
+    for (const auto& [k, n] : s.requests) {
+      add_sample(
+          requests,
+          with(
+              {{"direction", k.direction}, {"method", k.method}, {"status_class", k.status_class}}),
+          static_cast<double>(n));
+    }
+    for (const auto& [direction, n] : s.http2_connections) {
+      add_sample(http2, with({{"direction", direction}}), static_cast<double>(n));
+    }
+    for (const auto& [direction, h] : s.durations) {
+      prometheus::ClientMetric m;
+      for (const auto& [k, v] : with({{"direction", direction}})) m.label.push_back({k, v});
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < kTlsDurationBuckets.size(); ++i) {
+        cumulative += h.buckets[i];
+        m.histogram.bucket.push_back({cumulative, kTlsDurationBuckets[i]});
+      }
+      m.histogram.bucket.push_back({h.count, std::numeric_limits<double>::infinity()});
+      m.histogram.sample_count = h.count;
+      m.histogram.sample_sum = h.sum;
+      durations.metric.push_back(std::move(m));
+    }
+    add_sample(read, base, static_cast<double>(s.read_bytes));
+    add_sample(written, base, static_cast<double>(s.written_bytes));
+    add_sample(processes, base, static_cast<double>(s.processes));
+  }
+  auto binaries = gauge_family("sonde_agent_gotls_binaries",
+                               "Go binaries seen with crypto/tls (or stripped): 1 per binary, "
+                               "with whether it is instrumented and why not.");
+  for (const auto& v : monitor_->verdicts()) {
+    add_sample(binaries,
+               {{"binary", v.path},
+                {"build_id", v.build_id},
+                {"instrumented", v.instrumentable ? "true" : "false"},
+                {"reason", v.reason},
+                {"stripped", v.stripped ? "true" : "false"},
+                {"entry_probe", v.entry_probe},
+                {"return_probe", v.return_probe}},
+               1);
+  }
+  auto full = counter_family("sonde_agent_gotls_map_full_total",
+                             "Go TLS kernel map inserts that failed because the map was full "
+                             "(processes/requests: counts lost; reads/exchanges/carried: "
+                             "exchanges not matched). Nothing is evicted silently.");
+  for (const auto& [map, n] : monitor_->kernel_map_full()) {
+    add_sample(full, {{"map", map}}, static_cast<double>(n));
+  }
+  auto discarded = counter_family("sonde_agent_gotls_unattributed_processes_total",
+                                  "Processes counted by the Go TLS probes whose counts were "
+                                  "discarded: not selected, or exited before they were seen.");
+  add_sample(discarded, {}, static_cast<double>(monitor_->discarded_processes()));
+  auto attachments = gauge_family("sonde_agent_uprobe_attachments",
+                                  "Uprobe attachments alive: one per (real file, offset, "
+                                  "program), shared by every process running the file.");
+  add_sample(attachments, {{"feature", "gotls"}}, static_cast<double>(uprobes_.size()));
+  auto attaches =
+      counter_family("sonde_agent_uprobe_attaches_total", "Uprobe attachments made since start.");
+  add_sample(attaches, {{"feature", "gotls"}}, static_cast<double>(uprobes_.attach_count()));
+  for (auto* f : {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full,
+                  &discarded, &attachments, &attaches}) {
+    out.push_back(std::move(*f));
+  }
+}
+
+}  // namespace sonde::agent

@@ -1,0 +1,55 @@
+// GoTlsFeature: Go TLS behind the runtime's Feature seam — the kernel probes (TlsProbes), the
+// uprobes they share per real file (SharedUprobes), the per-process bookkeeping (TlsMonitor)
+// and the metric families they export (container_go_tls_*, sonde_agent_gotls_*, uprobe
+// attachments).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/attach/shared_uprobes.h"
+#include "agent/gotls/tls_monitor.h"
+#include "agent/gotls/tls_probes.h"
+#include "agent/runtime/feature.h"
+
+namespace sonde::agent {
+
+class GoTlsFeature final : public Feature {
+ public:
+  // Loads the probes; `node` is the metrics' node label.
+  static Result<std::unique_ptr<GoTlsFeature>> load(symbols::ProbeTargetCache& cache,
+                                                    const ProcReader& proc, uint64_t grace_ns,
+                                                    std::string node);
+
+  const char* name() const override { return "gotls"; }
+  bool requested(const Selection& selection) const override { return selection.go_tls; }
+  ProcessOutcome::State ProcessOutcome::*outcome() const override {
+    return &ProcessOutcome::go_tls;
+  }
+  const std::vector<std::string>& symbol_names() const override {
+    return TlsMonitor::symbol_names();
+  }
+  std::optional<FeatureResult> select(const ProcessInfo&, const Selection&) override {
+    return std::nullopt;
+  }
+  FeatureResult instrument(const Candidate& candidate, const Selection& selection) override;
+  void release(pid_t pid, uint64_t) override { monitor_->exited(pid); }
+  void sweep() override { monitor_->sweep(); }
+  size_t tracked() const override { return monitor_->tracked(); }
+  void collect(std::vector<prometheus::MetricFamily>& out) override;
+  void add_routes(MetricsServer&) override {}
+
+  TlsMonitor& monitor() { return *monitor_; }
+
+ private:
+  explicit GoTlsFeature(std::string node) : node_(std::move(node)) {}
+
+  const std::string node_;
+  // Destroyed in reverse: the uprobes first, then the programs they run, then the monitor.
+  std::unique_ptr<TlsMonitor> monitor_;
+  std::unique_ptr<TlsProbes> probes_;
+  SharedUprobes uprobes_;
+};
+
+}  // namespace sonde::agent

@@ -1,0 +1,189 @@
+// TlsMonitor against a fake kernel, a fake clock and a fixture /proc, with a real Go crypto/tls
+// binary (the symbols fixture): attribution to containers, the fold at exit, the floor, the
+// grace period, pid reuse, and the discarding of processes never tracked.
+#include "agent/gotls/tls_monitor.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/runtime/tests/fake_clock.h"
+#include "agent/symbols/tests/temp_dir.h"
+
+namespace sonde::agent {
+namespace {
+
+using testing::FakeClock;
+
+class FakeAttachment final : public Attachment {
+ public:
+  explicit FakeAttachment(int& alive) : alive_(alive) { ++alive_; }
+  ~FakeAttachment() override { --alive_; }
+
+ private:
+  int& alive_;
+};
+
+// The kernel's per-process counts as a table the test writes.
+class FakeCounters final : public TlsCounters {
+ public:
+  bool can_perform_ret() const override { return false; }
+  Result<std::unique_ptr<Attachment>> attach(Program, const std::string&, uint64_t) override {
+    return std::unique_ptr<Attachment>(new FakeAttachment(attachments));
+  }
+  void filter_by_cgroup(bool) override {}
+  Status allow_cgroup(uint64_t) override { return ok_status(); }
+  void disallow_cgroup(uint64_t) override {}
+  std::map<uint32_t, Counts> counts() const override { return table; }
+  bool counting(uint32_t tgid) const override { return table.contains(tgid); }
+  Counts take(uint32_t tgid) override {
+    Counts c = table[tgid];
+    table.erase(tgid);
+    return c;
+  }
+  uint64_t full(sonde_gotls_counter) const override { return 0; }
+
+  // `n` GET requests answered 200 by tgid's server side, and `bytes` read.
+  void served(uint32_t tgid, uint64_t n, uint64_t bytes) {
+    Counts& c = table[tgid];
+    c.bytes.read += bytes;
+    sonde_tls_request_key key{};
+    key.direction = SONDE_TLS_SERVER;
+    key.protocol = SONDE_TLS_HTTP1;
+    key.method = 1;  // GET
+    key.status_class = 2;
+    sonde_tls_request_stats stats{};
+    stats.count = n;
+    stats.buckets[0] = n;
+    c.requests.clear();
+    c.requests.emplace_back(key, stats);
+  }
+
+  std::map<uint32_t, Counts> table;
+  int attachments = 0;
+};
+
+constexpr uint64_t kGrace = 60'000'000'000;
+const ContainerLabels kApi{"shop", "api-1", "server"};
+const TlsMonitor::RequestKey kGet200{"server", "GET", "2xx"};
+
+class TlsMonitorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(SONDE_GO_TLS_FIXTURE).empty()) GTEST_SKIP() << "built without Go";
+    auto binary = symbols::OpenBinary::open(SONDE_GO_TLS_FIXTURE);
+    ASSERT_TRUE(binary.ok()) << binary.error().message();
+    binary_ = std::make_unique<symbols::OpenBinary>(std::move(binary).value());
+  }
+
+  // A process of the fixture binary, alive in the fixture /proc since `start_time`.
+  Candidate process(pid_t pid, uint64_t start_time, bool running = true) {
+    set_alive(pid, start_time);
+    auto again = symbols::OpenBinary::open(SONDE_GO_TLS_FIXTURE);
+    EXPECT_TRUE(again.ok());
+    ProcessInfo info{.pid = pid, .start_time = start_time, .comm = "api", .exe = "/srv/api"};
+    return Candidate{info, std::move(again).value(), running};
+  }
+  void set_alive(pid_t pid, uint64_t start_time) {
+    auto dir = proc_dir_.path() / std::to_string(pid);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "stat") << pid << " (api) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+                                << start_time << " 0 0\n";
+  }
+  void set_gone(pid_t pid) { std::filesystem::remove_all(proc_dir_.path() / std::to_string(pid)); }
+
+  uint64_t requests(const ContainerLabels& labels) {
+    auto s = monitor_.snapshot();
+    auto it = s.find(labels);
+    if (it == s.end()) return UINT64_MAX;  // no series
+    auto r = it->second.requests.find(kGet200);
+    return r == it->second.requests.end() ? 0 : r->second;
+  }
+
+  symbols::testing::TempDir proc_dir_;
+  ProcReader proc_{proc_dir_.path().string()};
+  symbols::ProbeTargetCache cache_{64};
+  SharedUprobes uprobes_;
+  FakeClock clock_;
+  FakeCounters kernel_;
+  TlsMonitor monitor_{kernel_, cache_, uprobes_, proc_, kGrace, clock_};
+  std::unique_ptr<symbols::OpenBinary> binary_;
+};
+
+TEST_F(TlsMonitorTest, AttributesCountsAndFoldsThemAtExit) {
+  ASSERT_EQ(monitor_.consider(process(100, 7), kApi), TlsMonitor::Outcome::kTracked);
+  EXPECT_GT(kernel_.attachments, 0);
+  kernel_.served(100, 3, 300);
+  EXPECT_EQ(requests(kApi), 3u);
+  EXPECT_EQ(monitor_.snapshot().at(kApi).processes, 1u);
+  monitor_.exited(100);
+  EXPECT_FALSE(kernel_.counting(100));  // taken from the kernel
+  EXPECT_EQ(kernel_.attachments, 0);    // its uprobes released
+  EXPECT_EQ(requests(kApi), 3u);
+  EXPECT_EQ(monitor_.snapshot().at(kApi).read_bytes, 300u);
+  EXPECT_EQ(monitor_.snapshot().at(kApi).processes, 0u);
+  // A second process of the container adds to what the first left.
+  ASSERT_EQ(monitor_.consider(process(101, 9), kApi), TlsMonitor::Outcome::kTracked);
+  kernel_.served(101, 2, 10);
+  EXPECT_EQ(requests(kApi), 5u);
+}
+
+TEST_F(TlsMonitorTest, NeverGoesBackwardsWhenTheKernelLosesAProcess) {
+  ASSERT_EQ(monitor_.consider(process(100, 7), kApi), TlsMonitor::Outcome::kTracked);
+  kernel_.served(100, 4, 0);
+  EXPECT_EQ(requests(kApi), 4u);
+  kernel_.table.erase(100);  // gone from the kernel's map while the process lives
+  EXPECT_EQ(requests(kApi), 4u);
+  kernel_.served(100, 6, 0);
+  EXPECT_EQ(requests(kApi), 6u);
+}
+
+TEST_F(TlsMonitorTest, ForgetsAContainerAGracePeriodAfterItsLastProcess) {
+  ASSERT_EQ(monitor_.consider(process(100, 7), kApi), TlsMonitor::Outcome::kTracked);
+  kernel_.served(100, 1, 0);
+  set_gone(100);
+  monitor_.sweep();  // vanished without an exit event
+  EXPECT_EQ(monitor_.tracked(), 0u);
+  EXPECT_EQ(requests(kApi), 1u);
+  clock_.now += kGrace - 1;
+  EXPECT_EQ(requests(kApi), 1u);
+  clock_.now += 1;
+  EXPECT_EQ(requests(kApi), UINT64_MAX);
+}
+
+TEST_F(TlsMonitorTest, PidReuseAndExecStartANewProcessOnTop) {
+  Candidate first = process(100, 7);
+  ASSERT_EQ(monitor_.consider(first, kApi), TlsMonitor::Outcome::kTracked);
+  kernel_.served(100, 2, 0);
+  ASSERT_EQ(monitor_.consider(first, kApi), TlsMonitor::Outcome::kTracked);  // unchanged
+  EXPECT_EQ(requests(kApi), 2u);
+  // Another process under the same pid (its exit was never seen): the first one's counts fold.
+  ASSERT_EQ(monitor_.consider(process(100, 8), kApi), TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(requests(kApi), 2u);
+  kernel_.served(100, 1, 0);
+  EXPECT_EQ(requests(kApi), 3u);
+  // It execs the same binary again.
+  ASSERT_EQ(monitor_.consider(process(100, 8, /*running=*/false), kApi),
+            TlsMonitor::Outcome::kTracked);
+  kernel_.served(100, 1, 0);
+  EXPECT_EQ(requests(kApi), 4u);
+  EXPECT_EQ(monitor_.tracked(), 1u);
+}
+
+TEST_F(TlsMonitorTest, DiscardsCountsOfProcessesNeverTracked) {
+  kernel_.served(555, 9, 0);  // an unselected process of an instrumented binary
+  monitor_.sweep();
+  EXPECT_TRUE(kernel_.counting(555));  // one sweep of grace: consider() may not have run yet
+  monitor_.sweep();
+  EXPECT_FALSE(kernel_.counting(555));
+  EXPECT_EQ(monitor_.discarded_processes(), 1u);
+  kernel_.served(556, 1, 0);
+  monitor_.exited(556);
+  EXPECT_FALSE(kernel_.counting(556));
+  EXPECT_EQ(monitor_.discarded_processes(), 2u);
+  EXPECT_TRUE(monitor_.snapshot().empty());
+}
+
+}  // namespace
+}  // namespace sonde::agent

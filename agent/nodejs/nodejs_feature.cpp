@@ -1,0 +1,69 @@
+#include "agent/nodejs/nodejs_feature.h"
+
+#include <map>
+#include <tuple>
+
+namespace sonde::agent {
+
+Result<std::unique_ptr<NodejsFeature>> NodejsFeature::load(LoopProbes::WaitSource source,
+                                                           symbols::ProbeTargetCache& cache,
+                                                           const ProcReader& proc,
+                                                           uint64_t grace_ns, std::string node) {
+  ASSIGN_OR_RETURN(auto probes, LoopProbes::load(source));
+  return std::unique_ptr<NodejsFeature>(
+      new NodejsFeature(std::move(probes), cache, proc, grace_ns, std::move(node)));
+}
+
+FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& selection) {
+  using State = ProcessOutcome::State;
+  switch (monitor_.consider(c, selection.labels)) {
+    case EventLoopMonitor::Outcome::kTracked: return {State::kInstrumented, ""};
+    case EventLoopMonitor::Outcome::kNotNode:
+      return {State::kSymbolsNotFound,
+              "no Node.js symbols (napi_module_register) in " + c.info.exe};
+    case EventLoopMonitor::Outcome::kGone: return {.gone = true};
+    case EventLoopMonitor::Outcome::kFailed:
+      return {State::kFailed, "Node.js probes could not be attached to " + c.info.exe};
+  }
+  return {State::kFailed, "unknown outcome"};
+}
+
+void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
+  auto blocked = counter_family(
+      "container_nodejs_event_loop_blocked_time_seconds_total",
+      "Wall time the Node.js main thread's event loop was not waiting for I/O (running "
+      "callbacks, timers, microtasks or synchronous calls), including a block in progress.");
+  auto procs = gauge_family("sonde_agent_nodejs_processes",
+                            "Node.js processes instrumented, per container.");
+  for (const auto& s : monitor_.samples()) {
+    LabelPairs labels{{"namespace", s.labels.namespace_name},
+                      {"pod", s.labels.pod},
+                      {"container", s.labels.container},
+                      {"node", node_}};
+    add_sample(blocked, labels, s.blocked_seconds);
+    add_sample(procs, labels, static_cast<double>(s.processes));
+  }
+  auto binaries = gauge_family("sonde_agent_nodejs_binaries",
+                               "Instrumented Node.js binaries: processes per binary (path as "
+                               "first seen, build id) and measurement mode (precise, "
+                               "epoll-only).");
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> by_labels;
+  for (const auto& b : monitor_.binaries()) {
+    by_labels[{b.path, b.build_id, loop_mode_name(b.mode)}] += b.processes;
+  }
+  for (const auto& [l, n] : by_labels) {
+    const auto& [path, build_id, mode] = l;
+    add_sample(binaries, {{"binary", path}, {"build_id", build_id}, {"mode", mode}},
+               static_cast<double>(n));
+  }
+  auto lost = counter_family("sonde_agent_nodejs_states_lost_total",
+                             "Tracked Node.js processes whose kernel state was evicted from "
+                             "the full process map; their counters stop growing.");
+  add_sample(lost, {}, static_cast<double>(monitor_.states_lost()));
+  out.push_back(std::move(blocked));
+  out.push_back(std::move(procs));
+  out.push_back(std::move(binaries));
+  out.push_back(std::move(lost));
+}
+
+}  // namespace sonde::agent

@@ -1,0 +1,61 @@
+// NodejsFeature: the Node.js event-loop feature behind the runtime's Feature seam — the kernel
+// probes (LoopProbes), the per-process bookkeeping (EventLoopMonitor) and the metric families
+// they export (container_nodejs_event_loop_blocked_time_seconds_total, sonde_agent_nodejs_*).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/nodejs/event_loop_monitor.h"
+#include "agent/nodejs/loop_probes.h"
+#include "agent/runtime/feature.h"
+
+namespace sonde::agent {
+
+class NodejsFeature final : public Feature {
+ public:
+  // Loads the probes (the wait hook `source`); `node` is the metrics' node label.
+  static Result<std::unique_ptr<NodejsFeature>> load(LoopProbes::WaitSource source,
+                                                     symbols::ProbeTargetCache& cache,
+                                                     const ProcReader& proc, uint64_t grace_ns,
+                                                     std::string node);
+
+  const char* name() const override { return "nodejs"; }
+  bool requested(const Selection& selection) const override { return selection.nodejs_event_loop; }
+  ProcessOutcome::State ProcessOutcome::*outcome() const override {
+    return &ProcessOutcome::nodejs;
+  }
+  const std::vector<std::string>& symbol_names() const override {
+    return EventLoopMonitor::symbol_names();
+  }
+  std::optional<FeatureResult> select(const ProcessInfo&, const Selection&) override {
+    return std::nullopt;
+  }
+  FeatureResult instrument(const Candidate& candidate, const Selection& selection) override;
+  void release(pid_t pid, uint64_t end_ns) override { monitor_.exited(pid, end_ns); }
+  void sweep() override { monitor_.sweep(); }
+  size_t tracked() const override { return monitor_.tracked(); }
+  void collect(std::vector<prometheus::MetricFamily>& out) override;
+  void add_routes(MetricsServer&) override {}
+
+  // Which kernel hook measures the waits (LoopProbes::wait_source()).
+  const char* wait_source() const { return probes_->wait_source(); }
+  // The loops map, for the CPU sampler's blocked-loop marks (LoopProbes::loops_map_fd()).
+  int loops_map_fd() const { return probes_->loops_map_fd(); }
+  // Per-container blocked seconds, as exported (for node reports).
+  std::vector<EventLoopMonitor::Sample> samples() { return monitor_.samples(); }
+
+ private:
+  NodejsFeature(std::unique_ptr<LoopProbes> probes, symbols::ProbeTargetCache& cache,
+                const ProcReader& proc, uint64_t grace_ns, std::string node)
+      : probes_(std::move(probes)),
+        monitor_(*probes_, cache, proc, grace_ns),
+        node_(std::move(node)) {}
+
+  std::unique_ptr<LoopProbes> probes_;
+  EventLoopMonitor monitor_;  // after the probes it drives
+  const std::string node_;
+};
+
+}  // namespace sonde::agent

@@ -1,0 +1,26 @@
+#include "agent/runtime/agent_flags.h"
+
+#include <map>
+
+namespace sonde::agent {
+
+void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metrics_default,
+                     const std::string& level_default) {
+  app.add_option("--metrics-address", flags.metrics_address,
+                 "host:port for /metrics (default " + metrics_default + ")");
+  app.add_option("--proc-root", flags.proc_root, "the host's /proc")->capture_default_str();
+  cli::add_log_flags(app, flags.log, level_default);
+  static const std::map<std::string, LoopProbes::WaitSource> kSources = {
+      {"auto", LoopProbes::WaitSource::kAuto},
+      {"fentry", LoopProbes::WaitSource::kFentry},
+      {"epoll-tracepoints", LoopProbes::WaitSource::kEpollTracepoints},
+      {"syscalls", LoopProbes::WaitSource::kSyscallTracepoints}};
+  app.add_option_function<std::string>(
+         "--wait-source",
+         [&flags](const std::string& name) { flags.wait_source = kSources.at(name); },
+         "the kernel hook measuring event-loop waits: auto (the cheapest the kernel supports), "
+         "fentry, epoll-tracepoints or syscalls (default auto)")
+      ->check(CLI::IsMember({"auto", "fentry", "epoll-tracepoints", "syscalls"}));
+}
+
+}  // namespace sonde::agent

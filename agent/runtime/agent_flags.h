@@ -1,0 +1,23 @@
+// AgentFlags: the flags both agent modes take (`sonde-agent --cluster`, `--standalone`),
+// declared once so they are spelled, defaulted and checked the same in each.
+#pragma once
+
+#include <string>
+
+#include "agent/nodejs/loop_probes.h"
+#include "common/cli.h"
+
+namespace sonde::agent {
+
+struct AgentFlags {
+  std::string metrics_address;  // empty: the mode's default
+  std::string proc_root = "/proc";
+  cli::LogFlags log;
+  LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
+};
+
+// `metrics_default` and `level_default` are what the help says an absent flag means.
+void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metrics_default,
+                     const std::string& level_default);
+
+}  // namespace sonde::agent

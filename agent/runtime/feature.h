@@ -1,0 +1,99 @@
+// Feature: one kind of instrumentation (Node.js event loop, Go TLS, CPU sampling) as the runtime
+// drives it. The runtime knows nothing of what a feature measures: it loops over its features to
+// decide, instrument, release and sweep processes, and to fill /metrics, so a feature is added in
+// one place (its own folder, plus one line where the runtime builds its list).
+//
+// A process's life as a feature sees it:
+//   select()      on the event thread, for every selected process: a feature that needs nothing
+//                 of the executable (CPU sampling) instruments here and answers; the others
+//                 answer nullopt and get instrument() on the inspection worker, with the
+//                 executable opened once for every feature (Candidate).
+//   instrument()  on the inspection worker (it reads tenants' files; may take long).
+//   release()     the process exited or is no longer selected: fold its counters, detach.
+//                 Called for processes the feature never tracked too: then a no-op.
+//   sweep()       every few seconds: processes that vanished without an exit event.
+// select()/instrument() are called again for a process they already track (a re-selection, an
+// exec): the feature recognizes an unchanged process and re-instruments a new program.
+//
+// Thread-safety: instrument() runs on the worker while the event thread calls release() and the
+// metrics server collect(); a feature locks what they share.
+#pragma once
+
+#include <prometheus/metric_family.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/discovery/candidate.h"
+#include "agent/discovery/proc_reader.h"
+#include "agent/metrics/metrics_server.h"
+#include "agent/runtime/container_totals.h"
+
+namespace sonde::agent {
+
+// What to do with one process.
+struct Selection {
+  bool nodejs_event_loop = false;
+  bool go_tls = false;
+  ContainerLabels labels;  // the series its metrics go to
+  bool cpu = false;        // CPU samples of the process (RuntimeOptions::cpu must be enabled)
+  uint32_t cpu_frequency_hz = 0;  // the samples per second asked for; 0: the agent's default
+};
+
+// What became of a selected process, for reports (policy status, node reports).
+struct ProcessOutcome {
+  enum class State {
+    kInstrumented,     // the requested instrumentation is live
+    kNotApplicable,    // e.g. Go TLS requested, but the binary does not use crypto/tls
+    kSymbolsNotFound,  // the instrumentation needs symbols the binary does not have
+    kFailed,           // the kernel refused (attach or map update): see message
+  };
+  pid_t pid = 0;
+  std::string container_id;
+  ContainerLabels labels;
+  std::string exe;
+  State nodejs = State::kNotApplicable;  // kNotApplicable when not requested
+  State go_tls = State::kNotApplicable;
+  State cpu = State::kNotApplicable;
+  std::string message;  // why, for anything but kInstrumented / kNotApplicable (the first one)
+};
+
+// What one feature made of one process.
+struct FeatureResult {
+  ProcessOutcome::State state = ProcessOutcome::State::kNotApplicable;
+  std::string message;  // for kSymbolsNotFound / kFailed
+  bool gone = false;    // the process exited meanwhile: no outcome is recorded
+};
+
+class Feature {
+ public:
+  virtual ~Feature() = default;
+
+  // For logs: "nodejs", "gotls", "cpu".
+  virtual const char* name() const = 0;
+  // Whether `selection` asks this feature for the process.
+  virtual bool requested(const Selection& selection) const = 0;
+  // The field of ProcessOutcome this feature's results go to.
+  virtual ProcessOutcome::State ProcessOutcome::*outcome() const = 0;
+  // The symbols instrument() resolves (every feature's are resolved in one parse of a new
+  // binary); empty for a feature that reads no executable.
+  virtual const std::vector<std::string>& symbol_names() const = 0;
+
+  virtual std::optional<FeatureResult> select(const ProcessInfo& process,
+                                              const Selection& selection) = 0;
+  virtual FeatureResult instrument(const Candidate& candidate, const Selection& selection) = 0;
+  virtual void release(pid_t pid, uint64_t end_ns) = 0;
+  virtual void sweep() = 0;
+
+  // Processes instrumented now.
+  virtual size_t tracked() const = 0;
+  // Its metric families, at every scrape (on the metrics server's threads).
+  virtual void collect(std::vector<prometheus::MetricFamily>& out) = 0;
+  // Routes it serves on the metrics port (CPU profiles); called once, at start.
+  virtual void add_routes(MetricsServer& server) = 0;
+};
+
+}  // namespace sonde::agent

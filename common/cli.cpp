@@ -1,0 +1,52 @@
+#include "common/cli.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "common/log.h"
+
+namespace sonde::cli {
+
+std::optional<int> parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << app.get_name() << ": " << e.what() << "\nRun '" << app.get_name()
+              << " --help' for the options.\n";
+    return 2;
+  }
+  return std::nullopt;
+}
+
+CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || !(v > 0))
+          return "must be above 0, got " + value;
+        return "";
+      },
+      "POSITIVE");
+}
+
+void add_log_flags(CLI::App& app, LogFlags& flags, const std::string& level_default) {
+  app.add_option("--log-level", flags.level,
+                 "debug, info, warn or error (default " + level_default + ")")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  app.add_option("--log-format", flags.format, "logfmt or json")
+      ->check(CLI::IsMember({"logfmt", "json"}))
+      ->capture_default_str();
+}
+
+void apply(const LogFlags& flags, const std::string& fallback) {
+  // Both were checked by the parser (or the fallback comes from a validated config).
+  log::set_level(
+      log::parse_level(flags.level.empty() ? fallback : flags.level).value_or(log::Level::kInfo));
+  log::set_format(flags.format == "json" ? log::Format::kJson : log::Format::kLogfmt);
+}
+
+}  // namespace sonde::cli
