@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   testing::FakeApiServer fake;
   ApiClientOptions options;
   options.user_agent = "operator-bench";
+  options.qps = 0;  // seeding and polling the fake, not a client under test
   ApiClient client(fake.client_config(), options);
 
   auto seeded = BenchClock::now();
