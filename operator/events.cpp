@@ -9,6 +9,9 @@ using kube::Json;
 
 namespace {
 
+// An Event is not worth holding a worker for: the whole write, retries included, gets this.
+constexpr auto kEventWriteTimeout = std::chrono::seconds(10);
+
 const Json* find_condition(const Json& status, const std::string& type) {
   if (!status.is_object() || !status.contains("conditions") || !status["conditions"].is_array()) {
     return nullptr;
@@ -119,9 +122,9 @@ void EventRecorder::record(const Json& policy, const PolicyEvent& event, kube::S
   const std::string timestamp = format_rfc3339(clock_.wall_now());
   Result<Json> written = Error("not written");
   if (!event_name.empty()) {
-    written =
-        client_.merge_patch(kube::kEvents, ns, event_name,
-                            {{"count", count}, {"lastTimestamp", timestamp}}, "", {.stop = stop});
+    written = client_.merge_patch(kube::kEvents, ns, event_name,
+                                  {{"count", count}, {"lastTimestamp", timestamp}}, "",
+                                  {.timeout = kEventWriteTimeout, .stop = stop});
     // The API server keeps Events an hour; an aggregate may outlive its object.
     if (!written.ok() && kube::is_not_found(written.error())) event_name.clear();
   }
@@ -147,7 +150,8 @@ void EventRecorder::record(const Json& policy, const PolicyEvent& event, kube::S
                    {"firstTimestamp", timestamp},
                    {"lastTimestamp", timestamp},
                    {"count", 1}};
-    written = client_.create(kube::kEvents, ns, object, {.stop = stop});
+    written =
+        client_.create(kube::kEvents, ns, object, {.timeout = kEventWriteTimeout, .stop = stop});
   }
   if (!written.ok()) {
     log::warn("writing an Event failed", {{"policy", ns + "/" + name},
