@@ -699,7 +699,15 @@ class Handler(BaseHTTPRequestHandler):
         """Writes nothing until the client closes the connection (a hung server or dead peer)."""
         while True:
             readable, _, _ = select.select([self.connection], [], [], 0.1)
-            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+            if not readable:
+                continue
+            try:
+                if not self.connection.recv(1, socket.MSG_PEEK):
+                    return
+            except ValueError:  # TLS sockets take no recv flags: read (and drop) instead
+                if not self.connection.recv(1):
+                    return
+            except OSError:
                 return
 
     def watch(self, route, query):
