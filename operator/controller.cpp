@@ -99,7 +99,7 @@ Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
     return written.error().wrap("write status of ProfilingPolicy " + key);
   }
   metrics_.status_written();
-  for (const auto& event : events) events_.record(*policy, event, acting);
+  for (const auto& event : events) metrics_.event_recorded(events_.record(*policy, event, acting));
   return Outcome::kWritten;
 }
 

@@ -77,7 +77,8 @@ uint64_t EventRecorder::dropped() const {
   return dropped_;
 }
 
-void EventRecorder::record(const Json& policy, const PolicyEvent& event, kube::StopSignal* stop) {
+const char* EventRecorder::record(const Json& policy, const PolicyEvent& event,
+                                  kube::StopSignal* stop) {
   const Json meta = policy.value("metadata", Json::object());
   const std::string ns = meta.value("namespace", "");
   const std::string name = meta.value("name", "");
@@ -110,7 +111,7 @@ void EventRecorder::record(const Json& policy, const PolicyEvent& event, kube::S
                   [&](const auto& entry) { return now - entry.second.last >= kAggregateWindow; });
     if (state.tokens < 1.0) {
       ++dropped_;
-      return;
+      return "dropped";
     }
     state.tokens -= 1.0;
     if (auto found = state.aggregates.find(key); found != state.aggregates.end()) {
@@ -157,13 +158,14 @@ void EventRecorder::record(const Json& policy, const PolicyEvent& event, kube::S
     log::warn("writing an Event failed", {{"policy", ns + "/" + name},
                                           {"reason", event.reason},
                                           {"error", written.error().message()}});
-    return;
+    return "failed";
   }
   std::lock_guard lock(mu_);
   ++written_;
   if (auto it = policies_.find(uid); it != policies_.end()) {
     it->second.aggregates[key] = {event_name, count, now};
   }
+  return "written";
 }
 
 }  // namespace sonde::op

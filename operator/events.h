@@ -52,7 +52,9 @@ class EventRecorder {
   EventRecorder(kube::ApiClient& client, std::string component, std::string instance,
                 const kube::Clock& clock = kube::real_clock());
 
-  void record(const kube::Json& policy, const PolicyEvent& event, kube::StopSignal* stop = nullptr);
+  // "written" (created or its count patched), "dropped" (over the policy's bound) or "failed".
+  const char* record(const kube::Json& policy, const PolicyEvent& event,
+                     kube::StopSignal* stop = nullptr);
 
   uint64_t written() const;
   uint64_t dropped() const;

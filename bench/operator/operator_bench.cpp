@@ -184,7 +184,8 @@ int main(int argc, char** argv) {
       if (line.rfind("sonde_operator_reconcile_duration_seconds_sum", 0) == 0 ||
           line.rfind("sonde_operator_reconcile_duration_seconds_count", 0) == 0 ||
           line.rfind("sonde_operator_reconciles_total", 0) == 0 ||
-          line.rfind("sonde_operator_status_writes_total", 0) == 0) {
+          line.rfind("sonde_operator_status_writes_total", 0) == 0 ||
+          line.rfind("sonde_operator_events_total", 0) == 0) {
         std::printf("  %s\n", line.c_str());
       }
     }

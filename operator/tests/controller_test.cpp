@@ -252,6 +252,10 @@ TEST_F(ControllerTest, TransitionsThatMatterBecomeEventsOnThePolicy) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(events_of("web").size(), before);
   EXPECT_EQ(controller_->events().written(), written);
+  EXPECT_NE(metrics_.serialize().find("sonde_operator_events_total{result=\"written\"} " +
+                                      std::to_string(written)),
+            std::string::npos)
+      << metrics_.serialize();
 }
 
 TEST_F(ControllerTest, AnInvalidSpecIsAWarningEvent) {
