@@ -7,7 +7,8 @@
 # counts say so and carries SymbolsNotFound for a selected process that is not Node.js, that a
 # policy's cpu samples its pod at its frequency and no other pod, and,
 # when sonde-operator is in SONDE_BIN, that the policy status shows the counts and
-# Degraded/SymbolsNotFound. Needs root (cgroups, BPF).
+# Degraded/SymbolsNotFound. The fake API server enforces the chart's RBAC: agent and operator
+# run with their service accounts' tokens. Needs root (cgroups, BPF) and helm.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -36,24 +37,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# --- the fake API server and a kubeconfig for it
-python3 "$root/common/kube/testing/fake_apiserver.py" --port 0 >"$tmp/apiserver.out" 2>&1 &
-api_pid=$!
-wait_until 100 grep -q '^PORT ' "$tmp/apiserver.out" || fail "the fake API server did not start"
-api="http://127.0.0.1:$(sed -n 's/^PORT //p' "$tmp/apiserver.out")"
-cat >"$tmp/kubeconfig" <<YAML
-apiVersion: v1
-kind: Config
-current-context: fake
-clusters: [{name: fake, cluster: {server: "$api"}}]
-users: [{name: fake, user: {token: fake-token}}]
-contexts: [{name: fake, context: {cluster: fake, user: fake, namespace: $report_ns}}]
-YAML
-kube() {  # kube METHOD PATH [JSON]
-  local ctype=application/json
-  [[ "$1" == PATCH ]] && ctype=application/merge-patch+json
-  curl -sf -X "$1" -H "Content-Type: $ctype" "$api$2" ${3:+--data "$3"}
-}
+# --- the fake API server, enforcing the chart's RBAC: the agent and the operator run with
+# their service accounts' permissions, the test's own calls as admin
+command -v helm >/dev/null || fail "helm not found (make deps)"
+helm template sonde "$root/charts/sonde" -n "$report_ns" >"$tmp/chart.yaml" || fail "helm template"
+start_fake_apiserver "$tmp/chart.yaml" "$report_ns"
+api_pid=$API_PID
+kube() { kube_admin "$@"; }
 policies=/apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies
 report_path=/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports/$node_name
 
@@ -98,7 +88,7 @@ kube POST /api/v1/namespaces/shop/pods \
 
 # --- the agent
 port="$(free_port)"
-"$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig" --node-name "$node_name" \
+"$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
   --metrics-address "127.0.0.1:$port" >"$tmp/agent.log" 2>&1 &
 AGENT_PID=$!
 wait_until 300 curl -sf "http://127.0.0.1:$port/metrics" ||
@@ -152,7 +142,7 @@ echo "report: $(entry 'del(.uid)')"
 
 if [[ -x "$SONDE_BIN/sonde-operator" ]]; then
   echo "--- the operator turns the report into policy status"
-  "$SONDE_BIN/sonde-operator" --kubeconfig "$tmp/kubeconfig" --report-namespace "$report_ns" \
+  "$SONDE_BIN/sonde-operator" --kubeconfig "$tmp/kubeconfig-operator" --report-namespace "$report_ns" \
     --leader-elect=false --metrics-address "127.0.0.1:$(free_port)" >"$tmp/operator.log" 2>&1 &
   op_pid=$!
   status_is() { [[ "$(kube GET "$policies/web" | jq -c "$1")" == "$2" ]]; }
@@ -250,4 +240,7 @@ echo "agent exited $rc after SIGTERM in $took s"
 # when the writer shares the informers' retrying client.
 awk -v t="$took" 'BEGIN { exit !(t < 15) }' || fail "agent took $took s to stop during the outage"
 grep -q 'level=error' "$tmp/agent.log" && { cat "$tmp/agent.log"; fail "the agent logged errors"; }
+# Everything the agent and the operator did was within the chart's RBAC.
+refused="$(fake_requests_with 403 | jq -c '[.method, .path, .userAgent]')"
+[[ -z "$refused" ]] || fail "requests the chart's RBAC refuses:"$'\n'"$refused"
 echo "PASS"

@@ -63,22 +63,10 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
 agent_honor="$(honor PodMonitor)" operator_honor="$(honor ServiceMonitor)"
 echo "chart: PodMonitor honorLabels=$agent_honor, ServiceMonitor honorLabels=$operator_honor"
 
-# --- the fake API server
-python3 "$root/common/kube/testing/fake_apiserver.py" --port 0 >"$tmp/apiserver.out" 2>&1 &
-api_pid=$!
-wait_until 100 grep -q '^PORT ' "$tmp/apiserver.out" || fail "the fake API server did not start"
-api="http://127.0.0.1:$(sed -n 's/^PORT //p' "$tmp/apiserver.out")"
-cat >"$tmp/kubeconfig" <<YAML
-apiVersion: v1
-kind: Config
-current-context: fake
-clusters: [{name: fake, cluster: {server: "$api"}}]
-users: [{name: fake, user: {token: fake-token}}]
-contexts: [{name: fake, context: {cluster: fake, user: fake, namespace: $report_ns}}]
-YAML
-kube() {  # kube METHOD PATH [JSON]
-  curl -sf -X "$1" -H "Content-Type: application/json" "$api$2" ${3:+--data "$3"}
-}
+# --- the fake API server, enforcing the rendered chart's RBAC for the agent and the operator
+start_fake_apiserver "$tmp/chart.yaml" "$report_ns"
+api_pid=$API_PID
+kube() { kube_admin "$@"; }
 
 # --- workloads: processes exec'd inside cgroups named like containerd containers
 export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
@@ -152,14 +140,14 @@ kube POST "/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports" 
 # --- the agent, the operator, Prometheus
 agent_port="$(free_port)" op_port="$(free_port)" prom_port="$(free_port)"
 start_cluster_agent() {
-  "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig" --node-name "$node_name" \
+  "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
     --metrics-address "127.0.0.1:$agent_port" >>"$tmp/agent.log" 2>&1 &
   AGENT_PID=$!
   wait_until 300 curl -sf "http://127.0.0.1:$agent_port/metrics" ||
     { tail -20 "$tmp/agent.log"; fail "agent did not serve /metrics on $agent_port"; }
 }
 start_cluster_agent
-"$SONDE_BIN/sonde-operator" --kubeconfig "$tmp/kubeconfig" --report-namespace "$report_ns" \
+"$SONDE_BIN/sonde-operator" --kubeconfig "$tmp/kubeconfig-operator" --report-namespace "$report_ns" \
   --leader-elect=false --metrics-address "127.0.0.1:$op_port" >"$tmp/operator.log" 2>&1 &
 op_pid=$!
 wait_until 200 curl -sf "http://127.0.0.1:$op_port/readyz" || fail "operator not ready"

@@ -76,3 +76,42 @@ agent_metric() {  # agent_metric PORT 'name{labels}'
 # float comparisons: within VALUE WANT TOL → exit 0 when |VALUE-WANT| <= TOL
 within() { awk -v v="$1" -v w="$2" -v t="$3" 'BEGIN { d = v - w; if (d < 0) d = -d; exit !(d <= t) }'; }
 at_least() { awk -v v="$1" -v w="$2" 'BEGIN { exit !(v >= w) }'; }
+
+# Starts the fake API server enforcing the RBAC rendered in CHART_YAML (`helm template sonde
+# charts/sonde -n NS` output, release name "sonde"): start_fake_apiserver CHART_YAML NS. Sets
+# API_URL and API_PID and writes $SONDE_E2E_TMP/kubeconfig-{admin,agent,operator}, whose
+# tokens are "admin" (everything: the test's own set-up) and the chart's sonde-agent and
+# sonde-operator service accounts, so the binaries run with exactly the chart's permissions.
+start_fake_apiserver() {
+  local chart="$1" ns="$2" out="$SONDE_E2E_TMP/apiserver.out" who
+  python3 "$(dirname "${BASH_SOURCE[0]}")/../common/kube/testing/fake_apiserver.py" --port 0 \
+    --rbac "$chart" --identity admin-token=admin \
+    --identity "agent-token=system:serviceaccount:$ns:sonde-agent" \
+    --identity "operator-token=system:serviceaccount:$ns:sonde-operator" >"$out" 2>&1 &
+  API_PID=$!
+  wait_until 100 grep -q '^PORT ' "$out" || { cat "$out"; fail "the fake API server did not start"; }
+  API_URL="http://127.0.0.1:$(sed -n 's/^PORT //p' "$out")"
+  for who in admin agent operator; do
+    cat >"$SONDE_E2E_TMP/kubeconfig-$who" <<YAML
+apiVersion: v1
+kind: Config
+current-context: fake
+clusters: [{name: fake, cluster: {server: "$API_URL"}}]
+users: [{name: $who, user: {token: $who-token}}]
+contexts: [{name: fake, context: {cluster: fake, user: $who, namespace: $ns}}]
+YAML
+  done
+}
+
+# kube_admin METHOD PATH [JSON]: one API call as admin (PATCH is a merge patch).
+kube_admin() {
+  local ctype=application/json
+  [[ "$1" == PATCH ]] && ctype=application/merge-patch+json
+  curl -sf -X "$1" -H "Authorization: Bearer admin-token" -H "Content-Type: $ctype" \
+    "$API_URL$2" ${3:+--data "$3"}
+}
+
+# The fake's request log entries with a given status: fake_requests_with STATUS.
+fake_requests_with() {
+  curl -sf "$API_URL/_fake/requests" | jq -c ".requests[] | select(.status == $1)"
+}

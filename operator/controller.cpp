@@ -18,6 +18,7 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
       metrics_(metrics),
       clock_(clock),
       queue_(clock),
+      events_(client_, "sonde-operator", options_.identity, clock_),
       index_(
           [this](const std::vector<std::string>& keys, bool nodes_changed) {
             // A node coming or going changes every policy's "nodes reporting" denominator.
@@ -31,8 +32,9 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
                                                kube::Transform{}, clock_);
   kube::ReflectorOptions report_options = options_.reflector;
   report_options.ns = options_.report_namespace;
-  // A report lists every policy (~200 KB of JSON at 1,000 policies); small pages keep the
-  // transient parse of a list small, as the index digests each page as it arrives.
+  // A report lists every policy (~200 KB of JSON at 1,000 policies). A server without a watch
+  // cache pages the list, and small pages keep its transient parse small as the index digests
+  // each page as it arrives; the watch cache answers resourceVersion=0 in one response.
   report_options.page_size = std::min<int64_t>(report_options.page_size, 10);
   reports_ = std::make_unique<kube::Reflector>(client_, kProfilingNodeReports, report_options,
                                                index_, clock_);
@@ -86,16 +88,60 @@ Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
   Json status = compute_status(*policy, entries, index_.nodes() - stale, stale,
                                format_rfc3339(clock_.wall_now()));
   if (policy->value("status", Json()) == status) return Outcome::kUnchanged;
+  const std::vector<PolicyEvent> events = policy_events(policy->value("status", Json()), status);
   Json updated = *policy;
   updated["status"] = std::move(status);
   const auto [ns, name] = kube::split_key(key);
-  auto written = client_.replace(kProfilingPolicies, ns, name, updated, "status");
+  kube::StopSignal* acting = acting_.load();
+  auto written = client_.replace(kProfilingPolicies, ns, name, updated, "status", {.stop = acting});
   if (!written.ok()) {
     if (kube::is_not_found(written.error())) return Outcome::kDeleted;  // deleted meanwhile
     return written.error().wrap("write status of ProfilingPolicy " + key);
   }
   metrics_.status_written();
+  for (const auto& event : events) metrics_.event_recorded(events_.record(*policy, event, acting));
   return Outcome::kWritten;
+}
+
+std::string Controller::health_problem() const {
+  const kube::SteadyTime now = clock_.now();
+  std::lock_guard lock(busy_mu_);
+  for (const auto& [worker, busy] : busy_) {
+    if (now - busy.second > options_.stuck_after) {
+      return "worker " + std::to_string(worker) + " has been reconciling " + busy.first + " for " +
+             std::to_string(
+                 std::chrono::duration_cast<std::chrono::seconds>(now - busy.second).count()) +
+             " s";
+    }
+  }
+  return "";
+}
+
+void Controller::process(int worker, const std::string& key) {
+  {
+    std::lock_guard lock(busy_mu_);
+    busy_[worker] = {key, clock_.now()};
+  }
+  const auto started = std::chrono::steady_clock::now();
+  auto outcome = reconcile(key);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (outcome.ok()) {
+    queue_.forget(key);
+    metrics_.reconciled(*outcome == Outcome::kWritten     ? "written"
+                        : *outcome == Outcome::kUnchanged ? "unchanged"
+                                                          : "deleted",
+                        seconds);
+  } else {
+    log::warn("reconcile failed; retrying with backoff",
+              {{"policy", key}, {"error", outcome.error().message()}});
+    metrics_.reconciled("error", seconds);
+    queue_.add_rate_limited(key);
+  }
+  queue_.done(key);
+  metrics_.set_queue_depth(queue_.len());
+  std::lock_guard lock(busy_mu_);
+  busy_.erase(worker);
 }
 
 void Controller::run_workers(kube::StopSignal& stop) {
@@ -106,29 +152,11 @@ void Controller::run_workers(kube::StopSignal& stop) {
   }
   log::info("caches synced; reconciling",
             {{"policies", policies_->size()}, {"reports", index_.nodes()}});
+  acting_.store(&stop);
   std::vector<std::thread> workers;
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
-    workers.emplace_back([this] {
-      while (auto key = queue_.get()) {
-        const auto started = std::chrono::steady_clock::now();
-        auto outcome = reconcile(*key);
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        if (outcome.ok()) {
-          queue_.forget(*key);
-          metrics_.reconciled(*outcome == Outcome::kWritten     ? "written"
-                              : *outcome == Outcome::kUnchanged ? "unchanged"
-                                                                : "deleted",
-                              seconds);
-        } else {
-          log::warn("reconcile failed; retrying with backoff",
-                    {{"policy", *key}, {"error", outcome.error().message()}});
-          metrics_.reconciled("error", seconds);
-          queue_.add_rate_limited(*key);
-        }
-        queue_.done(*key);
-        metrics_.set_queue_depth(queue_.len());
-      }
+    workers.emplace_back([this, i] {
+      while (auto key = queue_.get()) process(i, *key);
     });
   }
   if (options_.report_ttl > kube::Duration::zero()) {
@@ -141,6 +169,7 @@ void Controller::run_workers(kube::StopSignal& stop) {
   stop.sleep_for(clock_, std::chrono::hours(24 * 365 * 100));
   queue_.shut_down();
   for (auto& w : workers) w.join();
+  acting_.store(nullptr);
 }
 
 std::vector<PolicySeries> Controller::policy_series() const {

@@ -6,20 +6,27 @@
 // policy at a time (the queue never hands the same key to two workers): compute its status from the
 // cached policy and its report entries, and PUT /status only when it differs from what the
 // policy already has, with the cached resourceVersion so a stale view is refused (409) and
-// retried. A deleted policy needs no write; its key is forgotten. Scraping the agents is the
+// retried. A deleted policy needs no write; its key is forgotten. A written status that changes
+// what a user acts on (Accepted, Ready, Degraded) is also told as a Kubernetes Event on the
+// policy (operator/events.h). Status writes and Events made while leading are cancelled when
+// the workers' stop signal fires (leadership lost), so none lands late. Scraping the agents is the
 // chart's business (its PodMonitor or scrape annotations), not the operator's.
 //
 // Thread-safe; start() once, run_workers() at most once (a replica that loses leadership
 // exits rather than resuming).
 #pragma once
 
+#include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "common/kube/api_client.h"
 #include "common/kube/informer.h"
 #include "common/kube/work_queue.h"
+#include "operator/events.h"
 #include "operator/metrics.h"
 #include "operator/report_index.h"
 
@@ -34,6 +41,11 @@ struct ControllerOptions {
   // re-evaluated every report_ttl / 4 so reports going stale are noticed without an event.
   kube::Duration report_ttl = std::chrono::minutes(3);
   kube::ReflectorOptions reflector;  // selectors/namespace fields are filled in per informer
+  // A worker busy with one policy for longer than this is stuck: health_problem() says so.
+  // A reconcile's calls are bounded by the client's timeouts and retries (the status write at
+  // most 5 attempts of 30 s with backoff, about 4.5 min; the Events 10 s).
+  kube::Duration stuck_after = std::chrono::minutes(5);
+  std::string identity = "sonde-operator";  // this replica, as Events' reportingInstance
 };
 
 class Controller {
@@ -53,18 +65,27 @@ class Controller {
   // One reconcile of "namespace/name"; exposed for tests.
   Result<Outcome> reconcile(const std::string& key);
 
+  // Empty when every worker is making progress; else which is stuck and since when.
+  std::string health_problem() const;
+  const EventRecorder& events() const { return events_; }
+
   std::vector<PolicySeries> policy_series() const;
   NodeReportSeries node_report_series() const;
   size_t queue_depth() const { return queue_.len(); }
 
  private:
   void enqueue_all_policies();
+  void process(int worker, const std::string& key);
 
   kube::ApiClient& client_;
   const ControllerOptions options_;
   OperatorMetrics& metrics_;
   const kube::Clock& clock_;
   kube::WorkQueue queue_;
+  EventRecorder events_;
+  std::atomic<kube::StopSignal*> acting_{nullptr};  // the workers' stop while they run
+  mutable std::mutex busy_mu_;
+  std::map<int, std::pair<std::string, kube::SteadyTime>> busy_;  // worker -> key, since
   ReportIndex index_;
   std::unique_ptr<kube::Informer> policies_;
   std::unique_ptr<kube::Reflector> reports_;

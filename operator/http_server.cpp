@@ -10,12 +10,13 @@ struct HttpServer::Impl {
   std::string address;
   const OperatorMetrics& metrics;
   std::function<bool()> ready;
+  std::function<std::string()> health;
   std::unique_ptr<http::experimental::listener::http_listener> listener;
 };
 
 HttpServer::HttpServer(std::string address, const OperatorMetrics& metrics,
-                       std::function<bool()> ready)
-    : impl_(new Impl{std::move(address), metrics, std::move(ready), nullptr}) {}
+                       std::function<bool()> ready, std::function<std::string()> health)
+    : impl_(new Impl{std::move(address), metrics, std::move(ready), std::move(health), nullptr}) {}
 
 HttpServer::~HttpServer() {
   stop();
@@ -32,7 +33,10 @@ Status HttpServer::start() {
         request.reply(http::status_codes::OK, impl->metrics.serialize(),
                       "text/plain; version=0.0.4; charset=utf-8");
       } else if (path == "/healthz") {
-        request.reply(http::status_codes::OK, "ok\n", "text/plain");
+        const std::string problem = impl->health ? impl->health() : "";
+        request.reply(
+            problem.empty() ? http::status_codes::OK : http::status_codes::ServiceUnavailable,
+            problem.empty() ? "ok\n" : problem + "\n", "text/plain");
       } else if (path == "/readyz") {
         const bool ready = impl->ready && impl->ready();
         request.reply(ready ? http::status_codes::OK : http::status_codes::ServiceUnavailable,

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <memory>
 #include <thread>
 
 #include "common/kube/api_client.h"
@@ -34,8 +35,16 @@ int run(const op::OperatorOptions& options) {
       config->default_namespace.empty() ? "default" : config->default_namespace;
   const std::string identity = options.identity.empty() ? default_identity() : options.identity;
 
+  // Declared before the clients that take it; fired on SIGTERM/SIGINT or leadership loss.
+  kube::StopSignal stop;
+
   kube::ApiClientOptions client_options;
   client_options.user_agent = std::string("sonde-operator/") + kVersion + " (" + identity + ")";
+  // Above client-go's 5/10 default, as kube-controller-manager's are: a start-up or resync
+  // writes one status per policy, and 1,000 policies at 5/s would take minutes to converge.
+  client_options.qps = 50;
+  client_options.burst = 100;
+  client_options.stop = &stop;
   kube::ApiClient client(*config, client_options);
 
   kube::LeaderElectionConfig election;
@@ -52,8 +61,11 @@ int run(const op::OperatorOptions& options) {
       return 2;
     }
   }
-  // Lease calls must fail fast rather than retry past the renew deadline.
+  // Lease calls must fail fast rather than retry past the renew deadline. The elector bounds
+  // each renewal itself and passes the stop signal per call: releasing the Lease on the way
+  // out must not be cancelled by the stop that asked for it.
   kube::ApiClientOptions lease_options = client_options;
+  lease_options.stop = nullptr;
   lease_options.retry.max_attempts = 1;
   lease_options.request_timeout =
       std::max<kube::Duration>(std::chrono::milliseconds(500), options.renew_deadline / 2);
@@ -66,15 +78,24 @@ int run(const op::OperatorOptions& options) {
       options.report_namespace.empty() ? own_namespace : options.report_namespace;
   controller_options.workers = options.workers;
   controller_options.report_ttl = options.report_ttl;
+  controller_options.identity = identity;
   op::Controller controller(client, controller_options, metrics);
 
-  op::HttpServer http(options.metrics_address, metrics, [&] { return controller.synced(); });
+  std::unique_ptr<kube::LeaderElector> elector;
+  if (options.leader_elect) elector = std::make_unique<kube::LeaderElector>(lease_client, election);
+  op::HttpServer http(
+      options.metrics_address, metrics, [&] { return controller.synced(); },
+      [&]() -> std::string {
+        if (elector && !elector->healthy()) {
+          return "leading without renewing the Lease for longer than the renew deadline";
+        }
+        return controller.health_problem();
+      });
   if (Status listening = http.start(); !listening.ok()) {
     log::error("cannot serve metrics", {{"error", listening.error().message()}});
     return 1;
   }
 
-  kube::StopSignal stop;
   StopSignals signals;
   std::atomic<bool> done{false};
   std::thread signal_watch([&] {
@@ -98,12 +119,16 @@ int run(const op::OperatorOptions& options) {
     metrics.set_leader(true);
     workers = std::thread([&] { controller.run_workers(stop); });
   };
-  if (options.leader_elect) {
-    kube::LeaderElector elector(lease_client, election);
-    lost = elector.run(stop, {lead, [&] { metrics.set_leader(false); },
-                              [](const std::string& leader) {
-                                log::info("leader observed", {{"leader", leader}});
-                              }});
+  if (elector) {
+    // Stopping at once cancels the workers' writes in flight: none lands after the lease.
+    lost = elector->run(stop, {lead,
+                               [&] {
+                                 metrics.set_leader(false);
+                                 stop.stop();
+                               },
+                               [](const std::string& leader) {
+                                 log::info("leader observed", {{"leader", leader}});
+                               }});
     // Whether lost or stopped, this replica must not act any more.
     stop.stop();
   } else {

@@ -110,6 +110,10 @@ OperatorMetrics::OperatorMetrics() : registry_(std::make_shared<prometheus::Regi
                         .Help("ProfilingPolicy /status writes")
                         .Register(*registry_)
                         .Add({});
+  events_ = &prometheus::BuildCounter()
+                 .Name("sonde_operator_events_total")
+                 .Help("Kubernetes Events about policies, by result (written, dropped, failed)")
+                 .Register(*registry_);
   queue_depth_ = &prometheus::BuildGauge()
                       .Name("sonde_operator_queue_depth")
                       .Help("Policies waiting to be reconciled")
@@ -136,6 +140,10 @@ void OperatorMetrics::reconciled(const std::string& result, double seconds) {
   reconciles_->Add({{"result", result}}).Increment();
   if (result == "error") errors_->Increment();
   duration_->Observe(seconds);
+}
+
+void OperatorMetrics::event_recorded(const std::string& result) {
+  events_->Add({{"result", result}}).Increment();
 }
 
 void OperatorMetrics::set_leader(bool leading) {

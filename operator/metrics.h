@@ -58,6 +58,8 @@ class OperatorMetrics {
   // result: "written", "unchanged", "deleted" or "error".
   void reconciled(const std::string& result, double seconds);
   void status_written() { status_writes_->Increment(); }
+  // result: "written", "dropped" (over the per-policy bound) or "failed".
+  void event_recorded(const std::string& result);
   void set_queue_depth(size_t depth) { queue_depth_->Set(static_cast<double>(depth)); }
   void set_leader(bool leading);
   bool leader() const { return leading_.load(); }
@@ -74,6 +76,7 @@ class OperatorMetrics {
   prometheus::Counter* errors_;
   prometheus::Histogram* duration_;
   prometheus::Counter* status_writes_;
+  prometheus::Family<prometheus::Counter>* events_;
   prometheus::Gauge* queue_depth_;
   prometheus::Gauge* leader_gauge_;
   std::atomic<bool> leading_{false};

@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   testing::FakeApiServer fake;
   ApiClientOptions options;
   options.user_agent = "operator-bench";
+  options.qps = 0;  // seeding and polling the fake, not a client under test
   ApiClient client(fake.client_config(), options);
 
   auto seeded = BenchClock::now();
@@ -183,7 +184,8 @@ int main(int argc, char** argv) {
       if (line.rfind("sonde_operator_reconcile_duration_seconds_sum", 0) == 0 ||
           line.rfind("sonde_operator_reconcile_duration_seconds_count", 0) == 0 ||
           line.rfind("sonde_operator_reconciles_total", 0) == 0 ||
-          line.rfind("sonde_operator_status_writes_total", 0) == 0) {
+          line.rfind("sonde_operator_status_writes_total", 0) == 0 ||
+          line.rfind("sonde_operator_events_total", 0) == 0) {
         std::printf("  %s\n", line.c_str());
       }
     }

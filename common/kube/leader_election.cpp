@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <ctime>
+#include <optional>
 #include <random>
 
 #include "common/log.h"
@@ -41,7 +42,21 @@ std::string LeaderElector::observed_leader() const {
   return observed_holder_;
 }
 
-bool LeaderElector::try_acquire_or_renew() {
+bool LeaderElector::healthy() const {
+  if (!leading_.load()) return true;
+  const SteadyTime last{SteadyTime::duration(last_renew_.load())};
+  return clock_.now() - last <= config_.renew_deadline;
+}
+
+bool LeaderElector::attempt(Duration budget, StopSignal* stop) {
+  // What is left of the budget for the next call; nullopt once it is spent.
+  const auto started = std::chrono::steady_clock::now();
+  auto call = [&]() -> std::optional<CallOptions> {
+    if (budget <= Duration::zero()) return CallOptions{.stop = stop};
+    const Duration left = budget - (std::chrono::steady_clock::now() - started);
+    if (left <= Duration::zero()) return std::nullopt;
+    return CallOptions{.timeout = left, .stop = stop};
+  };
   const std::string now = format_micro_time(clock_.wall_now());
   // leaseDurationSeconds is whole seconds on the wire; round up so others never see a
   // shorter lease than we keep.
@@ -49,8 +64,12 @@ bool LeaderElector::try_acquire_or_renew() {
       1, static_cast<int64_t>(
              std::ceil(std::chrono::duration<double>(config_.lease_duration).count())));
 
-  auto current = client_.get(kLeases, config_.lease_namespace, config_.lease_name);
+  const auto get_call = call();
+  if (!get_call) return false;
+  auto current = client_.get(kLeases, config_.lease_namespace, config_.lease_name, *get_call);
   if (!current.ok() && is_not_found(current.error())) {
+    const auto create_call = call();
+    if (!create_call) return false;
     Json lease = {
         {"apiVersion", "coordination.k8s.io/v1"},
         {"kind", "Lease"},
@@ -61,7 +80,7 @@ bool LeaderElector::try_acquire_or_renew() {
           {"acquireTime", now},
           {"renewTime", now},
           {"leaseTransitions", 0}}}};
-    auto created = client_.create(kLeases, config_.lease_namespace, lease);
+    auto created = client_.create(kLeases, config_.lease_namespace, lease, *create_call);
     if (!created.ok()) {
       if (!is_conflict(created.error())) {
         log::warn("creating the leader lease failed", {{"error", created.error().message()}});
@@ -104,7 +123,13 @@ bool LeaderElector::try_acquire_or_renew() {
     new_spec["acquireTime"] = now;
     new_spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + (holder.empty() ? 0 : 1);
   }
-  auto written = client_.replace(kLeases, config_.lease_namespace, config_.lease_name, updated);
+  const auto update_call = call();
+  if (!update_call) {
+    log::warn("renewing the leader lease: no time left for the update after the read");
+    return false;
+  }
+  auto written = client_.replace(kLeases, config_.lease_namespace, config_.lease_name, updated, "",
+                                 *update_call);
   if (!written.ok()) {
     if (!is_conflict(written.error())) {
       log::warn("updating the leader lease failed", {{"error", written.error().message()}});
@@ -119,13 +144,16 @@ bool LeaderElector::try_acquire_or_renew() {
 }
 
 void LeaderElector::release() {
-  auto current = client_.get(kLeases, config_.lease_namespace, config_.lease_name);
+  // Best effort on the way out: bounded, so a hung server cannot hold up the exit.
+  const CallOptions call{.timeout = config_.renew_deadline};
+  auto current = client_.get(kLeases, config_.lease_namespace, config_.lease_name, call);
   if (!current.ok() || (*current)["spec"].value("holderIdentity", "") != config_.identity) return;
   Json updated = *current;
   updated["spec"]["holderIdentity"] = "";
   updated["spec"]["leaseDurationSeconds"] = 1;
   updated["spec"]["renewTime"] = format_micro_time(clock_.wall_now());
-  auto written = client_.replace(kLeases, config_.lease_namespace, config_.lease_name, updated);
+  auto written =
+      client_.replace(kLeases, config_.lease_namespace, config_.lease_name, updated, "", call);
   if (!written.ok()) {
     log::warn("releasing the leader lease failed", {{"error", written.error().message()}});
   }
@@ -144,24 +172,34 @@ bool LeaderElector::run(StopSignal& stop, const LeaderCallbacks& callbacks) {
     }
   };
 
-  while (!try_acquire_or_renew()) {
+  // Campaigning is harmless when slow, but one hung call must not stall it for good.
+  while (!attempt(config_.renew_deadline, &stop)) {
     report_leader();
     const auto wait = std::chrono::duration_cast<Duration>(config_.retry_period * jitter(rng));
     if (!stop.sleep_for(clock_, wait)) return false;
   }
+  SteadyTime last_renew = clock_.now();
+  last_renew_.store(last_renew.time_since_epoch().count());
   leading_.store(true);
   report_leader();
   log::info("became leader", {{"lease", config_.lease_name}, {"identity", config_.identity}});
   if (callbacks.on_started_leading) callbacks.on_started_leading();
 
-  SteadyTime last_renew = clock_.now();
   bool lost = false;
-  while (stop.sleep_for(clock_, config_.retry_period)) {
-    if (try_acquire_or_renew()) {
+  for (;;) {
+    const SteadyTime deadline = last_renew + config_.renew_deadline;
+    if (!stop.sleep_for(clock_,
+                        std::min<Duration>(config_.retry_period, deadline - clock_.now()))) {
+      break;
+    }
+    const Duration left = deadline - clock_.now();
+    if (left > Duration::zero() && attempt(left, &stop)) {
       last_renew = clock_.now();
+      last_renew_.store(last_renew.time_since_epoch().count());
       continue;
     }
-    if (clock_.now() - last_renew >= config_.renew_deadline) {
+    if (stop.stopped()) break;
+    if (clock_.now() >= deadline) {
       lost = true;
       break;
     }

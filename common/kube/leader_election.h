@@ -9,7 +9,10 @@
 //    candidate wrote first and this attempt simply failed.
 //  - The leader renews every retryPeriod; when no renewal has succeeded for renewDeadline it
 //    stops leading. renewDeadline < leaseDuration leaves a margin in which the old leader has
-//    stopped acting before anyone else may take over.
+//    stopped acting before anyone else may take over. That holds whatever the server does: a
+//    renewal's GET and PUT together get what is left until the deadline (real time), the
+//    request in flight is cancelled when it runs out, and the leader steps down then — a
+//    server that stops answering mid-renewal cannot keep it leading past the deadline.
 //  - On a clean stop the leader releases the Lease (empty holder) so a successor need not wait.
 //
 // run() blocks on the calling thread. Callbacks run on that thread and must not block.
@@ -55,17 +58,25 @@ class LeaderElector {
 
   bool is_leader() const { return leading_.load(); }
   std::string observed_leader() const;
+  // For a liveness probe: false while this replica leads but its last successful renewal is
+  // older than the renew deadline (its elector is stuck; a working one steps down at the
+  // deadline). A replica that does not lead is healthy. Thread-safe.
+  bool healthy() const;
 
   // One acquire-or-renew attempt; exposed for tests. True when we hold the Lease after it.
-  bool try_acquire_or_renew();
+  bool try_acquire_or_renew() { return attempt(Duration::zero(), nullptr); }
 
  private:
+  // An attempt whose calls together end within `budget` (zero: only the client's timeouts)
+  // or when `stop` fires.
+  bool attempt(Duration budget, StopSignal* stop);
   void release();
 
   ApiClient& client_;
   const LeaderElectionConfig config_;
   const Clock& clock_;
   std::atomic<bool> leading_{false};
+  std::atomic<SteadyTime::rep> last_renew_{0};  // on clock_, while leading
   mutable std::mutex mu_;
   Json observed_spec_;        // the Lease spec last seen
   SteadyTime observed_at_{};  // when (on our clock) it last changed

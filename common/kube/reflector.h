@@ -1,8 +1,15 @@
 // Reflector: keeps a ReflectorSink in step with one resource collection on the API server,
 // with client-go's reflector semantics:
 //
-//  - List (paged, a consistent read of the latest state) and hand the full state to the sink,
-//    then watch from the list's resourceVersion with bookmarks allowed.
+//  - List with resourceVersion=0 — served from the API server's watch cache, not a quorum read
+//    of etcd, so a DaemonSet rollout does not send one etcd read per node — and hand the full
+//    state to the sink, then watch from the list's resourceVersion with bookmarks allowed.
+//    The list may be older than what this reflector saw before a relist (another API server's
+//    cache can lag); the watch from its version replays forward, so the sink converges.
+//    Paging: the watch cache ignores `limit` for resourceVersion=0 and answers with the whole
+//    collection in one response; a server with the watch cache disabled serves the list from
+//    etcd and honours `limit`, so page_size is still sent and continue tokens followed (a
+//    continued page carries no resourceVersion: the token holds it).
 //  - Every event and every BOOKMARK moves the resume point (the last resourceVersion seen).
 //    A watch the server ends (timeoutSeconds, randomised in [min, 2*min) so a fleet does not
 //    reconnect in step) or a dropped connection resumes from that point: nothing is listed
@@ -63,6 +70,10 @@ struct ReflectorOptions {
   std::string field_selector;
   int64_t page_size = 500;
   Duration min_watch_timeout = std::chrono::minutes(5);
+  // A watch silent this long is abandoned and resumed at once, so a dead connection costs at
+  // most this (plus one request) rather than timeoutSeconds. An idle collection's watch is
+  // thus re-opened about this often: one cheap request, answered from the watch cache.
+  Duration watch_idle_timeout = std::chrono::seconds(50);
   BackoffPolicy backoff;  // 800 ms doubling to 30 s, full jitter
 };
 
@@ -70,9 +81,10 @@ struct ReflectorStats {
   uint64_t lists = 0;  // completed (re)lists
   uint64_t list_errors = 0;
   uint64_t relists_after_gone = 0;
-  uint64_t watches = 0;       // watch requests made
-  uint64_t watch_errors = 0;  // watches that failed other than by 410
-  uint64_t events = 0;        // ADDED/MODIFIED/DELETED delivered to the sink
+  uint64_t watches = 0;              // watch requests made
+  uint64_t watch_errors = 0;         // watches that failed other than by 410
+  uint64_t watch_idle_restarts = 0;  // watches abandoned after watch_idle_timeout of silence
+  uint64_t events = 0;               // ADDED/MODIFIED/DELETED delivered to the sink
   uint64_t bookmarks = 0;
 };
 

@@ -27,6 +27,7 @@ struct ResourceType {
 
 inline const ResourceType kPods{"", "v1", "pods", true};
 inline const ResourceType kLeases{"coordination.k8s.io", "v1", "leases", true};
+inline const ResourceType kEvents{"", "v1", "events", true};
 
 // "/api/v1/namespaces/ns/pods" (namespace empty: across all namespaces, or cluster-scoped).
 std::string collection_path(const ResourceType& type, std::string_view ns);

@@ -1,9 +1,13 @@
 // The controller against the fake API server: policy create, change and delete drive status
 // (counts, observedGeneration, Accepted/Ready/Degraded), status is written only when it
-// changes, and policy-level metrics come from the node reports.
+// changes, policy-level metrics come from the node reports, transitions that matter are told
+// as Kubernetes Events (once, aggregated), and a stuck worker makes the controller unhealthy.
 #include "operator/controller.h"
 
 #include <gtest/gtest.h>
+
+#include <map>
+#include <tuple>
 
 #include "operator/tests/operator_fixture.h"
 
@@ -27,7 +31,22 @@ class ControllerTest : public ::testing::Test {
     kube::ApiClientOptions o;
     o.user_agent = "controller-test";
     o.retry.max_attempts = 1;
+    o.qps = 0;  // the test polls the server through this client too
     return o;
+  }
+  // Events about policy `name` in team-a: reason -> [type, count, message].
+  std::map<std::string, std::tuple<std::string, int64_t, std::string>> events_of(
+      const std::string& name) {
+    std::map<std::string, std::tuple<std::string, int64_t, std::string>> out;
+    auto page = client_.list(kube::kEvents, "team-a", {});
+    EXPECT_TRUE(page.ok());
+    if (!page.ok()) return out;
+    for (const auto& e : page->items) {
+      if (e["involvedObject"]["name"] != name) continue;
+      EXPECT_EQ(out.count(e["reason"]), 0u) << "one Event object per reason and message";
+      out[e["reason"]] = {e["type"], e["count"], e["message"]};
+    }
+    return out;
   }
   void start() {
     controller_->start();
@@ -196,6 +215,78 @@ TEST_F(ControllerTest, AReportWithoutRecentHeartbeatIsStale) {
       [&] { return condition_reason(get("web"), "Ready") == "True/AllNodesReporting"; }));
   EXPECT_EQ(get("web")["status"]["matchedPods"], 7);
   EXPECT_EQ(metrics_.serialize().find("sonde_node_report_stale{"), std::string::npos);
+}
+
+TEST_F(ControllerTest, TransitionsThatMatterBecomeEventsOnThePolicy) {
+  start();
+  ASSERT_TRUE(client_.create(kProfilingPolicies, "team-a", make_policy("team-a", "web")).ok());
+  ASSERT_TRUE(eventually([&] { return events_of("web").count("NoAgents") == 1; }));
+  EXPECT_EQ(std::get<0>(events_of("web")["NoAgents"]), "Warning");
+
+  put_report("n1", {report_entry("team-a", "web", 1, 2, 2)});
+  ASSERT_TRUE(eventually([&] { return events_of("web").count("AllNodesReporting") == 1; }));
+  EXPECT_EQ(std::get<0>(events_of("web")["AllNodesReporting"]), "Normal");
+
+  put_report("n1", {report_entry("team-a", "web", 1, 2, 1,
+                                 {{{"reason", "SymbolsNotFound"},
+                                   {"pod", "web-7"},
+                                   {"container", "app"},
+                                   {"message", "uv__io_poll not found"}}})});
+  ASSERT_TRUE(eventually([&] { return events_of("web").count("SymbolsNotFound") == 1; }));
+  EXPECT_EQ(std::get<0>(events_of("web")["SymbolsNotFound"]), "Warning");
+  put_report("n1", {report_entry("team-a", "web", 1, 2, 2)});
+  ASSERT_TRUE(eventually([&] { return events_of("web").count("AsExpected") == 1; }));
+  EXPECT_EQ(std::get<0>(events_of("web")["AsExpected"]), "Normal");
+
+  // The same transition again is the same Event, counted, not a second object.
+  ASSERT_TRUE(client_.remove(kProfilingNodeReports, "sonde-system", "n1").ok());
+  ASSERT_TRUE(eventually([&] { return std::get<1>(events_of("web")["NoAgents"]) == 2; }));
+  put_report("n1", {report_entry("team-a", "web", 1, 2, 2)});
+  ASSERT_TRUE(eventually([&] { return std::get<1>(events_of("web")["AllNodesReporting"]) == 2; }));
+
+  // A status write that changes nothing a user acts on (only the counts) tells nothing.
+  const size_t before = events_of("web").size();
+  const uint64_t written = controller_->events().written();
+  put_report("n1", {report_entry("team-a", "web", 1, 3, 3)});
+  ASSERT_TRUE(eventually([&] { return get("web")["status"]["matchedPods"] == 3; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(events_of("web").size(), before);
+  EXPECT_EQ(controller_->events().written(), written);
+  EXPECT_NE(metrics_.serialize().find("sonde_operator_events_total{result=\"written\"} " +
+                                      std::to_string(written)),
+            std::string::npos)
+      << metrics_.serialize();
+}
+
+TEST_F(ControllerTest, AnInvalidSpecIsAWarningEvent) {
+  Json bad = make_policy("team-a", "bad");
+  bad["spec"]["targets"][0]["selector"] = {
+      {"matchExpressions", {{{"key", "app"}, {"operator", "In"}}}}};
+  ASSERT_TRUE(client_.create(kProfilingPolicies, "team-a", bad).ok());
+  start();
+  ASSERT_TRUE(eventually([&] { return events_of("bad").count("InvalidSpec") == 1; }));
+  const auto [type, count, message] = events_of("bad")["InvalidSpec"];
+  EXPECT_EQ(type, "Warning");
+  EXPECT_NE(message.find("values: required for operator In"), std::string::npos) << message;
+}
+
+TEST_F(ControllerTest, AWorkerStuckOnOnePolicyMakesTheControllerUnhealthy) {
+  ControllerOptions options;
+  options.report_namespace = "sonde-system";
+  options.stuck_after = std::chrono::milliseconds(500);
+  controller_.reset();
+  controller_ = std::make_unique<Controller>(client_, options, metrics_);
+  // The status write is read and never answered for 4 s (the client gives up after 30 s).
+  fake_.control("faults", {{"method", "PUT"}, {"path", "/status$"}, {"hang", 4}, {"times", 1}});
+  start();
+  EXPECT_EQ(controller_->health_problem(), "");
+  ASSERT_TRUE(client_.create(kProfilingPolicies, "team-a", make_policy("team-a", "web")).ok());
+  ASSERT_TRUE(eventually([&] { return !controller_->health_problem().empty(); }));
+  EXPECT_NE(controller_->health_problem().find("team-a/web"), std::string::npos)
+      << controller_->health_problem();
+  ASSERT_TRUE(eventually([&] { return get("web").contains("status"); }));
+  EXPECT_TRUE(eventually([&] { return controller_->health_problem().empty(); }))
+      << "healthy again once the worker moves on";
 }
 
 }  // namespace

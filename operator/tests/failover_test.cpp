@@ -84,7 +84,7 @@ TEST(FailoverTest, OnlyTheLeaderWritesAndTheOtherTakesOverWithinTheLease) {
   kube::testing::FakeApiServer fake;
   const std::string kubeconfig = ::testing::TempDir() + "failover-kubeconfig";
   fake.write_kubeconfig(kubeconfig);
-  kube::ApiClient client(fake.client_config());
+  kube::ApiClient client(fake.client_config(), {.qps = 0});  // polls; not under test
   auto holder = [&]() -> std::string {
     auto lease = client.get(kube::kLeases, "sonde-system", "sonde-operator");
     return lease.ok() ? (*lease)["spec"].value("holderIdentity", "") : "";

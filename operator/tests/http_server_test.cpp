@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 
 #include "common/kube/api_client.h"
 
@@ -31,19 +32,40 @@ TEST(HttpServerTest, ServesMetricsHealthAndReadiness) {
   metrics.reconciled("written", 0.002);
   metrics.set_leader(true);
   std::atomic<bool> ready{false};
+  std::string problem;  // written before each probe below, read by the listener thread
+  std::mutex problem_mu;
   const std::string address = "127.0.0.1:" + std::to_string(free_port());
-  HttpServer server(address, metrics, [&] { return ready.load(); });
+  HttpServer server(
+      address, metrics, [&] { return ready.load(); },
+      [&] {
+        std::lock_guard lock(problem_mu);
+        return problem;
+      });
   ASSERT_TRUE(server.start().ok());
 
   kube::ClientConfig config;
   config.server = "http://" + address;
   kube::ApiClientOptions options;
   options.retry.max_attempts = 1;
+  options.qps = 0;
   kube::ApiClient client(config, options);
 
   auto health = client.send("GET", "/healthz");
   ASSERT_TRUE(health.ok()) << health.error().message();
   EXPECT_EQ(health->status, 200);
+  {
+    std::lock_guard lock(problem_mu);
+    problem = "leading without renewing the Lease";
+  }
+  auto unhealthy = client.send("GET", "/healthz");
+  ASSERT_TRUE(unhealthy.ok());
+  EXPECT_EQ(unhealthy->status, 503);
+  EXPECT_EQ(unhealthy->body, "leading without renewing the Lease\n");
+  {
+    std::lock_guard lock(problem_mu);
+    problem.clear();
+  }
+  EXPECT_EQ(client.send("GET", "/healthz")->status, 200);
   EXPECT_EQ(client.send("GET", "/readyz")->status, 503) << "not ready before the caches sync";
   ready = true;
   EXPECT_EQ(client.send("GET", "/readyz")->status, 200);

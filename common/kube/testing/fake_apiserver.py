@@ -14,6 +14,25 @@ It speaks the parts of the real wire protocol that sonde uses, for any resource 
                                                               check metadata.resourceVersion and
                                                               answer 409 Conflict when stale
 
+Lists with resourceVersion=0 are served as the real server's watch cache serves them: the
+latest state, `limit` ignored (the whole collection in one response) unless /_fake/config
+"watch_cache" is false, which serves them like etcd (paged). A continue token together with a
+resourceVersion is refused (400), as the real server does.
+
+Field selectors are limited to the fields the real server supports per resource
+(FIELD_SELECTORS: metadata.name and metadata.namespace everywhere, pods: spec.nodeName,
+status.phase, ...); any other field answers 400 BadRequest "field label not supported".
+
+Authorization (--rbac FILE with --identity TOKEN=USER): FILE holds the chart's rendered
+Roles, ClusterRoles, RoleBindings and ClusterRoleBindings (`helm template charts/sonde`, any
+other documents are ignored); each bearer token maps to a user, "admin" (everything allowed) or
+"system:serviceaccount:NS:NAME". A request is allowed when a rule bound to that service account
+(a ClusterRoleBinding anywhere, a RoleBinding in its namespace) covers its verb (get, list,
+watch, create, update, patch, delete), API group, resource (with "/status" for the
+subresource) and name; otherwise 403 Forbidden with the real server's Status and message. An
+unknown token answers 401. Without --rbac every request is allowed (the "admin" mode unit
+tests use), subject to --token.
+
 Resource versions are one global revision counter, written in an opaque non-numeric form
 ("x1f") so a client that compares or parses them breaks in tests. Every write is kept in a
 history that watches replay from; compaction (/_fake/compact or a watch "expire") drops it, after
@@ -21,16 +40,20 @@ which watching or listing from an older version answers 410 Gone.
 
 Test control (JSON bodies), never part of the Kubernetes API:
   POST /_fake/config         {"split_events": bool, "bookmark_interval": seconds,
-                              "status_subresources": [plural, ...]}
+                              "status_subresources": [plural, ...], "watch_cache": bool}
   POST /_fake/faults         {"method": "GET", "path": regex, "watch": bool (optional),
                               "query": regex, "status": 429, "retry_after": 1, "times": n,
-                              "drop": bool}
+                              "drop": bool, "hang": seconds}
                               answers the next n matching requests with that error (or drops the
-                              connection without answering); {"clear": true} removes all rules
-  POST /_fake/watch_control  {"action": "bookmark" | "drop" | "drop_partial" | "expire"}
+                              connection without answering, or holds it unanswered for "hang"
+                              seconds — until the rules are cleared — then drops it);
+                              {"clear": true} removes all rules
+  POST /_fake/watch_control  {"action": "bookmark" | "drop" | "drop_partial" | "expire" |
+                              "silence"}
                               on every open watch: send a bookmark now; close the connection
                               without the final chunk; write half of the next event then close;
-                              send an ERROR event carrying 410 and compact the history
+                              send an ERROR event carrying 410 and compact the history; go
+                              silent (no byte, no FIN) until the client closes the connection
   POST /_fake/compact        forget history up to now and expire continue tokens
   GET  /_fake/requests       the request log; DELETE clears it
   GET  /_fake/watches        number of open watches
@@ -38,6 +61,7 @@ Test control (JSON bodies), never part of the Kubernetes API:
 
 import argparse
 import bisect
+import select
 import copy
 import datetime
 import json
@@ -55,11 +79,117 @@ KINDS = {
     "pods": "Pod",
     "nodes": "Node",
     "leases": "Lease",
+    "events": "Event",
     "profilingpolicies": "ProfilingPolicy",
     "profilingnodereports": "ProfilingNodeReport",
     "podmonitors": "PodMonitor",
     "customresourcedefinitions": "CustomResourceDefinition",
 }
+
+
+# The field selectors the real API server accepts, per resource (its field label conversion
+# functions); every resource also takes metadata.name and metadata.namespace. Custom resources
+# get only those two (sonde's CRDs declare no selectableFields).
+FIELD_SELECTORS = {
+    "pods": {"spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+             "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP",
+             "status.podIPs", "status.nominatedNodeName"},
+    "nodes": {"spec.unschedulable"},
+    "events": {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+               "involvedObject.uid", "involvedObject.apiVersion",
+               "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+               "reportingComponent", "source", "type"},
+    "namespaces": {"status.phase"},
+    "secrets": {"type"},
+}
+
+
+def unsupported_field(plural, selector):
+    """The first field of `selector` the real server rejects for `plural`, or None."""
+    allowed = {"metadata.name", "metadata.namespace"} | FIELD_SELECTORS.get(plural, set())
+    for part in split_top_level(selector or ""):
+        key = re.split(r"!=|==|=", part, maxsplit=1)[0].strip()
+        if key not in allowed:
+            return key
+    return None
+
+
+VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+class Authorizer:
+    """RBAC over rendered Roles/ClusterRoles and their bindings, per service account."""
+
+    def __init__(self, documents, identities):
+        self.identities = identities  # token -> user
+        self.roles, self.cluster_roles, self.bindings = {}, {}, []
+        for doc in documents:
+            if not isinstance(doc, dict):
+                continue
+            kind, meta = doc.get("kind"), doc.get("metadata") or {}
+            if kind == "Role":
+                self.roles[(meta.get("namespace"), meta.get("name"))] = doc.get("rules") or []
+            elif kind == "ClusterRole":
+                self.cluster_roles[meta.get("name")] = doc.get("rules") or []
+            elif kind in ("RoleBinding", "ClusterRoleBinding"):
+                self.bindings.append((kind, meta.get("namespace"), doc.get("roleRef") or {},
+                                      doc.get("subjects") or []))
+
+    @staticmethod
+    def subject_matches(subject, user):
+        kind, name = subject.get("kind"), subject.get("name")
+        if kind == "ServiceAccount":
+            return user == "system:serviceaccount:%s:%s" % (subject.get("namespace"), name)
+        if kind == "User":
+            return user == name
+        if kind == "Group" and user.startswith("system:serviceaccount:"):
+            ns = user.split(":")[2]
+            return name in ("system:serviceaccounts", "system:serviceaccounts:" + ns,
+                            "system:authenticated")
+        return False
+
+    def rules_for(self, user, namespace):
+        """Rules that apply to `user` for a request in `namespace` (None: cluster scope)."""
+        for kind, binding_ns, ref, subjects in self.bindings:
+            if not any(self.subject_matches(s, user) for s in subjects):
+                continue
+            if kind == "RoleBinding" and binding_ns != namespace:
+                continue
+            if ref.get("kind") == "ClusterRole":
+                yield from self.cluster_roles.get(ref.get("name"), [])
+            elif ref.get("kind") == "Role" and kind == "RoleBinding":
+                yield from self.roles.get((binding_ns, ref.get("name")), [])
+
+    def allowed(self, user, verb, group, resource, namespace, name):
+        if user == "admin":
+            return True
+        for rule in self.rules_for(user, namespace):
+            if not {"*", verb} & set(rule.get("verbs") or []):
+                continue
+            if not {"*", group} & set(rule.get("apiGroups") or []):
+                continue
+            if not {"*", resource} & set(rule.get("resources") or []):
+                continue
+            names = rule.get("resourceNames") or []
+            if names and name not in names:
+                continue
+            return True
+        return False
+
+
+def forbidden_status(user, verb, gvr, sub, namespace, name):
+    group, plural = gvr[0], gvr[2]
+    resource = plural + ("/" + sub if sub else "")
+    qualified = plural + ("." + group if group else "")
+    if name:
+        qualified += ' "%s"' % name
+    scope = ('in the namespace "%s"' % namespace) if namespace is not None else "at the cluster scope"
+    body = status_body(403, "Forbidden", '%s is forbidden: User "%s" cannot %s resource "%s" in API group "%s" %s'
+                       % (qualified, user, verb, resource, group, scope))
+    body["details"] = {"group": group, "kind": plural}
+    if name:
+        body["details"]["name"] = name
+    return body
 
 
 def rv_str(rev):
@@ -173,6 +303,7 @@ class Watcher:
     def __init__(self):
         self.actions = []
         self.drop_partial = False  # cut the next event in half, then close
+        self.silent = False  # write nothing more; hold the connection until the client closes
 
 
 class State:
@@ -188,6 +319,7 @@ class State:
         self.bookmark_interval = 0.0
         self.faults = []
         self.watchers = set()
+        self.watch_cache = True  # resourceVersion=0 lists ignore limit, as the real cache does
         self.continues = {}
         self.requests = []
 
@@ -243,6 +375,7 @@ def strip_volatile(obj):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     required_token = None
+    authorizer = None  # an Authorizer with --rbac
 
     def log_message(self, fmt, *args):
         pass
@@ -322,6 +455,8 @@ class Handler(BaseHTTPRequestHandler):
             route = parse_path(url.path)
             if route is None:
                 return self.send_status(404, "NotFound", "the server could not find the requested resource")
+            if not self.authorize(route, query):
+                return None
             if self.command == "GET" and route["name"] is None:
                 if query.get("watch") in ("true", "1"):
                     return self.watch(route, query)
@@ -342,6 +477,29 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         return None
 
+    def authorize(self, route, query):
+        """False (answered 401/403) when --rbac is on and the token's user may not do this."""
+        if self.authorizer is None:
+            return True
+        auth = self.headers.get("Authorization") or ""
+        user = self.authorizer.identities.get(auth[len("Bearer "):]) if auth.startswith("Bearer ") else None
+        if user is None:
+            self.send_status(401, "Unauthorized", "Unauthorized")
+            return False
+        if self.command == "GET":
+            if route["name"] is not None:
+                verb = "get"
+            else:
+                verb = "watch" if query.get("watch") in ("true", "1") else "list"
+        else:
+            verb = VERBS.get(self.command, self.command.lower())
+        resource = route["gvr"][2] + ("/" + route["sub"] if route["sub"] else "")
+        if self.authorizer.allowed(user, verb, route["gvr"][0], resource, route["namespace"], route["name"]):
+            return True
+        self.send_json(403, forbidden_status(user, verb, route["gvr"], route["sub"],
+                                             route["namespace"], route["name"]))
+        return False
+
     def apply_fault(self, path, query):
         is_watch = query.get("watch") in ("true", "1")
         with STATE.cond:
@@ -360,6 +518,17 @@ class Handler(BaseHTTPRequestHandler):
                 break
             else:
                 return False
+        if rule.get("hang"):
+            # Read and never answered: what a client sees of a server that stopped mid-call.
+            self.log_request_entry(0)
+            until = time.time() + float(rule["hang"])
+            while time.time() < until:
+                with STATE.cond:
+                    if rule not in STATE.faults:
+                        break
+                time.sleep(0.05)
+            self.drop()
+            return True
         if rule.get("drop"):
             self.log_request_entry(0)
             self.drop()
@@ -386,6 +555,8 @@ class Handler(BaseHTTPRequestHandler):
                     STATE.bookmark_interval = float(body["bookmark_interval"])
                 if "status_subresources" in body:
                     STATE.status_subresources = set(body["status_subresources"])
+                if "watch_cache" in body:
+                    STATE.watch_cache = bool(body["watch_cache"])
                 result = {}
             elif path == "/_fake/faults" and self.command == "POST":
                 if body.get("clear"):
@@ -396,11 +567,13 @@ class Handler(BaseHTTPRequestHandler):
                 result = {}
             elif path == "/_fake/watch_control" and self.command == "POST":
                 action = body.get("action")
-                if action not in ("bookmark", "drop", "drop_partial", "expire"):
+                if action not in ("bookmark", "drop", "drop_partial", "expire", "silence"):
                     return self.send_json(400, {"error": "unknown action"})
                 for w in STATE.watchers:
                     if action == "drop_partial":
                         w.drop_partial = True
+                    elif action == "silence":
+                        w.silent = True
                     else:
                         w.actions.append(action)
                 if action == "expire":
@@ -441,9 +614,24 @@ class Handler(BaseHTTPRequestHandler):
             return labels(meta.get("labels") or {}) and fields(obj)
         return match
 
+    def bad_field_selector(self, route, query):
+        """Answers 400 (and True) for a field selector the real server does not support."""
+        field = unsupported_field(route["gvr"][2], query.get("fieldSelector"))
+        if field is None:
+            return False
+        self.send_status(400, "BadRequest", "field label not supported: %s" % field)
+        return True
+
     def list(self, route, query):
         gvr = route["gvr"]
         limit = int(query.get("limit") or 0)
+        if self.bad_field_selector(route, query):
+            return None
+        if query.get("continue") and query.get("resourceVersion"):
+            return self.send_status(400, "BadRequest",
+                                    "specifying resource version is not allowed when using continue")
+        if query.get("resourceVersion") == "0" and STATE.watch_cache:
+            limit = 0  # the watch cache serves the whole collection
         with STATE.cond:
             token = query.get("continue")
             if token:
@@ -507,8 +695,25 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.write_chunk(line)
 
+    def hold_silently(self):
+        """Writes nothing until the client closes the connection (a hung server or dead peer)."""
+        while True:
+            readable, _, _ = select.select([self.connection], [], [], 0.1)
+            if not readable:
+                continue
+            try:
+                if not self.connection.recv(1, socket.MSG_PEEK):
+                    return
+            except ValueError:  # TLS sockets take no recv flags: read (and drop) instead
+                if not self.connection.recv(1):
+                    return
+            except OSError:
+                return
+
     def watch(self, route, query):
         gvr = route["gvr"]
+        if self.bad_field_selector(route, query):
+            return None
         match = self.visible(route, query)
         bookmarks = query.get("allowWatchBookmarks") == "true"
         timeout = float(query.get("timeoutSeconds") or 0)
@@ -550,9 +755,14 @@ class Handler(BaseHTTPRequestHandler):
                     pending = STATE.history[start:]
                     cursor = max(cursor, STATE.rev)
                     actions, watcher.actions = watcher.actions, []
-                    if not pending and not actions:
+                    silent = watcher.silent
+                    if not pending and not actions and not silent:
                         STATE.cond.wait(0.05)
                     current_rv = rv_str(cursor)
+                if silent:
+                    self.hold_silently()
+                    self.close_connection = True
+                    return None
                 for _, egvr, etype, old, new in pending:
                     if egvr != gvr:
                         continue
@@ -728,8 +938,19 @@ def main():
     parser.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate")
     parser.add_argument("--tls-key", help="the certificate's PEM private key")
     parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (else 401)")
+    parser.add_argument("--rbac", help="authorize with the Roles/ClusterRoles and bindings in "
+                        "this multi-document YAML (helm template output)")
+    parser.add_argument("--identity", action="append", default=[], metavar="TOKEN=USER",
+                        help="with --rbac: the user of a bearer token, 'admin' or "
+                        "'system:serviceaccount:NS:NAME' (repeatable)")
     args = parser.parse_args()
     Handler.required_token = args.token
+    if args.rbac:
+        import yaml  # Debian python3-yaml; only needed for --rbac
+        with open(args.rbac) as f:
+            documents = list(yaml.load_all(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+        identities = dict(i.split("=", 1) for i in args.identity)
+        Handler.authorizer = Authorizer(documents, identities)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     if args.tls_cert:

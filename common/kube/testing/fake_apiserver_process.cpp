@@ -45,6 +45,10 @@ FakeApiServer::FakeApiServer(const Options& options)
     args.push_back("--tls-key=" + options.tls_key_file);
   }
   if (!token_.empty()) args.push_back("--token=" + token_);
+  if (!options.rbac_file.empty()) {
+    args.push_back("--rbac=" + options.rbac_file);
+    for (const auto& identity : options.identities) args.push_back("--identity=" + identity);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -60,6 +64,7 @@ FakeApiServer::FakeApiServer(const Options& options)
   std::fclose(stream);
   ApiClientOptions client_options;
   client_options.retry.max_attempts = 1;
+  client_options.qps = 0;  // test plumbing, not a client under test
   client_options.user_agent = "fake-control";
   ClientConfig control_config = client_config();
   control_config.insecure_skip_tls_verify = true;  // the control endpoints are test plumbing
@@ -82,11 +87,11 @@ ClientConfig FakeApiServer::client_config() const {
   return config;
 }
 
-void FakeApiServer::write_kubeconfig(const std::string& path) const {
+void FakeApiServer::write_kubeconfig(const std::string& path, const std::string& token) const {
   std::ofstream out(path);
   out << "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
       << "clusters:\n- name: fake\n  cluster:\n    server: " << url() << "\n"
-      << "users:\n- name: fake\n  user:\n    token: fake-token\n"
+      << "users:\n- name: fake\n  user:\n    token: " << token << "\n"
       << "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n"
       << "    namespace: sonde-system\n";
 }

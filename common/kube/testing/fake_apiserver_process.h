@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "common/kube/api_client.h"
 
@@ -16,6 +17,10 @@ class FakeApiServer {
     std::string tls_cert_file;  // serve HTTPS with this certificate (and key) when set
     std::string tls_key_file;
     std::string token;  // require this bearer token on API paths when set
+    // Authorize with the RBAC objects in this YAML file (e.g. `helm template` output); each
+    // identity is "TOKEN=USER", USER "admin" or "system:serviceaccount:NS:NAME".
+    std::string rbac_file;
+    std::vector<std::string> identities;
   };
 
   // Starts the server; aborts the test binary if python3 or the script cannot be started.
@@ -33,7 +38,7 @@ class FakeApiServer {
   // server's CA is left for the test to set).
   ClientConfig client_config() const;
   // Writes a kubeconfig for this server to `path` (for the operator binary).
-  void write_kubeconfig(const std::string& path) const;
+  void write_kubeconfig(const std::string& path, const std::string& token = "fake-token") const;
 
   // POST /_fake/<what> with `body`; aborts on failure (a broken fixture, not a test result).
   Json control(const std::string& what, const Json& body = Json::object());

@@ -1,8 +1,12 @@
 // ApiClient against the fake API server: CRUD, status subresource, merge patch, optimistic
-// concurrency (409), and retries with backoff on 429 (honouring Retry-After) and 500.
+// concurrency (409), retries with backoff on 429 (honouring a bounded Retry-After) and 500,
+// the client-side rate limit, per-call timeouts and stop signals that cut hung calls short,
+// and the fake's own strictness (field selectors, RBAC) that the rest of sonde relies on.
 #include "common/kube/api_client.h"
 
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "common/kube/tests/fake_fixture.h"
 
@@ -147,6 +151,170 @@ TEST_F(ApiClientTest, WatchStopsPromptlyOnStopSignal) {
   stopper.join();
   EXPECT_TRUE(status.ok());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST_F(ApiClientTest, ARetryAfterBeyondTheBoundIsCutToIt) {
+  ApiClientOptions options = test_client_options(2);
+  options.retry.max_retry_after = std::chrono::milliseconds(100);
+  ApiClient client(fake_.client_config(), options);
+  ASSERT_TRUE(client.create(kWidgets, "a", widget("a", "one", 1)).ok());
+  fake_.control("faults", {{"method", "GET"},
+                           {"path", "/widgets/one$"},
+                           {"status", 429},
+                           {"retry_after", 3600},
+                           {"times", 1}});
+  // An hour-long Retry-After honoured as asked would hang this test until ctest kills it.
+  auto fetched = client.get(kWidgets, "a", "one");
+  ASSERT_TRUE(fetched.ok()) << fetched.error().message();
+  EXPECT_EQ(client.counters().retries.load(), 1u);
+}
+
+TEST_F(ApiClientTest, TheStopSignalEndsARetryAfterSleep) {
+  StopSignal stop;
+  ApiClientOptions options = test_client_options(3);
+  options.retry.max_retry_after = std::chrono::hours(1);
+  options.stop = &stop;
+  ApiClient client(fake_.client_config(), options);
+  fake_.control("faults", {{"method", "GET"},
+                           {"path", "/widgets/one$"},
+                           {"status", 429},
+                           {"retry_after", 3600},
+                           {"times", 1}});
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop.stop();
+  });
+  auto fetched = client.get(kWidgets, "a", "one");
+  stopper.join();
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_EQ(fetched.error().code(), 429) << "the last answer stands: " << fetched.error().message();
+  EXPECT_EQ(requests_to(fake_, "/apis/test.sonde.dev/v1/namespaces/a/widgets/one", false).size(),
+            1u)
+      << "no retry after the stop";
+}
+
+TEST_F(ApiClientTest, RateLimitsRequestsAndTheStopSignalEndsTheWait) {
+  StopSignal stop;
+  ApiClientOptions options = test_client_options();
+  options.qps = 0.5;  // one token every 2 s after the burst
+  options.burst = 3;
+  options.stop = &stop;
+  ApiClient client(fake_.client_config(), options);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(client.get(kWidgets, "a", "x").ok());  // the burst
+  EXPECT_EQ(client.counters().throttled.load(), 0u);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop.stop();
+  });
+  auto fourth = client.get(kWidgets, "a", "x");
+  stopper.join();
+  ASSERT_FALSE(fourth.ok());
+  EXPECT_NE(fourth.error().message().find("rate limit"), std::string::npos)
+      << fourth.error().message();
+  EXPECT_EQ(client.counters().throttled.load(), 1u);
+  EXPECT_EQ(requests_to(fake_, "/apis/test.sonde.dev/v1/namespaces/a/widgets/x", false).size(), 3u)
+      << "the throttled request must not reach the server";
+  EXPECT_EQ(client.counters().requests.load(), 3u);
+}
+
+TEST_F(ApiClientTest, ACallTimeoutCancelsAHungRequest) {
+  ApiClient client(fake_.client_config(), test_client_options(3));
+  ASSERT_TRUE(client.create(kWidgets, "a", widget("a", "one", 1)).ok());
+  fake_.control("faults",
+                {{"method", "GET"}, {"path", "/widgets/one$"}, {"hang", 60}, {"times", 10}});
+  auto fetched = client.get(kWidgets, "a", "one", {.timeout = std::chrono::milliseconds(500)});
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_NE(fetched.error().message().find("timed out"), std::string::npos)
+      << fetched.error().message();
+  EXPECT_LE(client.counters().requests.load(), 2u) << "no retries once the budget is spent";
+  fake_.control("faults", {{"clear", true}});
+}
+
+TEST_F(ApiClientTest, FieldSelectorsAreThoseTheRealServerSupports) {
+  ApiClient client(fake_.client_config(), test_client_options());
+  EXPECT_TRUE(client.list(kPods, "", {.field_selector = "spec.nodeName=n1"}).ok());
+  EXPECT_TRUE(
+      client.list(kPods, "", {.field_selector = "status.phase!=Failed,metadata.name=x"}).ok());
+  EXPECT_TRUE(client.list(kWidgets, "", {.field_selector = "metadata.namespace=a"}).ok());
+  auto pods = client.list(kPods, "", {.field_selector = "spec.containers=x"});
+  ASSERT_FALSE(pods.ok());
+  EXPECT_EQ(pods.error().code(), 400);
+  EXPECT_NE(pods.error().message().find("field label not supported: spec.containers"),
+            std::string::npos)
+      << pods.error().message();
+  auto widgets = client.list(kWidgets, "", {.field_selector = "spec.value=1"});
+  ASSERT_FALSE(widgets.ok());
+  EXPECT_EQ(widgets.error().code(), 400) << "custom resources select on metadata only";
+}
+
+// RBAC in the fake: a service account may do what its bindings grant and nothing else.
+TEST(FakeApiServerRbacTest, AnswersWhatTheBindingsDoNotGrantWith403) {
+  const std::string rbac = ::testing::TempDir() + "rbac.yaml";
+  std::ofstream(rbac) << R"(apiVersion: v1
+kind: ServiceAccount
+metadata: {name: reader, namespace: ops}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: read-widgets}
+rules:
+  - {apiGroups: ["test.sonde.dev"], resources: ["widgets"], verbs: ["get", "list", "watch"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: read-widgets}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: read-widgets}
+subjects: [{kind: ServiceAccount, name: reader, namespace: ops}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: write-gadgets, namespace: ops}
+rules:
+  - {apiGroups: ["test.sonde.dev"], resources: ["gadgets"], verbs: ["create"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: write-gadgets, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: write-gadgets}
+subjects: [{kind: ServiceAccount, name: reader, namespace: ops}]
+)";
+  FakeApiServer fake(
+      {.rbac_file = rbac,
+       .identities = {"root-token=admin", "reader-token=system:serviceaccount:ops:reader"}});
+  auto client_with = [&](const std::string& token) {
+    ClientConfig config = fake.client_config();
+    config.bearer_token = token;
+    return std::make_unique<ApiClient>(config, test_client_options());
+  };
+  auto admin = client_with("root-token");
+  auto reader = client_with("reader-token");
+  ASSERT_TRUE(admin->create(kWidgets, "a", widget("a", "one", 1)).ok());
+
+  EXPECT_TRUE(reader->get(kWidgets, "a", "one").ok());
+  EXPECT_TRUE(reader->list(kWidgets, "", {}).ok());
+  EXPECT_TRUE(reader->create(kGadgets, "ops", widget("ops", "g", 1)).ok()) << "its namespace";
+
+  auto update = reader->replace(kWidgets, "a", "one", *reader->get(kWidgets, "a", "one"));
+  ASSERT_FALSE(update.ok());
+  EXPECT_EQ(update.error().code(), 403);
+  EXPECT_NE(update.error().message().find(
+                "Forbidden: widgets.test.sonde.dev \"one\" is forbidden: User "
+                "\"system:serviceaccount:ops:reader\" cannot update resource \"widgets\" in API "
+                "group \"test.sonde.dev\" in the namespace \"a\""),
+            std::string::npos)
+      << update.error().message();
+  auto status = reader->replace(kWidgets, "a", "one", *reader->get(kWidgets, "a", "one"), "status");
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.error().message().find("resource \"widgets/status\""), std::string::npos)
+      << "the status subresource is its own resource: " << status.error().message();
+  auto elsewhere = reader->create(kGadgets, "b", widget("b", "g", 1));
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_EQ(elsewhere.error().code(), 403) << "a RoleBinding grants only in its namespace";
+
+  auto stranger = client_with("who-is-this");
+  auto denied = stranger->get(kWidgets, "a", "one");
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.error().code(), 401);
 }
 
 }  // namespace

@@ -108,6 +108,31 @@ contexts: [{name: c, context: {cluster: k, user: u}}]
   EXPECT_NE(config.error().message().find("exec"), std::string::npos);
 }
 
+// Shapes yaml-cpp answers with exceptions (a map where a string belongs, a subscript of a
+// scalar, broken YAML) and bad data: each is an Error naming the file, never an exception.
+TEST_F(ClientConfigTest, MalformedKubeconfigsAreErrorsNotExceptions) {
+  const char* const kMalformed[] = {
+      "current-context: [c]\n",
+      "current-context: c\ncontexts: oops\n",
+      "current-context: c\ncontexts: [{name: {x: 1}, context: {cluster: k}}]\n",
+      "current-context: c\ncontexts: [{name: c, context: {cluster: [k]}}]\n"
+      "clusters: [{name: k, cluster: {server: x}}]\n",
+      "current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\n"
+      "clusters: [{name: k, cluster: {server: x, certificate-authority-data: \"%%%\"}}]\n",
+      "current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\n"
+      "clusters: [{name: k, cluster: {server: {a: b}}}]\n",
+      "current-context: c\n  bad indentation: [\n",
+      "\t\x01\xff",
+  };
+  for (const char* text : kMalformed) {
+    const std::string path = write("config", text);
+    Result<ClientConfig> config = Error("not run");
+    EXPECT_NO_THROW(config = kubeconfig_config(path)) << text;
+    ASSERT_FALSE(config.ok()) << text;
+    EXPECT_NE(config.error().message().find(path), std::string::npos) << config.error().message();
+  }
+}
+
 TEST(Base64Test, Decodes) {
   EXPECT_EQ(*base64_decode("c29uZGU="), "sonde");
   EXPECT_EQ(*base64_decode("c29uZGU"), "sonde");

@@ -130,6 +130,7 @@ inline ApiClientOptions test_client_options(int attempts = 1) {
   options.user_agent = "sonde-test";
   options.request_timeout = std::chrono::seconds(5);
   options.retry.max_attempts = attempts;
+  options.qps = 0;  // tests poll the server; the rate limit has its own test
   options.retry.backoff = {std::chrono::milliseconds(50), std::chrono::milliseconds(400), 2.0, 0.5};
   return options;
 }

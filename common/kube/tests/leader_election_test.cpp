@@ -127,5 +127,89 @@ TEST_F(LeaderElectionTest, LeaderStepsDownWhenItCannotRenew) {
       << "must step down before the lease can expire for others";
 }
 
+// The server stops answering mid-renewal (the Lease PUT is read and never answered): the leader
+// must give up at its renew deadline, so nothing it does lands after its lease expired.
+TEST_F(LeaderElectionTest, NoWriteAfterTheLeaseExpiresWhenTheServerStopsAnswering) {
+  LeaderElectionConfig config = config_for("a");
+  config.lease_duration = std::chrono::seconds(3);
+  config.renew_deadline = std::chrono::milliseconds(1500);
+  config.retry_period = std::chrono::milliseconds(200);
+  LeaderElector a(client_, config);
+  ApiClient worker_client(fake_.client_config(), test_client_options());
+  std::atomic<bool> acting{false};
+  std::atomic<int> writes{0};
+  StopSignal stop;
+  std::thread worker([&] {
+    // What a leader does while it leads: write, as the operator writes status.
+    while (!stop.stopped()) {
+      if (acting.load()) {
+        const std::string name = "w" + std::to_string(writes++);
+        EXPECT_TRUE(worker_client.create(kWidgets, "a", widget("a", name, 1)).ok());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::atomic<bool> lost{false};
+  std::thread runner([&] {
+    lost = a.run(stop, {[&] { acting = true; }, [&] { acting = false; }, {}});
+  });
+  ASSERT_TRUE(eventually([&] { return writes.load() >= 3; }));
+  fake_.control("faults", {{"method", "PUT"}, {"path", "/leases/"}, {"hang", 60}, {"times", 1000}});
+  runner.join();
+  stop.stop();
+  worker.join();
+  fake_.control("faults", {{"clear", true}});
+  EXPECT_TRUE(lost.load());
+
+  double last_renewal = 0;
+  std::vector<double> write_times;
+  for (const auto& r : fake_.requests()) {
+    const std::string path = r["path"];
+    // The acquiring create or a renewing update that the server answered.
+    if ((r["method"] == "PUT" || r["method"] == "POST") &&
+        path.find("/leases") != std::string::npos && (r["status"] == 200 || r["status"] == 201)) {
+      last_renewal = r["time"];
+    }
+    if (r["method"] == "POST" && path.find("/widgets") != std::string::npos) {
+      write_times.push_back(r["time"]);
+    }
+  }
+  ASSERT_GT(last_renewal, 0);
+  ASSERT_GE(write_times.size(), 3u);
+  const double expiry = last_renewal + 3.0;
+  for (double t : write_times) {
+    EXPECT_LT(t, expiry) << "a write " << t - last_renewal << " s after the last renewal";
+  }
+}
+
+TEST_F(LeaderElectionTest, ALeaderStuckPastItsRenewDeadlineIsUnhealthyAFollowerIsNot) {
+  LeaderElector a(client_, config_for("a"), clock_);
+  StopSignal stop;
+  std::atomic<bool> release{false};
+  // A callback that never returns stands for an elector thread that is stuck.
+  std::thread runner([&] {
+    a.run(stop, {[&] {
+                   while (!release.load())
+                     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                 },
+                 {},
+                 {}});
+  });
+  ASSERT_TRUE(eventually([&] { return a.is_leader(); }));
+  EXPECT_TRUE(a.healthy());
+  clock_.advance(config_for("a").renew_deadline + std::chrono::seconds(1));
+  EXPECT_FALSE(a.healthy()) << "leading without a renewal for longer than the renew deadline";
+
+  LeaderElector b(client_, config_for("b"), clock_);
+  EXPECT_FALSE(b.try_acquire_or_renew());
+  EXPECT_TRUE(b.healthy()) << "a follower is healthy";
+
+  release = true;
+  runner.join();  // past its deadline, the elector steps down at once
+  EXPECT_FALSE(a.is_leader());
+  EXPECT_TRUE(a.healthy());
+  stop.stop();
+}
+
 }  // namespace
 }  // namespace sonde::kube::testing

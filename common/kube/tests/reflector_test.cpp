@@ -68,7 +68,8 @@ TEST_F(ReflectorTest, ListsThenWatchesFromTheListResourceVersion) {
   const auto watches = requests_to(fake_, kWidgetsPath, true);
   ASSERT_EQ(lists.size(), 1u);
   ASSERT_EQ(watches.size(), 1u);
-  EXPECT_EQ(lists[0]["query"].value("resourceVersion", ""), "") << "first list must be fresh";
+  EXPECT_EQ(lists[0]["query"].value("resourceVersion", ""), "0")
+      << "lists come from the watch cache, not etcd";
   const std::string list_rv = watches[0]["query"]["resourceVersion"];
   EXPECT_EQ(list_rv, server_versions(client_, kWidgets)["b/two"]);
   EXPECT_EQ(watches[0]["query"]["allowWatchBookmarks"], "true");
@@ -85,7 +86,8 @@ TEST_F(ReflectorTest, ListsThenWatchesFromTheListResourceVersion) {
   EXPECT_EQ(reflector_->stats().lists, 1u);
 }
 
-TEST_F(ReflectorTest, PagesThroughLargeLists) {
+TEST_F(ReflectorTest, PagesThroughLargeListsWhenTheServerHasNoWatchCache) {
+  fake_.control("config", {{"watch_cache", false}});
   for (int i = 0; i < 7; ++i) create("a", "w" + std::to_string(i));
   ReflectorOptions options = test_reflector_options();
   options.page_size = 3;
@@ -94,7 +96,19 @@ TEST_F(ReflectorTest, PagesThroughLargeLists) {
   const auto lists = requests_to(fake_, kWidgetsPath, false);
   ASSERT_EQ(lists.size(), 3u);
   EXPECT_EQ(lists[0]["query"]["limit"], "3");
+  EXPECT_EQ(lists[0]["query"]["resourceVersion"], "0");
   EXPECT_TRUE(lists[1]["query"].contains("continue"));
+  EXPECT_FALSE(lists[1]["query"].contains("resourceVersion")) << "the token carries it";
+  expect_converged();
+}
+
+TEST_F(ReflectorTest, TheWatchCacheAnswersAPagedListInOneResponse) {
+  for (int i = 0; i < 7; ++i) create("a", "w" + std::to_string(i));
+  ReflectorOptions options = test_reflector_options();
+  options.page_size = 3;
+  start_reflector(options);
+  EXPECT_EQ(sink_.versions().size(), 7u);
+  EXPECT_EQ(requests_to(fake_, kWidgetsPath, false).size(), 1u);
   expect_converged();
 }
 
@@ -112,6 +126,7 @@ TEST_F(ReflectorTest, RelistsAfter410OnTheList) {
 }
 
 TEST_F(ReflectorTest, RestartsTheListUnpagedWhenTheContinueTokenExpires) {
+  fake_.control("config", {{"watch_cache", false}});
   for (int i = 0; i < 5; ++i) create("a", "w" + std::to_string(i));
   fake_.control("faults", {{"method", "GET"},
                            {"path", "/widgets$"},
@@ -138,10 +153,10 @@ TEST_F(ReflectorTest, RelistsAfterAn410ErrorEventInsideTheWatch) {
   fake_.control("watch_control", {{"action", "expire"}});
   ASSERT_TRUE(eventually([&] { return reflector_->stats().relists_after_gone == 1; }));
   ASSERT_TRUE(eventually([&] { return sink_.replaces() == 2; }));
-  // The relist is a fresh, consistent list, and the new watch starts from its version.
+  // The relist comes from the watch cache too, and the new watch starts from its version.
   const auto lists = requests_to(fake_, kWidgetsPath, false);
   ASSERT_EQ(lists.size(), 2u);
-  EXPECT_EQ(lists[1]["query"].value("resourceVersion", ""), "");
+  EXPECT_EQ(lists[1]["query"].value("resourceVersion", ""), "0");
   set_value("a", "two", 7);
   create("a", "three");
   expect_converged();
@@ -321,6 +336,28 @@ TEST_F(ReflectorTest, NoEventLostOrAppliedTwiceUnderEveryFaultTogether) {
   EXPECT_GE(stats.watch_errors, 4u);
   EXPECT_GT(stats.events, 50u);
   EXPECT_GT(stats.bookmarks, 0u);
+}
+
+// A connection that goes silent — no event, no bookmark, no FIN, as with a dead peer or a hung
+// server — is abandoned after the idle timeout and the watch resumed: with the default
+// settings, within a minute.
+TEST_F(ReflectorTest, ASilentWatchIsReplacedWithinAMinute) {
+  create("a", "one");
+  ReflectorOptions options = test_reflector_options();
+  options.watch_idle_timeout = ReflectorOptions{}.watch_idle_timeout;
+  options.min_watch_timeout = ReflectorOptions{}.min_watch_timeout;
+  start_reflector(options);
+  fake_.control("watch_control", {{"action", "silence"}});
+  const Json two = create("a", "two");
+  ASSERT_TRUE(eventually([&] { return sink_.has("a/two"); }, std::chrono::seconds(60)))
+      << "the silent watch was not replaced within a minute";
+  EXPECT_EQ(reflector_->stats().watch_idle_restarts, 1u);
+  EXPECT_EQ(reflector_->stats().lists, 1u) << "resumed from its resourceVersion, not relisted";
+  const auto watches = requests_to(fake_, kWidgetsPath, true);
+  ASSERT_EQ(watches.size(), 2u);
+  EXPECT_EQ(watches[1]["query"]["resourceVersion"], watches[0]["query"]["resourceVersion"]);
+  EXPECT_EQ(sink_.times_applied("a/two", resource_version_of(two)), 1);
+  expect_converged();
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A verb missing from the chart's RBAC is caught before a real cluster: the fake API server
+# enforces the rendered Roles per service-account token. With `create` taken from the agent's
+# node-report Role and `update` from the operator's profilingpolicies/status rule, the agent
+# cannot write its ProfilingNodeReport and the operator cannot write policy status; both get
+# the real server's 403 and say so in their logs, and the e2e checks that rely on those writes
+# (cluster_agent_test.sh) would fail. Needs root (the agent loads BPF) and helm.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+tmp="$SONDE_E2E_TMP"
+ns="sonde-system"
+node_name="rbac-node"
+
+[[ $EUID -eq 0 ]] || fail "needs root (the agent loads BPF)"
+command -v helm >/dev/null || fail "helm not found (make deps)"
+
+API_PID="" op_pid=""
+cleanup() {
+  stop_agent
+  [[ -n "$op_pid" ]] && { kill "$op_pid" 2>/dev/null || true; wait "$op_pid" 2>/dev/null || true; }
+  [[ -n "$API_PID" ]] && { kill "$API_PID" 2>/dev/null || true; wait "$API_PID" 2>/dev/null || true; }
+}
+trap cleanup EXIT
+
+helm template sonde "$root/charts/sonde" -n "$ns" >"$tmp/chart.yaml" || fail "helm template"
+python3 - "$tmp/chart.yaml" "$tmp/broken.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+removed = []
+for d in docs:
+    for rule in d.get("rules") or []:
+        if d["kind"] == "Role" and d["metadata"]["name"] == "sonde-agent" and \
+                "profilingnodereports" in rule["resources"] and "create" in rule["verbs"]:
+            rule["verbs"].remove("create")
+            removed.append("agent: create profilingnodereports")
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "sonde-operator" and \
+                "profilingpolicies/status" in rule["resources"] and "update" in rule["verbs"]:
+            rule["verbs"].remove("update")
+            removed.append("operator: update profilingpolicies/status")
+assert len(removed) == 2, "the chart's rules changed shape: %s" % removed
+yaml.safe_dump_all(docs, open(sys.argv[2], "w"))
+print("removed from the chart's RBAC:", "; ".join(removed))
+PY
+
+start_fake_apiserver "$tmp/broken.yaml" "$ns"
+kube_admin POST /api/v1/nodes "{\"metadata\": {\"name\": \"$node_name\"}}" >/dev/null ||
+  fail "cannot create the Node"
+kube_admin POST /apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies '{
+  "apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
+  "metadata": {"name": "web", "namespace": "shop"},
+  "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
+           "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null || fail "cannot create the policy"
+
+echo "--- the agent without 'create' on its node report"
+port="$(free_port)"
+"$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
+  --metrics-address "127.0.0.1:$port" >"$tmp/agent.log" 2>&1 &
+AGENT_PID=$!
+forbidden_create() {
+  fake_requests_with 403 | jq -e 'select(.method == "POST" and (.path | endswith("/profilingnodereports")))'
+}
+wait_until 300 forbidden_create ||
+  { tail -20 "$tmp/agent.log"; fail "the agent's report create was not refused with 403"; }
+wait_until 100 grep -q 'cannot create resource \\"profilingnodereports\\"' "$tmp/agent.log" ||
+  { tail -20 "$tmp/agent.log"; fail "the agent does not report the 403"; }
+echo "agent: $(grep -o 'profilingnodereports.sonde.dev is forbidden[^"]*"[^"]*"[^,]*' "$tmp/agent.log" | head -1)"
+kube_admin GET "/apis/sonde.dev/v1alpha1/namespaces/$ns/profilingnodereports/$node_name" >/dev/null &&
+  fail "a report exists although the agent may not create it"
+# Everything the agent may do still works: it read the policies and its node's pods.
+listed_policies() {
+  fake_requests_with 200 | jq -s -e 'map(select(.path | endswith("/profilingpolicies"))) | length > 0'
+}
+listed_policies >/dev/null ||
+  fail "the agent did not list policies with its service account: $(curl -sf "$API_URL/_fake/requests" | jq -c '.requests[] | [.method, .path, .status]')"
+
+echo "--- the operator without 'update' on policy status"
+"$SONDE_BIN/sonde-operator" --kubeconfig "$tmp/kubeconfig-operator" --report-namespace "$ns" \
+  --leader-elect=false --metrics-address "127.0.0.1:$(free_port)" >"$tmp/operator.log" 2>&1 &
+op_pid=$!
+wait_until 300 grep -q 'cannot update resource \\"profilingpolicies/status\\"' "$tmp/operator.log" ||
+  { tail -20 "$tmp/operator.log"; fail "the operator does not report the 403 on status"; }
+echo "operator: $(grep -o 'profilingpolicies.sonde.dev \\"web\\" is forbidden[^,]*' "$tmp/operator.log" | head -1)"
+[[ "$(kube_admin GET /apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies/web | jq -c .status)" == null ]] ||
+  fail "the policy has a status although the operator may not write it"
+echo "PASS: missing RBAC verbs fail with 403 and are reported"
