@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/kernel/bpf_helpers.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
 
@@ -282,6 +283,18 @@ Check process_events_check() {
   return c;
 }
 
+// Which pid namespace the agent's /proc numbers processes in: the initial one (most nodes), or
+// one of its own (kind, k3d, sysbox nodes), where the BPF programs translate the kernel's pids.
+Check pid_namespace_check() {
+  Check c{.name = "pid namespace"};
+  const PidNamespace& ns = agent_pid_namespace();
+  c.detail = ns.initial() ? "initial (the kernel's pids are the agent's)"
+                          : ns.describe() +
+                                " (nested, as on kind/k3d/sysbox nodes: the BPF programs "
+                                "translate pids to this namespace's)";
+  return c;
+}
+
 // Loads the Node.js wait hooks the way the agent will and reports which ones the kernel took.
 Check event_loop_hook_check() {
   Check c{.name = "event-loop wait hook"};
@@ -423,6 +436,7 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
   checks.push_back(pmu_check(o, "kprobe"));
   checks.push_back(tracefs_check(o));
   checks.push_back(cgroup_check(o));
+  checks.push_back(pid_namespace_check());
   if (o.probe_kernel) {
     // libbpf prints its own diagnostics for failed probes; the checks say it more clearly.
     auto previous = libbpf_set_print(nullptr);

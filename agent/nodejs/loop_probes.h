@@ -12,11 +12,14 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "agent/runtime/container_totals.h"
 #include "common/result.h"
+#include "nodejs.h"
 
 struct nodejs_bpf;
 
@@ -24,6 +27,18 @@ namespace sonde::agent {
 
 // CLOCK_MONOTONIC in nanoseconds, the clock of bpf_ktime_get_ns().
 uint64_t monotonic_ns();
+
+// Upper bounds (ns) of the block-duration histogram, as the kernel counts them.
+inline constexpr std::array<uint64_t, SONDE_LOOP_BLOCK_BOUNDS> kLoopBlockBoundsNs =
+    SONDE_LOOP_BLOCK_BOUNDS_NS;
+// Finished busy periods of a loop by duration (the last bucket is above every bound); sum in ns.
+using LoopBlocks = Histogram<SONDE_LOOP_BLOCK_BOUNDS + 1>;
+
+// What the kernel counted for one process.
+struct LoopReading {
+  uint64_t blocked_ns = 0;  // including a busy period in progress (up to the reading's instant)
+  LoopBlocks blocks;        // finished busy periods only: a block in progress counts when it ends
+};
 
 class LoopProbes {
  public:
@@ -52,19 +67,27 @@ class LoopProbes {
   // Starts accounting for `pid` (replacing any previous state of that pid).
   Status track(pid_t pid, const Start& start);
 
-  // Blocked nanoseconds of `pid` so far, including a busy period in progress. Consistent even
-  // while the kernel updates the entry (read until two reads agree).
-  Result<uint64_t> blocked_ns(pid_t pid) const { return blocked_ns_at(pid, monotonic_ns()); }
-  Result<uint64_t> blocked_ns_at(pid_t pid, uint64_t now_ns) const;
+  // Whether the kernel saw `pid` exec since the probes were loaded and its main thread has not
+  // waited in epoll since: it is still starting up, so tracking it from Now::kUnknown counts
+  // exactly what tracking it from its exec would have. False for processes older than the
+  // probes (their history is unknown).
+  bool starting_up(pid_t pid) const;
+
+  // What the kernel counted for `pid` so far, a busy period in progress counted up to `now_ns`.
+  // Consistent even while the kernel updates the entry (read until two reads agree).
+  Result<LoopReading> read_at(pid_t pid, uint64_t now_ns) const;
+  // Blocked nanoseconds of `pid` so far, including a busy period in progress.
+  Result<uint64_t> blocked_ns(pid_t pid) const;
 
   // The fd of the `loops` map (tgid -> struct sonde_loop_state), for other BPF objects that
   // read the loop state (the CPU sampler marks samples of blocked loops). Owned by this object.
   int loops_map_fd() const;
 
-  // Stops accounting for `pid`; returns its final blocked nanoseconds, with a busy period in
-  // progress counted up to `end_ns` (CLOCK_MONOTONIC). When the main thread has exited, the
-  // kernel closed the busy period at that moment and `end_ns` does not matter.
-  Result<uint64_t> untrack(pid_t pid, uint64_t end_ns);
+  // Stops accounting for `pid`; returns its final counts, with a busy period in progress
+  // counted as blocked time up to `end_ns` (CLOCK_MONOTONIC; not a finished block). When the
+  // main thread has exited, the kernel closed the busy period at that moment and `end_ns` does
+  // not matter.
+  Result<LoopReading> untrack(pid_t pid, uint64_t end_ns);
 
  private:
   LoopProbes() = default;

@@ -8,10 +8,17 @@
 //     instead of accumulating for every pod ever seen. A container that comes back later starts
 //     a new series from 0, which Prometheus reads as a counter reset.
 //
+// The value is a single counter (ContainerTotals) or several counters folded together, such as
+// a histogram's buckets and sum (BasicContainerTotals<Histogram<N>>): any type with `a += b`
+// (adds every counter) and `raise_to(a, b)` (raises every counter of `a` to at least `b`'s, so
+// "never backwards" holds per counter: each bucket of a histogram is a counter of its own).
+//
 // Not thread-safe: the owner (a feature's monitor) calls it under its own lock. Cost: one map
 // entry per container with series.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -29,36 +36,85 @@ struct ContainerLabels {
   auto operator<=>(const ContainerLabels&) const = default;
 };
 
-class ContainerTotals {
+inline void raise_to(uint64_t& value, uint64_t floor) {
+  value = std::max(value, floor);
+}
+
+// A histogram of kBuckets buckets: counts are non-cumulative (the last bucket is above every
+// bound), `sum` in the unit of the observations.
+template <size_t kBuckets>
+struct Histogram {
+  std::array<uint64_t, kBuckets> counts{};
+  uint64_t sum = 0;
+
+  uint64_t count() const {
+    uint64_t n = 0;
+    for (uint64_t c : counts) n += c;
+    return n;
+  }
+  Histogram& operator+=(const Histogram& other) {
+    for (size_t i = 0; i < kBuckets; ++i) counts[i] += other.counts[i];
+    sum += other.sum;
+    return *this;
+  }
+  friend void raise_to(Histogram& value, const Histogram& floor) {
+    for (size_t i = 0; i < kBuckets; ++i) raise_to(value.counts[i], floor.counts[i]);
+    raise_to(value.sum, floor.sum);
+  }
+};
+
+template <class Value>
+class BasicContainerTotals {
  public:
-  explicit ContainerTotals(uint64_t grace_ns) : grace_ns_(grace_ns) {}
+  explicit BasicContainerTotals(uint64_t grace_ns) : grace_ns_(grace_ns) {}
 
   // A process of `labels` began.
-  void started(const ContainerLabels& labels);
+  void started(const ContainerLabels& labels) { containers_[labels].processes++; }
   // A process of `labels` ended with `final_value`; at `now_ns` (CLOCK_MONOTONIC).
-  void finished(const ContainerLabels& labels, uint64_t final_value, uint64_t now_ns);
+  void finished(const ContainerLabels& labels, const Value& final_value, uint64_t now_ns) {
+    auto& c = containers_[labels];
+    c.finished += final_value;
+    if (c.processes > 0) --c.processes;
+    if (c.processes == 0) c.empty_since_ns = now_ns;
+  }
 
   struct Total {
     ContainerLabels labels;
-    uint64_t value;
+    Value value;
     size_t processes;  // live processes
   };
   // Every container's total: finished processes plus `live` (the current values of its live
   // processes), never below the previous report. Containers empty for longer than the grace
   // period are dropped first.
-  std::vector<Total> report(const std::map<ContainerLabels, uint64_t>& live, uint64_t now_ns);
+  std::vector<Total> report(const std::map<ContainerLabels, Value>& live, uint64_t now_ns) {
+    std::erase_if(containers_, [&](const auto& entry) {
+      const Container& c = entry.second;
+      return c.processes == 0 && now_ns >= c.empty_since_ns + grace_ns_;
+    });
+    std::vector<Total> out;
+    out.reserve(containers_.size());
+    for (auto& [labels, c] : containers_) {
+      Value value = c.finished;
+      if (auto l = live.find(labels); l != live.end()) value += l->second;
+      raise_to(c.reported, value);
+      out.push_back({labels, c.reported, c.processes});
+    }
+    return out;
+  }
 
   size_t size() const { return containers_.size(); }
 
  private:
   struct Container {
-    uint64_t finished = 0;  // sum of final values of ended processes
-    uint64_t reported = 0;  // the floor of the next report
+    Value finished{};  // sum of final values of ended processes
+    Value reported{};  // the floor of the next report
     size_t processes = 0;
     uint64_t empty_since_ns = 0;  // when processes last dropped to 0
   };
   uint64_t grace_ns_;
   std::map<ContainerLabels, Container> containers_;
 };
+
+using ContainerTotals = BasicContainerTotals<uint64_t>;
 
 }  // namespace sonde::agent
