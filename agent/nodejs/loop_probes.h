@@ -53,7 +53,7 @@ class LoopProbes {
 
   struct Start {
     enum class Now {
-      kUnknown,  // just exec'd: accounting starts at the loop's first wait
+      kUnknown,  // just exec'd, or still starting up (starting_up()): from the loop's first wait
       kWaiting,  // the main thread is waiting in epoll on `epfd` right now
       kBusy,     // the main thread is running now: count from this instant
     };
