@@ -11,6 +11,7 @@
 
 #include "cpu_sampler.h"
 #include "nodejs.h"
+#include "pidns.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -86,9 +87,9 @@ static __always_inline __s32 stack_id(void* ctx, void* map, __u64 flags) {
 
 SEC("perf_event")
 int sample(struct bpf_perf_event_data* ctx) {
-  __u64 id = bpf_get_current_pid_tgid();
-  __u32 tgid = id >> 32;
-  if (tgid == 0) return 0; /* idle */
+  if ((bpf_get_current_pid_tgid() >> 32) == 0) return 0; /* idle */
+  __u32 tgid = current_tgid_for_agent();
+  if (tgid == 0) return 0; /* outside the agent's pid namespace: it cannot name the process */
   __u64 cgroup = bpf_get_current_cgroup_id();
   if (!all_processes && !bpf_map_lookup_elem(&selected_cgroups, &cgroup) &&
       !(select_pids && bpf_map_lookup_elem(&selected_pids, &tgid))) {
@@ -107,7 +108,7 @@ int sample(struct bpf_perf_event_data* ctx) {
     key.user_stack_id = stack_id(ctx, &user_stacks_0, BPF_F_USER_STACK);
     key.kernel_stack_id = stack_id(ctx, &kernel_stacks_0, 0);
   }
-  if (track_loops && (__u32)id == tgid) {
+  if (track_loops && current_is_main_thread()) {
     struct sonde_loop_state* loop = bpf_map_lookup_elem(&loops, &tgid);
     if (loop && loop->phase == SONDE_LOOP_BUSY) key.blocked = 1;
   }

@@ -29,6 +29,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "gotls.h"
+#include "pidns.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -148,8 +149,10 @@ static __always_inline void insert(void* map, const void* key, const void* value
   if (bpf_map_update_elem(map, key, value, BPF_ANY) != 0) count(full_counter);
 }
 
-/* The byte counters of tgid, created on its first call when its cgroup may be counted. */
+/* The byte counters of tgid (the agent's pid), created on its first call when its cgroup may be
+ * counted. */
 static __always_inline struct sonde_tls_bytes* process(__u32 tgid) {
+  if (!tgid) return NULL; /* outside the agent's pid namespace */
   struct sonde_tls_bytes* b = bpf_map_lookup_elem(&processes, &tgid);
   if (b) return b;
   if (filter_by_cgroup) {
@@ -308,7 +311,7 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
 }
 
 static __always_inline void write_called(struct pt_regs* ctx) {
-  __u32 pid = bpf_get_current_pid_tgid() >> 32;
+  __u32 pid = current_tgid_for_agent();
   struct sonde_tls_bytes* bytes = process(pid);
   if (!bytes) return;
   __u64 len = GO_ARG3(ctx);
@@ -317,7 +320,7 @@ static __always_inline void write_called(struct pt_regs* ctx) {
 }
 
 static __always_inline void read_called(struct pt_regs* ctx) {
-  __u32 pid = bpf_get_current_pid_tgid() >> 32;
+  __u32 pid = current_tgid_for_agent();
   if (!process(pid)) return;
   struct goroutine_key key = {.pid = pid, .g = GO_G(ctx)};
   struct pending_read r = {.conn = GO_ARG1(ctx), .buf = GO_ARG2(ctx)};
@@ -326,7 +329,7 @@ static __always_inline void read_called(struct pt_regs* ctx) {
 
 /* At a RET of (*Conn).Read: the results are in the argument registers. */
 static __always_inline void read_returned(struct pt_regs* ctx) {
-  __u32 pid = bpf_get_current_pid_tgid() >> 32;
+  __u32 pid = current_tgid_for_agent();
   struct sonde_tls_bytes* bytes = bpf_map_lookup_elem(&processes, &pid);
   if (!bytes) return;
   struct goroutine_key key = {.pid = pid, .g = GO_G(ctx)};

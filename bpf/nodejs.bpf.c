@@ -20,6 +20,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "nodejs.h"
+#include "pidns.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -35,12 +36,47 @@ struct {
   __type(value, struct sonde_loop_state);
 } loops SEC(".maps");
 
-/* The tracked process's state when the current task is its main thread, else NULL. */
-static __always_inline struct sonde_loop_state* main_thread_state(void) {
-  __u64 id = bpf_get_current_pid_tgid();
-  __u32 tgid = id >> 32;
-  if ((__u32)id != tgid) return NULL;
-  return bpf_map_lookup_elem(&loops, &tgid);
+static const __u64 block_bounds_ns[SONDE_LOOP_BLOCK_BOUNDS] = SONDE_LOOP_BLOCK_BOUNDS_NS;
+
+/* A busy period that began at busy_since_ns ends now: into the sum and its histogram bucket.
+ * Only the main thread writes its entry (user space writes it once, before tracking starts),
+ * so plain increments suffice. */
+static __always_inline void busy_period_ends(struct sonde_loop_state* s, __u64 now) {
+  if (s->phase != SONDE_LOOP_BUSY || now <= s->busy_since_ns) return;
+  __u64 d = now - s->busy_since_ns;
+  __u32 bucket = SONDE_LOOP_BLOCK_BOUNDS;
+  for (__u32 i = 0; i < SONDE_LOOP_BLOCK_BOUNDS; i++) { /* constant bound: unrolled */
+    if (d <= block_bounds_ns[i]) {
+      bucket = i;
+      break;
+    }
+  }
+  s->blocked_ns += d;
+  if (bucket <= SONDE_LOOP_BLOCK_BOUNDS) s->blocks[bucket] += 1;
+}
+
+/* Processes that exec'd since the probes were loaded and whose main thread has not waited in
+ * epoll yet: still starting up. A process the agent selects only later (in a cluster its pod's
+ * container id arrives after the exec) is tracked from its loop's first wait when it is here,
+ * as if it had been tracked from its exec. Entries leave at the first epoll wait and at exit;
+ * LRU, so processes that never wait (shells, sleepers) cannot fill it for the others. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, SONDE_NODEJS_MAX_PROCESSES);
+  __type(key, __u32); /* tgid */
+  __type(value, __u8);
+} starting SEC(".maps");
+
+/* The tracked process's state when the current task is its main thread, else NULL. A main
+ * thread that is not tracked is no longer starting up once it waits (`waiting`). */
+static __always_inline struct sonde_loop_state* main_thread_state(bool waiting) {
+  if (!current_is_main_thread()) return NULL;
+  __u32 tgid = current_tgid_for_agent();
+  struct sonde_loop_state* s = bpf_map_lookup_elem(&loops, &tgid);
+  if (!s && waiting && bpf_map_lookup_elem(&starting, &tgid)) {
+    bpf_map_delete_elem(&starting, &tgid);
+  }
+  return s;
 }
 
 /* A wait on the default loop's epoll fd. The fd is read from the loop's backend_fd when the
@@ -61,12 +97,9 @@ static __always_inline bool is_loop_wait(struct sonde_loop_state* s, int epfd) {
 }
 
 static __always_inline void wait_begins(int epfd) {
-  struct sonde_loop_state* s = main_thread_state();
+  struct sonde_loop_state* s = main_thread_state(true);
   if (!s || s->phase == SONDE_LOOP_EXITED || !is_loop_wait(s, epfd)) return;
-  __u64 now = bpf_ktime_get_ns();
-  if (s->phase == SONDE_LOOP_BUSY && now > s->busy_since_ns) {
-    s->blocked_ns += now - s->busy_since_ns;
-  }
+  busy_period_ends(s, bpf_ktime_get_ns());
   s->phase = SONDE_LOOP_IDLE;
   s->waits += 1;
 }
@@ -74,7 +107,7 @@ static __always_inline void wait_begins(int epfd) {
 /* The main thread runs one system call at a time, so while the phase is IDLE the next
  * system call exit is the end of the loop's wait (a return, a timeout or a signal). */
 static __always_inline void wait_ends(void) {
-  struct sonde_loop_state* s = main_thread_state();
+  struct sonde_loop_state* s = main_thread_state(false);
   if (!s || s->phase != SONDE_LOOP_IDLE) return;
   s->busy_since_ns = bpf_ktime_get_ns();
   s->phase = SONDE_LOOP_BUSY;
@@ -162,17 +195,28 @@ int BPF_PROG(sys_exit_wait, struct pt_regs* regs) {
   return 0;
 }
 
+/* A new program starts: it is starting up until its main thread waits in epoll. After exec the
+ * current task is the thread group's leader, whichever thread called exec. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(program_starts, struct task_struct* task) {
+  __u32 tgid = current_tgid_for_agent();
+  if (!tgid) return 0; /* outside the agent's pid namespace */
+  __u8 one = 1;
+  bpf_map_update_elem(&starting, &tgid, &one, BPF_ANY);
+  return 0;
+}
+
 /* The main thread exits: a busy period in progress ends now, not when user space reads the
  * exit event, and the value is final. Runs for every exiting thread on the node; others
  * return at the pid test or the map lookup. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(main_thread_exit, struct task_struct* task) {
-  struct sonde_loop_state* s = main_thread_state();
+  if (!current_is_main_thread()) return 0;
+  __u32 tgid = current_tgid_for_agent();
+  bpf_map_delete_elem(&starting, &tgid);
+  struct sonde_loop_state* s = bpf_map_lookup_elem(&loops, &tgid);
   if (!s) return 0;
-  __u64 now = bpf_ktime_get_ns();
-  if (s->phase == SONDE_LOOP_BUSY && now > s->busy_since_ns) {
-    s->blocked_ns += now - s->busy_since_ns;
-  }
+  busy_period_ends(s, bpf_ktime_get_ns());
   s->phase = SONDE_LOOP_EXITED;
   return 0;
 }

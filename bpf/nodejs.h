@@ -23,8 +23,18 @@ enum sonde_loop_flags {
   SONDE_LOOP_ANY_EPFD = 1,
 };
 
+/* Upper bounds of the block-duration histogram (each finished busy period of the loop is one
+ * observation), in nanoseconds; the agent exports them in seconds. A last, unbounded bucket
+ * follows. */
+#define SONDE_LOOP_BLOCK_BOUNDS_NS                                                             \
+  {                                                                                            \
+    1000000ULL, 5000000ULL, 10000000ULL, 25000000ULL, 50000000ULL, 100000000ULL, 250000000ULL, \
+        500000000ULL, 1000000000ULL, 2500000000ULL, 5000000000ULL, 10000000000ULL              \
+  }
+#define SONDE_LOOP_BLOCK_BOUNDS 12
+
 struct sonde_loop_state {
-  __u64 blocked_ns;     /* sum of finished busy periods */
+  __u64 blocked_ns;     /* sum of finished busy periods (the histogram's sum) */
   __u64 busy_since_ns;  /* bpf_ktime_get_ns() when the current busy period began */
   __u64 waits;          /* loop waits seen, for self-checks and the iteration cost bench */
   __u64 backend_fd_ptr; /* runtime address of the default loop's backend_fd (an int in the
@@ -33,6 +43,8 @@ struct sonde_loop_state {
   __u32 phase;          /* enum sonde_loop_phase */
   __u32 flags;          /* enum sonde_loop_flags */
   __u32 pad;
+  /* Finished busy periods by duration, non-cumulative; the last is > every bound. */
+  __u64 blocks[SONDE_LOOP_BLOCK_BOUNDS + 1];
 };
 
 /* Offset of backend_fd (the epoll fd) in libuv's uv_loop_t on 64-bit targets. The public

@@ -11,6 +11,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "dropped.bpf.h"
+#include "pidns.bpf.h"
 #include "procevents.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -20,7 +21,10 @@ struct {
   __uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
-static __always_inline struct sonde_proc_event* reserve(struct task_struct* task, __u32 kind) {
+/* `task`'s pid is the agent's (0 for a task outside its pid namespace: no event). */
+static __always_inline struct sonde_proc_event* reserve(struct task_struct* task, __u32 pid,
+                                                        __u32 kind) {
+  if (!pid) return 0;
   struct sonde_proc_event* e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
   if (!e) {
     count_drop();
@@ -29,8 +33,8 @@ static __always_inline struct sonde_proc_event* reserve(struct task_struct* task
   e->timestamp_ns = bpf_ktime_get_ns();
   e->cgroup_id = bpf_get_current_cgroup_id();
   e->kind = kind;
-  e->pid = BPF_CORE_READ(task, tgid);
-  e->ppid = BPF_CORE_READ(task, real_parent, tgid);
+  e->pid = pid;
+  e->ppid = task_tgid_for_agent(BPF_CORE_READ(task, real_parent)); /* 0: outside it */
   e->exit_code = 0;
   bpf_get_current_comm(e->comm, sizeof(e->comm));
   e->filename[0] = 0;
@@ -39,7 +43,7 @@ static __always_inline struct sonde_proc_event* reserve(struct task_struct* task
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_exec, struct task_struct* p, pid_t old_pid, struct linux_binprm* bprm) {
-  struct sonde_proc_event* e = reserve(p, SONDE_PROC_EXEC);
+  struct sonde_proc_event* e = reserve(p, task_tgid_for_agent(p), SONDE_PROC_EXEC);
   if (!e) return 0;
   const char* filename = BPF_CORE_READ(bprm, filename);
   bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), filename);
@@ -51,7 +55,7 @@ int BPF_PROG(handle_exec, struct task_struct* p, pid_t old_pid, struct linux_bin
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_exit, struct task_struct* p) {
   if (BPF_CORE_READ(p, pid) != BPF_CORE_READ(p, tgid)) return 0;
-  struct sonde_proc_event* e = reserve(p, SONDE_PROC_EXIT);
+  struct sonde_proc_event* e = reserve(p, task_tgid_for_agent(p), SONDE_PROC_EXIT);
   if (!e) return 0;
   e->exit_code = BPF_CORE_READ(p, exit_code);
   bpf_ringbuf_submit(e, 0);

@@ -107,9 +107,11 @@ check_exchanges stripped-server stripped-client
 
 # Both binaries instrumented, the stripped one through .gopclntab, with the probe kinds shown.
 metrics | grep '^sonde_agent_gotls_binaries'
+# (grep reads a copy: `metrics | grep -q` under pipefail fails when grep stops reading first.)
+exposition="$(metrics)"
 for b in gotls gotls-stripped; do
   stripped="$([[ $b == gotls ]] && echo false || echo true)"
-  metrics | grep -q "^sonde_agent_gotls_binaries{binary=\"$tmp/bin/$b\",build_id=\"[0-9a-f]*\",instrumented=\"true\",reason=\"go[0-9.]*\",stripped=\"$stripped\",entry_probe=\"emulated-jump\",return_probe=\"\(bpf-ret\|single-step\)\"}" ||
+  grep -q "^sonde_agent_gotls_binaries{binary=\"$tmp/bin/$b\",build_id=\"[0-9a-f]*\",instrumented=\"true\",reason=\"go[0-9.]*\",stripped=\"$stripped\",entry_probe=\"emulated-jump\",return_probe=\"\(bpf-ret\|single-step\)\"}" <<<"$exposition" ||
     fail "$b: no instrumented verdict with emulated entry probes"
 done
 

@@ -82,6 +82,7 @@ Result<std::unique_ptr<CpuSampler>> CpuSampler::start(const SamplerOptions& opti
   self->skel_ = {cpu_sampler_bpf__open(), cpu_sampler_bpf__destroy};
   if (!self->skel_) return errno_error("cpu sampler: open BPF object", errno);
   auto* skel = self->skel_.get();
+  configure_pid_namespace(skel->rodata);
   skel->rodata->all_processes = options.all_processes;
   if (options.nodejs_loops_map_fd >= 0) {
     if (int err = bpf_map__reuse_fd(skel->maps.loops, options.nodejs_loops_map_fd); err) {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 
+#include "agent/kernel/bpf_helpers.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
 
@@ -339,6 +340,18 @@ Check uprobe_creation_check(const DoctorOptions& o) {
   return c;
 }
 
+// Which pid namespace the agent's /proc numbers processes in: the initial one (most nodes), or
+// one of its own (kind, k3d, sysbox nodes), where the BPF programs translate the kernel's pids.
+Check pid_namespace_check() {
+  Check c{.name = "pid namespace"};
+  const PidNamespace& ns = agent_pid_namespace();
+  c.detail = ns.initial() ? "initial (the kernel's pids are the agent's)"
+                          : ns.describe() +
+                                " (nested, as on kind/k3d/sysbox nodes: the BPF programs "
+                                "translate pids to this namespace's)";
+  return c;
+}
+
 // Loads the Node.js wait hooks the way the agent will and reports which ones the kernel took.
 Check event_loop_hook_check() {
   Check c{.name = "event-loop wait hook"};
@@ -480,6 +493,7 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
   checks.push_back(pmu_check(o, "kprobe"));
   checks.push_back(tracefs_check(o));
   checks.push_back(cgroup_check(o));
+  checks.push_back(pid_namespace_check());
   if (o.probe_kernel) {
     // libbpf prints its own diagnostics for failed probes; the checks say it more clearly.
     auto previous = libbpf_set_print(nullptr);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstddef>
 
+#include "agent/kernel/bpf_helpers.h"
 #include "gotls.skel.h"
 
 namespace sonde::agent {
@@ -86,6 +87,7 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load() {
   std::unique_ptr<TlsProbes> self(new TlsProbes());
   self->skel_ = {gotls_bpf__open(), gotls_bpf__destroy};
   if (!self->skel_) return errno_error("go tls probes: open BPF object", errno);
+  configure_pid_namespace(self->skel_->rodata);
   self->can_perform_ret_ = kernel_allows_ip_write();
 #if defined(__x86_64__)
   bpf_program__set_autoload(self->skel_->progs.tls_read_return_ret, self->can_perform_ret_);

@@ -1,12 +1,36 @@
 #include "agent/kernel/bpf_helpers.h"
 
 #include <bpf/libbpf.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <vector>
 
 namespace sonde::agent {
+
+namespace {
+
+// The initial pid namespace's inode number (PROC_PID_INIT_INO, fixed since Linux 3.8).
+constexpr uint64_t kInitialPidNamespaceIno = 0xEFFFFFFCu;
+
+PidNamespace read_pid_namespace() {
+  struct stat st {};
+  if (stat("/proc/1/ns/pid", &st) != 0 && stat("/proc/self/ns/pid", &st) != 0) return {};
+  if (st.st_ino == kInitialPidNamespaceIno) return {};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+}  // namespace
+
+const PidNamespace& agent_pid_namespace() {
+  static const PidNamespace ns = read_pid_namespace();
+  return ns;
+}
+
+std::string PidNamespace::describe() const {
+  return initial() ? "initial" : "pid:[" + std::to_string(ino) + "]";
+}
 
 BpfLink::~BpfLink() {
   bpf_link__destroy(link_);

@@ -39,6 +39,24 @@ class BpfLink : public Attachment {
 Result<std::unique_ptr<Attachment>> attach_uprobe(bpf_program* program, const std::string& path,
                                                   uint64_t file_offset);
 
+// The pid namespace whose numbers the agent's /proc shows, for the programs that report or key
+// by pid (bpf/pidns.bpf.h): the namespace of /proc's pid 1 (the init of the procfs's namespace),
+// else the agent's own. Computed once per process; `initial` when it is the initial namespace
+// (or cannot be read: then nothing is translated, as before namespaces were considered).
+struct PidNamespace {
+  uint64_t dev = 0;  // nsfs identity, as stat() of /proc/<pid>/ns/pid reports it
+  uint64_t ino = 0;  // 0: the initial namespace
+  bool initial() const { return ino == 0; }
+  std::string describe() const;  // "initial" or "pid:[<ino>]"
+};
+const PidNamespace& agent_pid_namespace();
+// Sets a skeleton's pidns_dev/pidns_ino (bpf/pidns.bpf.h) before load.
+template <class Rodata>
+void configure_pid_namespace(Rodata* rodata) {
+  rodata->pidns_dev = agent_pid_namespace().dev;
+  rodata->pidns_ino = agent_pid_namespace().ino;
+}
+
 // The sum over CPUs of a u64 in a BPF_MAP_TYPE_PERCPU_ARRAY (0 when the lookup fails).
 uint64_t sum_percpu_counter(const bpf_map* map, uint32_t key);
 

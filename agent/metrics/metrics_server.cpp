@@ -3,6 +3,7 @@
 #include <civetweb.h>
 #include <prometheus/text_serializer.h>
 
+#include <limits>
 #include <sstream>
 
 namespace sonde::agent {
@@ -149,6 +150,25 @@ void add_sample(prometheus::MetricFamily& family, const LabelPairs& labels, doub
   } else {
     m.gauge.value = value;
   }
+  family.metric.push_back(std::move(m));
+}
+
+prometheus::MetricFamily histogram_family(std::string name, std::string help) {
+  return {std::move(name), std::move(help), prometheus::MetricType::Histogram, {}};
+}
+
+void add_histogram(prometheus::MetricFamily& family, const LabelPairs& labels,
+                   std::span<const double> bounds, std::span<const uint64_t> counts, double sum) {
+  prometheus::ClientMetric m;
+  for (const auto& [k, v] : labels) m.label.push_back({k, v});
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    cumulative += counts[i];
+    double le = i < bounds.size() ? bounds[i] : std::numeric_limits<double>::infinity();
+    m.histogram.bucket.push_back({cumulative, le});
+  }
+  m.histogram.sample_count = cumulative;
+  m.histogram.sample_sum = sum;
   family.metric.push_back(std::move(m));
 }
 

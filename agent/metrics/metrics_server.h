@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,5 +77,10 @@ using LabelPairs = std::vector<std::pair<std::string, std::string>>;
 prometheus::MetricFamily counter_family(std::string name, std::string help);
 prometheus::MetricFamily gauge_family(std::string name, std::string help);
 void add_sample(prometheus::MetricFamily& family, const LabelPairs& labels, double value);
+prometheus::MetricFamily histogram_family(std::string name, std::string help);
+// One histogram: `counts` are non-cumulative, one per bound (upper bounds, ascending) and a last
+// one above every bound (+Inf); `sum` in the unit of the bounds.
+void add_histogram(prometheus::MetricFamily& family, const LabelPairs& labels,
+                   std::span<const double> bounds, std::span<const uint64_t> counts, double sum);
 
 }  // namespace sonde::agent

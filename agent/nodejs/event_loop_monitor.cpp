@@ -106,10 +106,23 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
     }
   }
   start.any_epfd = mode == LoopMode::kEpollOnly;
-  if (running) {
+  if (running && probes_.starting_up(pid)) {
+    // Selected after its exec (in a cluster the pod's container id reaches the agent 0.5-2 s
+    // later) but still starting up: its main thread has not waited in epoll since the exec
+    // (the kernel records every exec and clears the record at the first wait). Bootstrap is
+    // not event-loop time; accounting starts at the loop's first wait, as for a process
+    // tracked from its exec. The record is exact, not a guess from the process's age: a slow
+    // start-up (seconds of require()) is never counted, and a process that has waited even
+    // once (its loop, or a nested loop of a spawnSync during start-up, which then counts the
+    // rest of its start-up as before) is measured below from its state now. A process whose
+    // first wait falls between
+    // this check and track() has its first busy period missed, never one counted wrongly.
+    start.now = LoopProbes::Start::Now::kUnknown;
+  } else if (running) {
     // Mid-flight: the main thread blocked in an epoll wait on the loop's fd is idle; anywhere
-    // else (including a nested loop's wait) it is busy. Without the loop's address, any epoll
-    // wait is (almost surely) the loop waiting.
+    // else (including a nested loop's wait) it is busy, from now: a loop stuck when the agent
+    // starts (restarts) shows its blocked time in progress. Without the loop's address, any
+    // epoll wait is (almost surely) the loop waiting.
     auto sys = proc_.syscall_of(pid, pid);
     bool waiting = sys.ok() && is_epoll_wait(sys->nr);
     if (waiting && start.default_loop != 0) {
@@ -128,7 +141,7 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
   }
 
   std::lock_guard lock(mu_);
-  processes_[pid] = Process{c.info.start_time, labels, binary.identity(), 0};
+  processes_[pid] = Process{c.info.start_time, labels, binary.identity(), {}};
   containers_.started(labels);
   auto [b, inserted] = binaries_.try_emplace(
       binary.identity().to_string(), Binary{c.info.exe, binary.identity().digest_hex(), mode, 0});
@@ -150,8 +163,9 @@ void EventLoopMonitor::exited(pid_t pid, uint64_t exit_ns) {
 void EventLoopMonitor::finish_locked(pid_t pid, uint64_t end_ns) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
-  auto final_ns = probes_.untrack(pid, end_ns);
-  uint64_t value = std::max(it->second.last_ns, final_ns.ok() ? *final_ns : 0);
+  auto final = probes_.untrack(pid, end_ns);
+  LoopCounts value = it->second.last;
+  if (final.ok()) raise_to(value, LoopCounts{final->blocked_ns, final->blocks});
   containers_.finished(it->second.labels, value, clock_.now_ns());
   auto b = binaries_.find(it->second.binary.to_string());
   if (b != binaries_.end() && --b->second.processes == 0) binaries_.erase(b);
@@ -168,23 +182,24 @@ void EventLoopMonitor::sweep() {
 
 std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
   std::lock_guard lock(mu_);
-  std::map<ContainerLabels, uint64_t> live;
+  std::map<ContainerLabels, LoopCounts> live;
   uint64_t now = clock_.now_ns();
   for (auto& [pid, p] : processes_) {
-    auto v = probes_.blocked_ns_at(pid, now);
+    auto v = probes_.read_at(pid, now);
     if (v.ok()) {
-      p.last_ns = std::max(p.last_ns, *v);
+      raise_to(p.last, LoopCounts{v->blocked_ns, v->blocks});
     } else if (v.error().code() == ENOENT && !p.lost) {
       p.lost = true;
       ++states_lost_;
       log::warn("Node.js process state evicted from the kernel map",
                 {{"pid", pid}, {"max_processes", SONDE_NODEJS_MAX_PROCESSES}});
     }
-    live[p.labels] += p.last_ns;
+    live[p.labels] += p.last;
   }
   std::vector<Sample> out;
   for (const auto& t : containers_.report(live, now)) {
-    out.push_back({t.labels, static_cast<double>(t.value) / 1e9, t.processes});
+    out.push_back(
+        {t.labels, static_cast<double>(t.value.blocked_ns) / 1e9, t.processes, t.value.blocks});
   }
   return out;
 }

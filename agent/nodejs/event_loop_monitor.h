@@ -13,8 +13,9 @@
 //   epoll-only   no libuv symbols (stripped .symtab): every epoll wait of the main thread is idle
 // Nothing is written into Node.js processes: no uprobe (see bpf/nodejs.bpf.c for why).
 //
-// Counters follow ContainerTotals: folded at exit, never backwards, forgotten `grace` after a
-// container's last process.
+// Counters (blocked time, and the histogram of block durations: each finished busy period of
+// the loop, counted in the kernel) follow ContainerTotals: folded at exit, never backwards,
+// forgotten `grace` after a container's last process.
 //
 // Thread-safety: all methods may be called concurrently (one mutex); samples() is what the
 // metrics scrape calls, and it reads the kernel map only for live processes.
@@ -67,7 +68,8 @@ class EventLoopMonitor {
   struct Sample {
     ContainerLabels labels;
     double blocked_seconds;
-    size_t processes;  // live Node.js processes of the container
+    size_t processes;   // live Node.js processes of the container
+    LoopBlocks blocks;  // finished blocks by duration (kLoopBlockBoundsNs), sum in ns
   };
   // Per container, including containers whose processes exited less than `grace` ago.
   std::vector<Sample> samples();
@@ -85,11 +87,25 @@ class EventLoopMonitor {
   uint64_t states_lost() const;
 
  private:
+  // The counters folded per container: blocked time and the block-duration histogram.
+  struct LoopCounts {
+    uint64_t blocked_ns = 0;
+    LoopBlocks blocks;
+    LoopCounts& operator+=(const LoopCounts& o) {
+      blocked_ns += o.blocked_ns;
+      blocks += o.blocks;
+      return *this;
+    }
+    friend void raise_to(LoopCounts& v, const LoopCounts& floor) {
+      raise_to(v.blocked_ns, floor.blocked_ns);
+      raise_to(v.blocks, floor.blocks);
+    }
+  };
   struct Process {
     uint64_t start_time;
     ContainerLabels labels;
     symbols::BinaryIdentity binary;
-    uint64_t last_ns;   // last value read: a lost or evicted map entry never lowers it
+    LoopCounts last;    // last value read: a lost or evicted map entry never lowers it
     bool lost = false;  // its map entry was evicted (counted once)
   };
   struct Binary {
@@ -109,7 +125,7 @@ class EventLoopMonitor {
 
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;
-  ContainerTotals containers_;
+  ContainerTotalsOf<LoopCounts> containers_;
   std::map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
   uint64_t states_lost_ = 0;
 };

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "agent/kernel/bpf_helpers.h"
 #include "common/log.h"
 #include "nodejs.h"
 #include "nodejs.skel.h"
@@ -40,10 +41,13 @@ bool tracefs_has_epoll_events() {
   return access(kEvent, R_OK) == 0;
 }
 
-uint64_t value_now(const sonde_loop_state& s, uint64_t now) {
-  uint64_t v = s.blocked_ns;
-  if (s.phase == SONDE_LOOP_BUSY && now > s.busy_since_ns) v += now - s.busy_since_ns;
-  return v;
+LoopReading reading_at(const sonde_loop_state& s, uint64_t now) {
+  LoopReading r;
+  r.blocked_ns = s.blocked_ns;
+  if (s.phase == SONDE_LOOP_BUSY && now > s.busy_since_ns) r.blocked_ns += now - s.busy_since_ns;
+  for (size_t i = 0; i < r.blocks.counts.size(); ++i) r.blocks.counts[i] = s.blocks[i];
+  r.blocks.sum = s.blocked_ns;
+  return r;
 }
 
 }  // namespace
@@ -75,6 +79,7 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
   self->skel_ = {nodejs_bpf__open(), nodejs_bpf__destroy};
   if (!self->skel_) return errno_error("nodejs probes: open BPF object", errno);
   auto* skel = self->skel_.get();
+  configure_pid_namespace(skel->rodata);
   self->source_ = source;
   bool fentry = source == WaitSource::kFentry;
   bool events = source == WaitSource::kEpollTracepoints;
@@ -148,7 +153,13 @@ Status LoopProbes::track(pid_t pid, const Start& start) {
   return ok_status();
 }
 
-Result<uint64_t> LoopProbes::blocked_ns_at(pid_t pid, uint64_t now_ns) const {
+bool LoopProbes::starting_up(pid_t pid) const {
+  auto key = static_cast<uint32_t>(pid);
+  uint8_t value = 0;
+  return bpf_map__lookup_elem(skel_->maps.starting, &key, sizeof key, &value, sizeof value, 0) == 0;
+}
+
+Result<LoopReading> LoopProbes::read_at(pid_t pid, uint64_t now_ns) const {
   auto key = static_cast<uint32_t>(pid);
   sonde_loop_state a{}, b{};
   // A lookup copies the value while the kernel may be writing it; two equal copies in a row
@@ -162,11 +173,16 @@ Result<uint64_t> LoopProbes::blocked_ns_at(pid_t pid, uint64_t now_ns) const {
     }
     if (std::memcmp(&a, &b, sizeof a) == 0) break;
   }
-  return value_now(b, now_ns);
+  return reading_at(b, now_ns);
 }
 
-Result<uint64_t> LoopProbes::untrack(pid_t pid, uint64_t end_ns) {
-  auto value = blocked_ns_at(pid, end_ns);
+Result<uint64_t> LoopProbes::blocked_ns(pid_t pid) const {
+  ASSIGN_OR_RETURN(LoopReading r, read_at(pid, monotonic_ns()));
+  return r.blocked_ns;
+}
+
+Result<LoopReading> LoopProbes::untrack(pid_t pid, uint64_t end_ns) {
+  auto value = read_at(pid, end_ns);
   auto key = static_cast<uint32_t>(pid);
   bpf_map__delete_elem(skel_->maps.loops, &key, sizeof key, 0);
   return value;

@@ -12,16 +12,31 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "agent/runtime/clock.h"
+#include "agent/runtime/container_totals.h"
 #include "common/result.h"
+#include "nodejs.h"
 
 struct nodejs_bpf;
 
 namespace sonde::agent {
+
+// Upper bounds (ns) of the block-duration histogram, as the kernel counts them.
+inline constexpr std::array<uint64_t, SONDE_LOOP_BLOCK_BOUNDS> kLoopBlockBoundsNs =
+    SONDE_LOOP_BLOCK_BOUNDS_NS;
+// Finished busy periods of a loop by duration (the last bucket is above every bound); sum in ns.
+using LoopBlocks = Histogram<SONDE_LOOP_BLOCK_BOUNDS + 1>;
+
+// What the kernel counted for one process.
+struct LoopReading {
+  uint64_t blocked_ns = 0;  // including a busy period in progress (up to the reading's instant)
+  LoopBlocks blocks;        // finished busy periods only: a block in progress counts when it ends
+};
 
 // The per-process accounting EventLoopMonitor drives: LoopProbes in the kernel, a fake in unit
 // tests.
@@ -29,7 +44,7 @@ class LoopAccounting {
  public:
   struct Start {
     enum class Now {
-      kUnknown,  // just exec'd: accounting starts at the loop's first wait
+      kUnknown,  // just exec'd, or still starting up (starting_up()): from the loop's first wait
       kWaiting,  // the main thread is waiting in epoll on `epfd` right now
       kBusy,     // the main thread is running now: count from this instant
     };
@@ -43,12 +58,18 @@ class LoopAccounting {
   virtual ~LoopAccounting() = default;
   // Starts accounting for `pid` (replacing any previous state of that pid).
   virtual Status track(pid_t pid, const Start& start) = 0;
-  // Blocked nanoseconds of `pid` up to `now_ns`, including a busy period in progress; an error
-  // with ENOENT when the kernel holds no state for it (never tracked, or evicted).
-  virtual Result<uint64_t> blocked_ns_at(pid_t pid, uint64_t now_ns) const = 0;
-  // Stops accounting for `pid`; its final blocked nanoseconds, a busy period in progress
-  // counted up to `end_ns`.
-  virtual Result<uint64_t> untrack(pid_t pid, uint64_t end_ns) = 0;
+  // Whether the kernel saw `pid` exec since the probes were loaded and its main thread has not
+  // waited in epoll since: it is still starting up, so tracking it from Now::kUnknown counts
+  // exactly what tracking it from its exec would have. False for processes older than the
+  // probes (their history is unknown).
+  virtual bool starting_up(pid_t pid) const = 0;
+  // What the kernel counted for `pid` so far, a busy period in progress counted up to `now_ns`;
+  // an error with ENOENT when the kernel holds no state for it (never tracked, or evicted).
+  virtual Result<LoopReading> read_at(pid_t pid, uint64_t now_ns) const = 0;
+  // Stops accounting for `pid`; its final counts, with a busy period in progress counted as
+  // blocked time up to `end_ns` (CLOCK_MONOTONIC; not a finished block). When the main thread
+  // has exited, the kernel closed the busy period at that moment and `end_ns` does not matter.
+  virtual Result<LoopReading> untrack(pid_t pid, uint64_t end_ns) = 0;
 };
 
 class LoopProbes final : public LoopAccounting {
@@ -65,19 +86,17 @@ class LoopProbes final : public LoopAccounting {
   // Starts accounting for `pid` (replacing any previous state of that pid).
   Status track(pid_t pid, const Start& start) override;
 
-  // Blocked nanoseconds of `pid` so far, including a busy period in progress. Consistent even
-  // while the kernel updates the entry (read until two reads agree).
-  Result<uint64_t> blocked_ns(pid_t pid) const { return blocked_ns_at(pid, monotonic_ns()); }
-  Result<uint64_t> blocked_ns_at(pid_t pid, uint64_t now_ns) const override;
+  bool starting_up(pid_t pid) const override;
+  // Consistent even while the kernel updates the entry (read until two reads agree).
+  Result<LoopReading> read_at(pid_t pid, uint64_t now_ns) const override;
+  // Blocked nanoseconds of `pid` so far, including a busy period in progress.
+  Result<uint64_t> blocked_ns(pid_t pid) const;
 
   // The fd of the `loops` map (tgid -> struct sonde_loop_state), for other BPF objects that
   // read the loop state (the CPU sampler marks samples of blocked loops). Owned by this object.
   int loops_map_fd() const;
 
-  // Stops accounting for `pid`; returns its final blocked nanoseconds, with a busy period in
-  // progress counted up to `end_ns` (CLOCK_MONOTONIC). When the main thread has exited, the
-  // kernel closed the busy period at that moment and `end_ns` does not matter.
-  Result<uint64_t> untrack(pid_t pid, uint64_t end_ns) override;
+  Result<LoopReading> untrack(pid_t pid, uint64_t end_ns) override;
 
  private:
   LoopProbes() = default;

@@ -1,5 +1,6 @@
 #include "agent/nodejs/nodejs_feature.h"
 
+#include <array>
 #include <map>
 #include <tuple>
 
@@ -33,6 +34,18 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       "container_nodejs_event_loop_blocked_time_seconds_total",
       "Wall time the Node.js main thread's event loop was not waiting for I/O (running "
       "callbacks, timers, microtasks or synchronous calls), including a block in progress.");
+  auto blocks = histogram_family(
+      "container_nodejs_event_loop_block_duration_seconds",
+      "Duration of each contiguous period the Node.js main thread's event loop was not "
+      "waiting for I/O (one observation per loop iteration's busy part), counted when it "
+      "ends.");
+  static const auto kBounds = [] {
+    std::array<double, kLoopBlockBoundsNs.size()> out{};
+    for (size_t i = 0; i < out.size(); ++i) {
+      out[i] = static_cast<double>(kLoopBlockBoundsNs[i]) / 1e9;
+    }
+    return out;
+  }();
   auto procs = gauge_family("sonde_agent_nodejs_processes",
                             "Node.js processes instrumented, per container.");
   for (const auto& s : monitor_.samples()) {
@@ -41,6 +54,8 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                       {"container", s.labels.container},
                       {"node", node_}};
     add_sample(blocked, labels, s.blocked_seconds);
+    add_histogram(blocks, labels, kBounds, s.blocks.counts,
+                  static_cast<double>(s.blocks.sum) / 1e9);
     add_sample(procs, labels, static_cast<double>(s.processes));
   }
   auto binaries = gauge_family("sonde_agent_nodejs_binaries",
@@ -61,6 +76,7 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                              "the full process map; their counters stop growing.");
   add_sample(lost, {}, static_cast<double>(monitor_.states_lost()));
   out.push_back(std::move(blocked));
+  out.push_back(std::move(blocks));
   out.push_back(std::move(procs));
   out.push_back(std::move(binaries));
   out.push_back(std::move(lost));

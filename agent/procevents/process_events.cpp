@@ -23,6 +23,7 @@ Result<std::unique_ptr<ProcessEventSource>> ProcessEventSource::start(Callback c
   std::unique_ptr<ProcessEventSource> self(new ProcessEventSource(std::move(callback)));
   self->skel_ = {procevents_bpf__open(), procevents_bpf__destroy};
   if (!self->skel_) return errno_error("process events: open BPF object", errno);
+  configure_pid_namespace(self->skel_->rodata);
   if (int err = procevents_bpf__load(self->skel_.get()); err) {
     return errno_error("process events: load BPF programs (run 'sonde-agent doctor')", -err);
   }

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/discovery/candidate.h"
+#include "agent/nodejs/event_loop_monitor.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/tests/child_process.h"
 
@@ -54,7 +56,15 @@ uint64_t readelf_symbol(const std::string& name) {
 struct Measured {
   double agent = -1;  // blocked seconds the agent counted between "ready" and the end
   double node = -1;   // Node's own event-loop active seconds over the same stretch
+  LoopBlocks blocks;  // blocks the kernel counted over the same stretch
 };
+
+// The histogram bucket a block of `ns` belongs in (bounds are upper bounds, inclusive).
+size_t bucket_of(uint64_t ns) {
+  size_t i = 0;
+  while (i < kLoopBlockBoundsNs.size() && ns > kLoopBlockBoundsNs[i]) ++i;
+  return i;
+}
 
 class LoopProbesTest : public ::testing::TestWithParam<Source> {
  protected:
@@ -85,7 +95,10 @@ class LoopProbesTest : public ::testing::TestWithParam<Source> {
     ChildProcess node(argv);
     EXPECT_TRUE(probes_->track(node.pid(), start).ok());
     EXPECT_TRUE(node.wait_for_line("ready", milliseconds(10000)));
-    auto baseline = probes_->blocked_ns(node.pid());
+    // The baseline is what the kernel had finished (a reading at instant 0 adds no busy period
+    // in progress): on a loaded machine this test reads "ready" late, when the first injected
+    // block may have begun, and Node's own count at "ready" holds none of it either.
+    auto baseline = probes_->read_at(node.pid(), 0);
     double node_ready = elu_seconds(node.last_line());
     EXPECT_TRUE(node.wait_for_line("blocking done", milliseconds(30000)));
     double node_done = elu_seconds(node.last_line());
@@ -96,7 +109,13 @@ class LoopProbesTest : public ::testing::TestWithParam<Source> {
     int status = node.wait();
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
     if (!baseline.ok() || !v.ok()) return {};
-    return {static_cast<double>(*v - *baseline) / 1e9, node_done - node_ready};
+    Measured m{static_cast<double>(v->blocked_ns - baseline->blocked_ns) / 1e9,
+               node_done - node_ready, v->blocks};
+    for (size_t i = 0; i < m.blocks.counts.size(); ++i) {
+      m.blocks.counts[i] -= baseline->blocks.counts[i];
+    }
+    m.blocks.sum -= baseline->blocks.sum;
+    return m;
   }
 
   // Node's own count, "elu_active_ms=<ms>" at the end of a blocker line, in seconds.
@@ -166,9 +185,79 @@ TEST_P(LoopProbesTest, BusyPeriodEndsAtExit) {
   std::this_thread::sleep_for(milliseconds(500));
   auto later = probes_->untrack(node.pid(), monotonic_ns());
   ASSERT_TRUE(at_exit.ok() && later.ok());
-  EXPECT_EQ(*at_exit, *later) << "a dead process's blocked time kept growing";
-  EXPECT_GE(static_cast<double>(*later) / 1e9, 0.85);
-  EXPECT_LE(*later, killed_ns - ready_ns + 50'000'000) << "counted past the exit";
+  EXPECT_EQ(*at_exit, later->blocked_ns) << "a dead process's blocked time kept growing";
+  EXPECT_GE(static_cast<double>(later->blocked_ns) / 1e9, 0.85);
+  EXPECT_LE(later->blocked_ns, killed_ns - ready_ns + 50'000'000) << "counted past the exit";
+  // The block the process died in is a finished block: it ended at the exit.
+  EXPECT_EQ(later->blocks.sum, later->blocked_ns);
+  uint64_t long_blocks = 0;
+  for (size_t i = bucket_of(600'000'000); i < later->blocks.counts.size(); ++i) {
+    long_blocks += later->blocks.counts[i];
+  }
+  EXPECT_EQ(long_blocks, 1u) << "the ~0.95 s block the process died in";
+}
+
+// Each injected block is one observation of the block-duration histogram, in its bucket; the
+// small busy periods around them (timers, the gaps) stay in the buckets below.
+TEST_P(LoopProbesTest, BlockDurationsLandInTheirBucket) {
+  auto m = measure("readfile", 10, 150, {.default_loop = default_loop()});
+  expect_near(m, 1.5);
+  size_t bucket = bucket_of(150'000'000);
+  EXPECT_EQ(m.blocks.counts[bucket], 10u)
+      << "blocks of 150 ms in (" << kLoopBlockBoundsNs[bucket - 1] / 1e9 << ", "
+      << kLoopBlockBoundsNs[bucket] / 1e9 << "] s";
+  for (size_t i = bucket + 1; i < m.blocks.counts.size(); ++i) {
+    EXPECT_EQ(m.blocks.counts[i], 0u) << "bucket " << i;
+  }
+  EXPECT_GE(m.blocks.sum, 1'500'000'000u);
+  // The histogram's sum is the blocked time of finished blocks: all of it, once the loop idles.
+  EXPECT_NEAR(static_cast<double>(m.blocks.sum) / 1e9, m.agent, 0.005);
+}
+
+// In a cluster a pod's container id reaches the agent 0.5-2 s after the exec, so the agent
+// first considers the process mid-flight, as the start-up scan does. A loop that has run and is
+// stuck now shows its block in progress (an agent restarting next to a stuck pod); a process
+// still starting up (2 s of synchronous start-up work here, selected 1 s after its exec) is
+// tracked from its loop's first wait, as from its exec: no start-up time is counted.
+TEST_P(LoopProbesTest, SelectedAfterExecCountsNoStartUpTime) {
+  symbols::ProbeTargetCache cache(16);
+  ProcReader proc;
+  EventLoopMonitor monitor(*probes_, cache, proc, 60'000'000'000);
+  auto consider = [&](pid_t pid, const ContainerLabels& labels) {
+    auto info = proc.read(pid);
+    ASSERT_TRUE(info.ok()) << info.error().message();
+    auto c = open_candidate(proc, *info, /*running=*/true);
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(monitor.consider(*c, labels), EventLoopMonitor::Outcome::kTracked);
+  };
+  auto blocked = [&](const ContainerLabels& labels) {
+    for (const auto& s : monitor.samples()) {
+      if (s.labels == labels) return s.blocked_seconds;
+    }
+    ADD_FAILURE() << "no series for " << labels.pod;
+    return -1.0;
+  };
+
+  const ContainerLabels stuck{"shop", "stuck", "app"};
+  ChildProcess stuck_node({kNode, kBlocker, "forever", "1", "5000"});
+  ASSERT_TRUE(stuck_node.wait_for_line("ready", milliseconds(10000)));
+  std::this_thread::sleep_for(milliseconds(300));  // the block started 50 ms after "ready"
+  consider(stuck_node.pid(), stuck);               // (also parses node once for the cache)
+  std::this_thread::sleep_for(milliseconds(1000));
+  EXPECT_GE(blocked(stuck), 0.9) << "a loop stuck when selected shows the block in progress";
+
+  const ContainerLabels late{"shop", "late", "app"};
+  ChildProcess node(
+      {"/usr/bin/env", "BLOCKER_STARTUP_MS=2000", kNode, kBlocker, "timer", "3", "100", "200"});
+  std::this_thread::sleep_for(milliseconds(1000));
+  consider(node.pid(), late);
+  ASSERT_TRUE(node.wait_for_line("blocking done", milliseconds(30000)));
+  std::this_thread::sleep_for(milliseconds(100));  // the last block has ended
+  double v = blocked(late);
+  EXPECT_GE(v, 0.3 * 0.98);
+  EXPECT_LT(v, 0.3 + 0.15) << "start-up time counted as blocked";
+  int status = node.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
 }
 
 TEST_P(LoopProbesTest, IdleProcessStaysNearZero) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Node.js event-loop instrumentation costs, with the release agent (make build):
 #   1. added cost per event-loop iteration of an instrumented process (ns);
-#   2. added cost per system call of any process on the node (the wait hook runs on every
-#      syscall when the kernel lacks fentry);
+#   2. added cost per system call of any process on the node (getppid: only the raw syscall
+#      tracepoints see it) and per epoll wait of a process that is not Node.js (every hook);
 #   3. the agent's CPU and RSS while 50 node processes are instrumented.
 # Usage: bench/nodejs/run.sh [BUILD_DIR]   (root; prints a Markdown table)
 set -euo pipefail
@@ -19,15 +19,18 @@ loop_ns() {  # median ns per iteration over $runs runs
     node "$here/loop_iterations.js" $iterations
   done | awk -v n=$iterations '{ print $1 / n }' | median
 }
-syscall_ns() { for _ in $(seq $runs); do "$tmp/syscalls" 2000000; done | median; }
+syscall_ns() { for _ in $(seq $runs); do "$tmp/syscalls" 2000000 "${1:-getppid}"; done | median; }
 
+load0="$(cut -d' ' -f1-3 /proc/loadavg)"
 base_loop="$(loop_ns)"
 base_sys="$(syscall_ns)"
+base_epoll="$(syscall_ns epoll)"
 
 start_bench_agent
 wait_source="$(curl -sf "127.0.0.1:$port/metrics" | sed -n 's/^sonde_agent_info{.*wait_source="\([^"]*\)".*/\1/p')"
 agent_loop="$(loop_ns)"
 agent_sys="$(syscall_ns)"
+agent_epoll="$(syscall_ns epoll)"
 
 # 50 instrumented node processes, each running 20 ms of work every second.
 for i in $(seq 50); do
@@ -48,8 +51,10 @@ cat <<TABLE
 |---|---|---|---|
 | event-loop iteration (setImmediate, instrumented process) | $(printf %.0f "$base_loop") ns | $(printf %.0f "$agent_loop") ns | $(awk -v a="$agent_loop" -v b="$base_loop" 'BEGIN { printf "%.0f ns", a - b }') |
 | getppid() system call (any process) | $base_sys ns | $agent_sys ns | $(awk -v a="$agent_sys" -v b="$base_sys" 'BEGIN { printf "%.1f ns", a - b }') |
+| epoll_wait(timeout 0), a process that is not Node.js | $base_epoll ns | $agent_epoll ns | $(awk -v a="$agent_epoll" -v b="$base_epoll" 'BEGIN { printf "%.1f ns", a - b }') |
 
-wait hook: $wait_source; median of $runs runs of $iterations iterations / 2,000,000 calls.
+wait hook: $wait_source; median of $runs runs of $iterations iterations / 2,000,000 calls; load
+average at the start and end: $load0 / $(cut -d' ' -f1-3 /proc/loadavg).
 
 | 50 instrumented node processes (20 ms of work per second each) | value |
 |---|---|

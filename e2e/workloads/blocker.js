@@ -12,6 +12,8 @@
 //   idle       no blocking at all (a timer every 100 ms keeps the process alive)
 //   forever    one callback that blocks for MS (used for "blocked right now")
 //   periodic   one timer callback busy for MS every second, COUNT times (0: forever): the demo
+// BLOCKER_STARTUP_MS: a synchronous pause before anything else, like the require() of a large
+// application at start-up (before the event loop first waits).
 // Prints "ready <pid> elu_active_ms=<ms>" once set up, "blocking done elu_active_ms=<ms>" after
 // the last block (Node's own count of event-loop active time since the loop started), then
 // stays idle for IDLE_MS (default: until killed).
@@ -25,6 +27,11 @@ const cp = require('child_process');
 const { performance } = require('perf_hooks');
 
 const [kind, countArg, msArg, idleArg] = process.argv.slice(2);
+const startupMs = Number(process.env.BLOCKER_STARTUP_MS || 0);
+if (startupMs > 0) {
+  const end = Date.now() + startupMs;
+  while (Date.now() < end) { /* start-up work, before the loop's first wait */ }
+}
 const count = Number(countArg || 0);
 const ms = Number(msArg || 0);
 const idleMs = idleArg === undefined ? -1 : Number(idleArg);

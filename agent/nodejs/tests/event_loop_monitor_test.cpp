@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "agent/runtime/tests/fake_clock.h"
 #include "agent/tests/child_process.h"
@@ -28,18 +29,20 @@ class FakeLoops final : public LoopAccounting {
     ++tracks;
     return ok_status();
   }
-  Result<uint64_t> blocked_ns_at(pid_t pid, uint64_t) const override {
+  bool starting_up(pid_t pid) const override { return starting.count(pid) > 0; }
+  Result<LoopReading> read_at(pid_t pid, uint64_t) const override {
     auto it = blocked.find(pid);
     if (it == blocked.end()) return Error("no state", ENOENT);
-    return it->second;
+    return LoopReading{.blocked_ns = it->second};
   }
-  Result<uint64_t> untrack(pid_t pid, uint64_t) override {
+  Result<LoopReading> untrack(pid_t pid, uint64_t) override {
     auto it = blocked.find(pid);
     if (it == blocked.end()) return Error("no state", ENOENT);
-    uint64_t v = it->second;
+    LoopReading v{.blocked_ns = it->second};
     blocked.erase(it);
     return v;
   }
+  std::set<pid_t> starting;  // processes the kernel saw exec and not yet wait
   std::map<pid_t, Start> starts;
   std::map<pid_t, uint64_t> blocked;
   int tracks = 0;

@@ -71,5 +71,25 @@ TEST(ContainerTotals, AProcessComingBackWithinTheGraceKeepsTheSeries) {
   EXPECT_EQ(value_of(r, kShop), 42u);
 }
 
+// Each bucket of a histogram is a counter of its own: folded, and never backwards, bucket by
+// bucket (a process whose entry was lost keeps its last buckets, another one's still add).
+TEST(ContainerTotals, HistogramsFoldAndNeverGoBackwardsPerBucket) {
+  using H = Histogram<3>;
+  ContainerTotalsOf<H> totals(kGrace);
+  totals.started(kShop);
+  totals.started(kShop);
+  totals.finished(kShop, H{{2, 0, 1}, 700}, 5);
+  auto r = totals.report({{kShop, H{{0, 4, 0}, 80}}}, 6);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].value.counts, (std::array<uint64_t, 3>{2, 4, 1}));
+  EXPECT_EQ(r[0].value.sum, 780u);
+  EXPECT_EQ(r[0].value.count(), 7u);
+  // The live process's entry was lost (reads empty) while a bucket of the container grew.
+  totals.finished(kShop, H{{1, 0, 0}, 10}, 7);
+  r = totals.report({}, 8);
+  EXPECT_EQ(r[0].value.counts, (std::array<uint64_t, 3>{3, 4, 1}));
+  EXPECT_EQ(r[0].value.sum, 780u);
+}
+
 }  // namespace
 }  // namespace sonde::agent
