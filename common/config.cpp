@@ -128,12 +128,9 @@ Status parse_instrumentations(const MapReader& top, InstrumentationConfig& out) 
       RETURN_IF_ERROR(p.get_string("url", py.url));
       RETURN_IF_ERROR(p.get_uint("intervalSeconds", 5, 3600, py.interval_seconds));
       RETURN_IF_ERROR(p.get_string("application", py.application));
-      // The pusher takes plain http only (see agent/cpu/pyroscope_pusher.h).
-      if (py.url.rfind("http://", 0) != 0 || py.url.size() == 7) {
-        return Error(p.child_path("url") + ": must be an http://host[:port][/prefix] URL, got \"" +
-                     py.url + "\"");
+      if (auto st = check_pyroscope(py); !st.ok()) {
+        return Error(p.path() + "." + st.error().message());
       }
-      if (py.application.empty()) return Error(p.child_path("application") + ": must not be empty");
       if (!out.cpu.enabled) {
         return Error(p.path() + ": pushes CPU profiles, but instrumentations.cpu.enabled is false");
       }
@@ -168,6 +165,15 @@ Result<AgentConfig> parse_root(const YAML::Node& root) {
 }
 
 }  // namespace
+
+Status check_pyroscope(const PyroscopeConfig& push) {
+  // The pusher takes plain http only (see agent/cpu/pyroscope_pusher.h).
+  if (push.url.rfind("http://", 0) != 0 || push.url.size() == 7) {
+    return Error("url: must be an http://host[:port][/prefix] URL, got \"" + push.url + "\"");
+  }
+  if (push.application.empty()) return Error("application: must not be empty");
+  return ok_status();
+}
 
 Result<AgentConfig> parse_agent_config(const std::string& yaml, const std::string& origin) {
   try {

@@ -62,6 +62,10 @@ struct AgentConfig {
   InstrumentationConfig instrumentations;
 };
 
+// What a Pyroscope push needs (an http URL, a name prefix); the message names what is wrong,
+// for the config file's key path or a command-line flag alike.
+Status check_pyroscope(const PyroscopeConfig& push);
+
 // Parses YAML text; `origin` names the source in error messages (a path or "<string>").
 Result<AgentConfig> parse_agent_config(const std::string& yaml, const std::string& origin);
 Result<AgentConfig> load_agent_config(const std::string& path);

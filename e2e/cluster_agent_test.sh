@@ -86,10 +86,19 @@ kube POST /api/v1/namespaces/shop/pods \
 kube POST /api/v1/namespaces/shop/pods \
   "$(pod_json other-1 other-node "$other_id" '{"app": "web", "instance": "other-1"}')" >/dev/null
 
+# --- a Pyroscope ingest stand-in the agent pushes sampled containers' profiles to
+mkdir -p "$tmp/pushes"
+python3 "$root/e2e/workloads/pyroscope_receiver.py" "$tmp/pushes" "" \
+  >"$tmp/receiver.out" 2>"$tmp/receiver.err" &
+pids+=($!)
+wait_until 100 grep -q listening "$tmp/receiver.out" || fail "the Pyroscope stand-in did not start"
+receiver_port="$(awk '/listening/ { print $2 }' "$tmp/receiver.out")"
+
 # --- the agent
 port="$(free_port)"
 "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
-  --metrics-address "127.0.0.1:$port" >"$tmp/agent.log" 2>&1 &
+  --metrics-address "127.0.0.1:$port" --pyroscope-url "http://127.0.0.1:$receiver_port" \
+  --pyroscope-interval 5 >"$tmp/agent.log" 2>&1 &
 AGENT_PID=$!
 wait_until 300 curl -sf "http://127.0.0.1:$port/metrics" ||
   { cat "$tmp/agent.log"; fail "agent did not serve /metrics on $port"; }
@@ -215,6 +224,14 @@ within "$busy_samples" "$(awk -v c="$busy_cpu" 'BEGIN { print c * 49 }')" "$(awk
   fail "no container_cpu_profile_samples_total series for busy-1"
 curl -sf "http://127.0.0.1:$port/metrics" | grep -q 'container_cpu_profile_samples_total{[^}]*pod="spare-1"' &&
   fail "spare-1 has CPU sample series"
+# --pyroscope-url: busy-1's profiles are pushed with its labels, spare-1's never.
+wait_until 300 bash -c "grep -l 'pod=busy-1' '$tmp/pushes/'*.json" ||
+  fail "no push for busy-1 reached the Pyroscope stand-in: $(cat "$tmp/receiver.err")"
+push="$(grep -l 'pod=busy-1' "$tmp/pushes/"*.json | head -1)"
+expect_contains "$(jq -r .name "$push")" "sonde.cpu{namespace=shop,pod=busy-1,container=app,node=$node_name}" "pushed name"
+[[ "$(jq -r .sampleRate "$push")" == 49 ]] || fail "pushed sampleRate $(jq -r .sampleRate "$push"), want 49"
+grep -l 'pod=spare-1' "$tmp/pushes/"*.json >/dev/null 2>&1 && fail "spare-1's profile was pushed"
+echo "pushed: $(jq -r .name "$push")"
 kube DELETE "$policies/cpu" >/dev/null
 kill "$busy_pid" "$spare_pid"
 

@@ -14,6 +14,7 @@
 #include "agent/runtime/agent_flags.h"
 #include "agent/runtime/agent_runtime.h"
 #include "common/cli.h"
+#include "common/config.h"
 #include "common/kube/api_client.h"
 #include "common/kube/client_config.h"
 #include "common/kube/informer.h"
@@ -40,6 +41,7 @@ struct Args {
   std::string node_name;
   std::string ns;
   AgentFlags agent;
+  PyroscopeConfig pyroscope;
 };
 
 // nullopt: go on; otherwise the exit code.
@@ -59,7 +61,26 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
                  "then the kubeconfig's namespace)")
       ->envname("POD_NAMESPACE");
   add_agent_flags(app, a.agent, "0.0.0.0:9464", "info");
-  return cli::parse(app, argc, argv);
+  app.add_option("--pyroscope-url", a.pyroscope.url,
+                 "also push each sampled container's CPU profile to this Pyroscope ingest "
+                 "endpoint (http://host[:port][/prefix]; default: no push)");
+  app.add_option("--pyroscope-interval", a.pyroscope.interval_seconds,
+                 "seconds of profile per push")
+      ->check(CLI::Range(5, 3600))
+      ->capture_default_str();
+  app.add_option(
+         "--pyroscope-application", a.pyroscope.application,
+         "the pushed profiles' name prefix: <application>.cpu{namespace,pod,container,node}")
+      ->capture_default_str();
+  if (auto exit_code = cli::parse(app, argc, argv)) return exit_code;
+  if (!a.pyroscope.url.empty()) {
+    if (auto st = check_pyroscope(a.pyroscope); !st.ok()) {
+      (void)std::fprintf(stderr, "sonde-agent --cluster: --pyroscope-%s\n",
+                         st.error().message().c_str());
+      return 2;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -137,6 +158,7 @@ int cluster_main(int argc, char** argv) {
   // their status instead of failing the agent.
   options.cpu.enabled = true;
   options.cpu.required = false;
+  options.cpu.pyroscope = args->pyroscope;
   auto runtime = AgentRuntime::start(options, selector);
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});
