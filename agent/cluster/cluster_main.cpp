@@ -44,8 +44,10 @@ constexpr const char* kUsage =
     "  --kubeconfig PATH        kubeconfig (default: in-cluster service account, then\n"
     "                           $KUBECONFIG, then ~/.kube/config)\n"
     "  --node-name NAME         this node (default $NODE_NAME)\n"
-    "  --namespace NS           where the node report is written, sonde's namespace\n"
-    "                           (default $POD_NAMESPACE, then the kubeconfig's namespace)\n"
+    "  --namespace NS           where the node report and Lease are written, sonde's\n"
+    "                           namespace (default $POD_NAMESPACE, then the kubeconfig's)\n"
+    "  --watch-namespace NS     watch ProfilingPolicies in NS only, as the operator does\n"
+    "                           when scoped (default $SONDE_WATCH_NAMESPACE; empty: all)\n"
     "  --metrics-address ADDR   host:port for /metrics (default 0.0.0.0:9464)\n"
     "  --proc-root DIR          the host's /proc (default /proc)\n"
     "  --log-level LEVEL        debug, info, warn or error (default info)\n"
@@ -55,6 +57,7 @@ struct Args {
   std::string kubeconfig;
   std::string node_name;
   std::string ns;
+  std::string watch_namespace;
   std::string metrics_address = "0.0.0.0:9464";
   std::string proc_root = "/proc";
   std::string log_level = "info";
@@ -69,6 +72,7 @@ std::optional<Args> parse_args(int argc, char** argv, int& exit_code) {
   Args a;
   a.node_name = env("NODE_NAME");
   a.ns = env("POD_NAMESPACE");
+  a.watch_namespace = env("SONDE_WATCH_NAMESPACE");
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -79,6 +83,7 @@ std::optional<Args> parse_args(int argc, char** argv, int& exit_code) {
     std::string* target = arg == "--kubeconfig"        ? &a.kubeconfig
                           : arg == "--node-name"       ? &a.node_name
                           : arg == "--namespace"       ? &a.ns
+                          : arg == "--watch-namespace" ? &a.watch_namespace
                           : arg == "--metrics-address" ? &a.metrics_address
                           : arg == "--proc-root"       ? &a.proc_root
                           : arg == "--log-level"       ? &a.log_level
@@ -147,7 +152,7 @@ int cluster_main(int argc, char** argv) {
   PolicySelector selector([&runtime_ptr] {
     if (AgentRuntime* r = runtime_ptr.load()) r->request_reselect();
   });
-  kube::Informer policies(client, kube::kProfilingPolicies, {});
+  kube::Informer policies(client, kube::kProfilingPolicies, {.ns = args->watch_namespace});
   kube::Informer pods(client, kube::kPods, {.field_selector = "spec.nodeName=" + args->node_name},
                       trim_pod);
   policies.add_handlers(selector.policy_handlers());
@@ -155,7 +160,10 @@ int cluster_main(int argc, char** argv) {
 
   StopSignals stop;
   log::info("starting in-cluster mode",
-            {{"node", args->node_name}, {"namespace", ns}, {"server", server}});
+            {{"node", args->node_name},
+             {"namespace", ns},
+             {"policy_namespace", args->watch_namespace.empty() ? "(all)" : args->watch_namespace},
+             {"server", server}});
   policies.start();
   pods.start();
   const auto deadline = StopSignals::Clock::now() + kSyncTimeout;
@@ -186,8 +194,7 @@ int cluster_main(int argc, char** argv) {
 
   const AgentFacts facts = read_agent_facts();
   NodeReportWriter writer(report_client, args->node_name, ns, [&] {
-    return report_status(
-        facts, build_policy_reports(selector.policies(), rt.outcomes(), rt.event_loop_samples()));
+    return report_status(facts, build_policy_reports(selector.policies(), rt.outcomes()));
   });
   kube::StopSignal writer_stop;
   std::thread writer_thread([&] { writer.run(writer_stop); });

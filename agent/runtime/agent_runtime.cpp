@@ -508,10 +508,6 @@ std::vector<ProcessOutcome> AgentRuntime::outcomes() const {
   return out;
 }
 
-std::vector<EventLoopMonitor::Sample> AgentRuntime::event_loop_samples() {
-  return impl_->monitor ? impl_->monitor->samples() : std::vector<EventLoopMonitor::Sample>{};
-}
-
 int AgentRuntime::metrics_port() const {
   return impl_->server->port();
 }
