@@ -3,8 +3,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <ctime>
 #include <map>
 #include <optional>
 
@@ -59,20 +57,6 @@ void add_container_problem(std::map<std::string, crd::PolicyProblem>& problems,
   } else if (symbols) {
     add_problem(problems, "SymbolsNotFound", c, symbols->message);
   }
-}
-
-// RFC 3339 with microseconds (metav1.MicroTime).
-std::string micro_time(kube::WallTime time) {
-  const auto since_epoch = time.time_since_epoch();
-  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(since_epoch - seconds);
-  const std::time_t t = seconds.count();
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[48];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  (void)std::snprintf(buf + n, sizeof buf - n, ".%06lldZ", static_cast<long long>(micros.count()));
-  return buf;
 }
 
 }  // namespace
@@ -138,25 +122,6 @@ crd::NodeReportStatus report_status(const AgentFacts& facts,
                                .policies = std::move(entries)};
   crd::bound_report(status);
   return status;
-}
-
-Json node_lease_object(const std::string& node, const std::string& ns, const std::string& node_uid,
-                       kube::Duration lease_duration, kube::WallTime renewed) {
-  Json metadata = {{"name", crd::node_lease_name(node)},
-                   {"namespace", ns},
-                   {"labels", {{crd::kNodeLeaseLabel, "true"}}}};
-  if (!node_uid.empty()) {
-    metadata["ownerReferences"] =
-        Json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node_uid}}});
-  }
-  return {{"apiVersion", kube::kLeases.api_version()},
-          {"kind", "Lease"},
-          {"metadata", std::move(metadata)},
-          {"spec",
-           {{"holderIdentity", node},
-            {"leaseDurationSeconds",
-             std::chrono::duration_cast<std::chrono::seconds>(lease_duration).count()},
-            {"renewTime", micro_time(renewed)}}}};
 }
 
 NodeReportWriter::NodeReportWriter(kube::ApiClient& client, std::string node, std::string ns,
@@ -239,7 +204,7 @@ Status NodeReportWriter::renew_lease() {
   learn_node_uid();
   RETURN_IF_ERROR(
       put(kube::kLeases, crd::node_lease_name(node_),
-          node_lease_object(node_, ns_, node_uid_, options_.lease_duration, clock_.wall_now()),
+          crd::node_lease_object(node_, ns_, node_uid_, options_.lease_duration, clock_.wall_now()),
           lease_rv_));
   ++lease_renewals_;
   return ok_status();

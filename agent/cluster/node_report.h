@@ -43,11 +43,6 @@ AgentFacts read_agent_facts();
 // The status to write: the facts and entries, bounded (crd::bound_report()).
 crd::NodeReportStatus report_status(const AgentFacts& facts, std::vector<crd::PolicyEntry> entries);
 
-// The node Lease object renewed at `renewed` (MicroTime, as the kubelet writes it).
-kube::Json node_lease_object(const std::string& node, const std::string& ns,
-                             const std::string& node_uid, kube::Duration lease_duration,
-                             kube::WallTime renewed);
-
 struct ReportWriterOptions {
   // How often the status is rebuilt and compared with the last one written.
   kube::Duration poll = std::chrono::seconds(1);

@@ -1,7 +1,9 @@
 #include "common/crd/node_report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "common/kube/sonde_resources.h"
 #include "common/text.h"
@@ -148,6 +150,28 @@ Result<PolicyEntry> parse_entry(const Json& json, const std::string& at) {
   return e;
 }
 
+// Reports and Leases go when their Node goes (a namespaced object may be owned by a
+// cluster-scoped one).
+void set_node_owner(Json& metadata, const std::string& node, const std::string& node_uid) {
+  if (node_uid.empty()) return;
+  metadata["ownerReferences"] =
+      Json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node_uid}}});
+}
+
+// RFC 3339 with microseconds (metav1.MicroTime).
+std::string micro_time(kube::WallTime time) {
+  const auto since_epoch = time.time_since_epoch();
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(since_epoch - seconds);
+  const std::time_t t = seconds.count();
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[48];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  (void)std::snprintf(buf + n, sizeof buf - n, ".%06lldZ", static_cast<long long>(micros.count()));
+  return buf;
+}
+
 }  // namespace
 
 Json to_json(const NodeReportStatus& status) {
@@ -212,10 +236,7 @@ std::string report_node(const Json& report) {
 Json report_object(const std::string& node, const std::string& ns, const std::string& node_uid,
                    const NodeReportStatus& status) {
   Json metadata = {{"name", node}, {"namespace", ns}};
-  if (!node_uid.empty()) {
-    metadata["ownerReferences"] =
-        Json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node_uid}}});
-  }
+  set_node_owner(metadata, node, node_uid);
   return {{"apiVersion", kube::kProfilingNodeReports.api_version()},
           {"kind", "ProfilingNodeReport"},
           {"metadata", std::move(metadata)},
@@ -277,6 +298,21 @@ void bound_report(NodeReportStatus& status, size_t max_bytes) {
 
 std::string node_lease_name(const std::string& node) {
   return "sonde-node-" + node;
+}
+
+Json node_lease_object(const std::string& node, const std::string& ns, const std::string& node_uid,
+                       kube::Duration lease_duration, kube::WallTime renewed) {
+  Json metadata = {
+      {"name", node_lease_name(node)}, {"namespace", ns}, {"labels", {{kNodeLeaseLabel, "true"}}}};
+  set_node_owner(metadata, node, node_uid);
+  return {{"apiVersion", kube::kLeases.api_version()},
+          {"kind", "Lease"},
+          {"metadata", std::move(metadata)},
+          {"spec",
+           {{"holderIdentity", node},
+            {"leaseDurationSeconds",
+             std::chrono::duration_cast<std::chrono::seconds>(lease_duration).count()},
+            {"renewTime", micro_time(renewed)}}}};
 }
 
 }  // namespace sonde::crd

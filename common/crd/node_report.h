@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/kube/clock.h"
 #include "common/kube/resource.h"
 #include "common/result.h"
 
@@ -34,14 +35,13 @@ inline constexpr size_t kMaxReportBytes = 1024 * 1024;
 inline constexpr size_t kMaxProblemMessage = 512;
 inline constexpr size_t kMaxPodName = 253;
 inline constexpr size_t kMaxContainerName = 63;
-inline constexpr size_t kMaxUid = 36;            // Kubernetes uids are UUIDs
+inline constexpr size_t kMaxUid = 36;          // Kubernetes uids are UUIDs
 inline constexpr int64_t kMaxCount = 1000000;  // pods, processes, containers per node
 
 // Why selected containers are not (fully) instrumented. kInvalidSpec: the agent cannot apply
 // the policy's spec (e.g. an agent older than the CRD); the message says why.
-inline constexpr const char* kProblemReasons[] = {"SymbolsNotFound", "LimitExceeded",
-                                                  "KernelUnsupported", "Conflicting",
-                                                  "InvalidSpec"};
+inline constexpr const char* kProblemReasons[] = {
+    "SymbolsNotFound", "LimitExceeded", "KernelUnsupported", "Conflicting", "InvalidSpec"};
 inline constexpr const char* kInvalidSpec = "InvalidSpec";
 
 // The containers of one reason: how many, and one of them as an example (pod, container,
@@ -60,9 +60,9 @@ struct PolicyProblem {
 struct PolicyEntry {
   std::string uid;
   int64_t observed_generation = 0;
-  int64_t matched_pods = 0;       // pods on this node the policy selects
-  int64_t instrumented_pods = 0;  // of those, pods with every selected container instrumented
-  int64_t nodejs_processes = 0;   // Node.js main threads instrumented
+  int64_t matched_pods = 0;             // pods on this node the policy selects
+  int64_t instrumented_pods = 0;        // of those, pods with every selected container instrumented
+  int64_t nodejs_processes = 0;         // Node.js main threads instrumented
   std::vector<PolicyProblem> problems;  // at most one per reason
   bool operator==(const PolicyEntry&) const = default;
 };
@@ -100,5 +100,9 @@ void bound_report(NodeReportStatus& status, size_t max_bytes = kMaxReportBytes);
 std::string node_lease_name(const std::string& node);
 // The label that marks node Leases, for the operator's watch.
 inline constexpr const char* kNodeLeaseLabel = "sonde.dev/node-lease";
+// The Lease object renewed at `renewed` (MicroTime, as the kubelet writes it); `node_uid`
+// empty leaves out the ownerReference to the Node.
+Json node_lease_object(const std::string& node, const std::string& ns, const std::string& node_uid,
+                       kube::Duration lease_duration, kube::WallTime renewed);
 
 }  // namespace sonde::crd

@@ -77,13 +77,14 @@ Result<LabelSelector> parse_selector(const Json& json, const std::string& at) {
     } else if (op_text == "DoesNotExist") {
       r.op = LabelRequirement::Op::kDoesNotExist;
     } else {
-      return Error(e_at + ".operator: must be In, NotIn, Exists or DoesNotExist, got \"" +
-                   op_text + "\"");
+      return Error(e_at + ".operator: must be In, NotIn, Exists or DoesNotExist, got \"" + op_text +
+                   "\"");
     }
     if (const Json* values = field(e, "values")) {
       ASSIGN_OR_RETURN(r.values, strings(*values, e_at + ".values", SIZE_MAX));
     }
-    const bool set_based = r.op == LabelRequirement::Op::kIn || r.op == LabelRequirement::Op::kNotIn;
+    const bool set_based =
+        r.op == LabelRequirement::Op::kIn || r.op == LabelRequirement::Op::kNotIn;
     if (set_based && r.values.empty()) {
       return Error(e_at + ".values: required for operator " + op_text);
     }
@@ -108,8 +109,9 @@ Result<PodSelection> parse_selection(const Json& json, const std::string& at) {
         kind != nullptr && kind->is_string() ? kind->get<std::string>() : "";
     if (std::find(std::begin(kWorkloadKinds), std::end(kWorkloadKinds), kind_text) ==
         std::end(kWorkloadKinds)) {
-      return Error(at + ".workload.kind: must be Deployment, StatefulSet, DaemonSet, ReplicaSet, "
-                        "Job or CronJob, got \"" +
+      return Error(at +
+                   ".workload.kind: must be Deployment, StatefulSet, DaemonSet, ReplicaSet, "
+                   "Job or CronJob, got \"" +
                    kind_text + "\"");
     }
     const Json* name = field(*workload, "name");
@@ -226,9 +228,8 @@ Result<PolicySpec> parse_policy_spec(const Json& json) {
     }
   }
   if (const Json* cpu = field(*inst, "cpu")) {
-    ASSIGN_OR_RETURN(const int64_t hz,
-                     integer_in(*cpu, "frequencyHz", CpuProfiling{}.frequency_hz, 1, 1000,
-                                "spec.instrumentations.cpu"));
+    ASSIGN_OR_RETURN(const int64_t hz, integer_in(*cpu, "frequencyHz", CpuProfiling{}.frequency_hz,
+                                                  1, 1000, "spec.instrumentations.cpu"));
     spec.instrumentations.cpu = CpuProfiling{hz};
   }
   spec.instrumentations.nodejs_event_loop = field(*inst, "nodejsEventLoop") != nullptr;

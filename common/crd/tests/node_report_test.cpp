@@ -9,13 +9,14 @@ namespace {
 
 NodeReportStatus sample() {
   NodeReportStatus s{.agent_version = "0.1.0", .kernel_release = "6.1.0", .btf = true};
-  s.policies.push_back({.uid = "b-uid",
-                        .observed_generation = 3,
-                        .matched_pods = 4,
-                        .instrumented_pods = 3,
-                        .nodejs_processes = 3,
-                        .problems = {{"SymbolsNotFound", 1, "web-1", "app", "uv__io_poll not found"},
-                                     {"LimitExceeded", 2, "web-2", "app", "over the limit"}}});
+  s.policies.push_back(
+      {.uid = "b-uid",
+       .observed_generation = 3,
+       .matched_pods = 4,
+       .instrumented_pods = 3,
+       .nodejs_processes = 3,
+       .problems = {{"SymbolsNotFound", 1, "web-1", "app", "uv__io_poll not found"},
+                    {"LimitExceeded", 2, "web-2", "app", "over the limit"}}});
   s.policies.push_back({.uid = "a-uid", .observed_generation = 1});
   return s;
 }
@@ -47,7 +48,8 @@ TEST(NodeReportTest, AnEntryThatSelectsNothingIsOnlyItsUidAndGeneration) {
 }
 
 TEST(NodeReportTest, ParseErrorsNameTheField) {
-  auto no_uid = parse_node_report_status(Json::parse(R"({"policies": [{"observedGeneration": 1}]})"));
+  auto no_uid =
+      parse_node_report_status(Json::parse(R"({"policies": [{"observedGeneration": 1}]})"));
   ASSERT_FALSE(no_uid.ok());
   EXPECT_EQ(no_uid.error().message(), "status.policies[0].uid: required");
   auto reason = parse_node_report_status(Json::parse(
@@ -55,9 +57,11 @@ TEST(NodeReportTest, ParseErrorsNameTheField) {
   ASSERT_FALSE(reason.ok());
   EXPECT_EQ(reason.error().message(), "status.policies[0].problems[0].reason: unknown \"Oops\"");
   EXPECT_FALSE(parse_node_report_status(Json::parse(R"({"policies": {}})")).ok());
-  EXPECT_FALSE(parse_node_report_status(
-                   Json::parse(R"({"policies": [{"uid": "u", "observedGeneration": 1, "matchedPods": -1}]})"))
-                   .ok());
+  EXPECT_FALSE(
+      parse_node_report_status(
+          Json::parse(
+              R"({"policies": [{"uid": "u", "observedGeneration": 1, "matchedPods": -1}]})"))
+          .ok());
 }
 
 TEST(NodeReportTest, BoundingSortsByUidAndKeepsAFittingReportWhole) {
@@ -92,9 +96,8 @@ TEST(NodeReportTest, BoundingCutsExamplesThenCountsFromTheLastEntries) {
 // and its fixed part alone leaves room to spare under etcd's 1.5 MiB.
 TEST(NodeReportTest, TheLargestPossibleReportStaysUnderTheBudget) {
   constexpr int64_t kBig = std::numeric_limits<int64_t>::max();
-  NodeReportStatus s{.agent_version = std::string(256, 'v'),
-                     .kernel_release = std::string(256, 'k'),
-                     .btf = true};
+  NodeReportStatus s{
+      .agent_version = std::string(256, 'v'), .kernel_release = std::string(256, 'k'), .btf = true};
   for (size_t i = 0; i < kMaxReportPolicies + 7; ++i) {
     PolicyEntry e{.uid = std::string(kMaxUid - 8, 'u') + std::to_string(10000000 + i),
                   .observed_generation = kBig,
@@ -129,6 +132,17 @@ TEST(NodeReportTest, ReportObjectCarriesTheNodeAndItsOwner) {
   EXPECT_EQ(o["kind"], "ProfilingNodeReport");
   EXPECT_FALSE(report_object("node-a", "ns", "", sample())["metadata"].contains("ownerReferences"));
   EXPECT_EQ(node_lease_name("node-a"), "sonde-node-node-a");
+}
+
+TEST(NodeReportTest, TheNodeLeaseHasTheKubeletsShape) {
+  const auto lease = node_lease_object("node-a", "sonde-system", "nuid", std::chrono::seconds(40),
+                                       kube::WallTime(std::chrono::microseconds(1795942800123456)));
+  EXPECT_EQ(lease["metadata"]["name"], "sonde-node-node-a");
+  EXPECT_EQ(lease["metadata"]["labels"]["sonde.dev/node-lease"], "true");
+  EXPECT_EQ(lease["metadata"]["ownerReferences"][0]["uid"], "nuid");
+  EXPECT_EQ(lease["spec"]["holderIdentity"], "node-a");
+  EXPECT_EQ(lease["spec"]["leaseDurationSeconds"], 40);
+  EXPECT_EQ(lease["spec"]["renewTime"], "2026-11-29T09:00:00.123456Z");
 }
 
 }  // namespace

@@ -79,7 +79,8 @@ TEST(ProfilingPolicyTest, ErrorsNameTheFieldAtFault) {
   auto hz = parse_policy_spec(Json::parse(
       R"({"targets": [{"selector": {}}], "instrumentations": {"cpu": {"frequencyHz": 5000}}})"));
   ASSERT_FALSE(hz.ok());
-  EXPECT_EQ(hz.error().message(), "spec.instrumentations.cpu.frequencyHz: must be 1..1000, got 5000");
+  EXPECT_EQ(hz.error().message(),
+            "spec.instrumentations.cpu.frequencyHz: must be 1..1000, got 5000");
   EXPECT_FALSE(parse_policy_spec(Json()).ok());
 }
 

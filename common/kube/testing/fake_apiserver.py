@@ -37,7 +37,8 @@ Test control (JSON bodies), never part of the Kubernetes API:
 Custom resources whose CRD is in --crds (default: the repository's crds/) are handled as the
 real server handles them (crd_schema.py): unknown fields are pruned, defaults applied, and a
 create or update that violates the OpenAPI schema or a CEL rule is answered 422 Invalid.
-  GET  /_fake/requests       the request log; DELETE clears it
+  GET  /_fake/requests       the request log (method, path, query, status, userAgent, bytes of
+                             the request body, time); DELETE clears it
   GET  /_fake/watches        number of open watches
 """
 
@@ -316,7 +317,7 @@ class Handler(BaseHTTPRequestHandler):
                 "method": self.command, "path": url.path,
                 "query": {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()},
                 "status": code, "userAgent": self.headers.get("User-Agent", ""),
-                "time": time.time()})
+                "bytes": int(self.headers.get("Content-Length") or 0), "time": time.time()})
 
     def drop(self):
         self.close_connection = True
