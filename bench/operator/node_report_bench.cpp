@@ -45,8 +45,8 @@ struct Node {
 };
 
 struct Totals {
-  size_t report_writes = 0, lease_writes = 0, report_bytes = 0, lease_bytes = 0,
-         largest_report = 0, other_writes = 0;
+  size_t report_writes = 0, lease_writes = 0, report_bytes = 0, lease_bytes = 0, largest_report = 0,
+         other_writes = 0;
 };
 
 Totals totals(kube::testing::FakeApiServer& fake) {
@@ -91,9 +91,10 @@ int main(int argc, char** argv) {
   const int pods_per_node = argc > 3 ? std::atoi(argv[3]) : 20;
   const int seconds = argc > 4 ? std::atoi(argv[4]) : 60;
   const int churn_nodes = argc > 5 ? std::atoi(argv[5]) : 20;
-  std::printf("%d nodes x %d policies, %d selected pods per node, %d s per phase, churn %d "
-              "nodes/s + 1 policy edit per 10 s\n",
-              nodes, policies, pods_per_node, seconds, churn_nodes);
+  std::printf(
+      "%d nodes x %d policies, %d selected pods per node, %d s per phase, churn %d "
+      "nodes/s + 1 policy edit per 10 s\n",
+      nodes, policies, pods_per_node, seconds, churn_nodes);
 
   kube::testing::FakeApiServer fake;
   fake.control("crds", {{"enforce", false}});
@@ -120,7 +121,8 @@ int main(int argc, char** argv) {
   // The Nodes, so that reports and Leases carry their ownerReference as in a cluster.
   const kube::ResourceType nodes_type{"", "v1", "nodes", false};
   for (int n = 0; n < nodes; ++n) {
-    if (!client.create(nodes_type, "", {{"metadata", {{"name", "node-" + std::to_string(n)}}}}).ok()) {
+    if (!client.create(nodes_type, "", {{"metadata", {{"name", "node-" + std::to_string(n)}}}})
+             .ok()) {
       std::fprintf(stderr, "cannot create node-%d\n", n);
       return 1;
     }
@@ -158,14 +160,17 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, n] { writers[n]->run(stop); });
   }
   auto all_written = [&] {
-    return std::all_of(writers.begin(), writers.end(), [](const auto& w) { return w->writes() > 0; });
+    return std::all_of(writers.begin(), writers.end(),
+                       [](const auto& w) { return w->writes() > 0; });
   };
   while (!all_written()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const double startup = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double startup =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   Totals first = totals(fake);
-  std::printf("start-up: every node wrote its report in %.1f s (%zu report writes, %zu B, "
-              "largest %zu B)\n",
-              startup, first.report_writes, first.report_bytes, first.largest_report);
+  std::printf(
+      "start-up: every node wrote its report in %.1f s (%zu report writes, %zu B, "
+      "largest %zu B)\n",
+      startup, first.report_writes, first.report_bytes, first.largest_report);
 
   // Steady state: nothing changes.
   std::this_thread::sleep_for(std::chrono::seconds(12));  // past the first min_interval
