@@ -130,12 +130,14 @@ kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPo
   "metadata": {"name": "api", "namespace": "shop"},
   "spec": {"targets": [{"selector": {"matchLabels": {"app": "api"}}}],
            "instrumentations": {"goTLS": {}}}}' >/dev/null
-# A node whose agent stopped reporting long ago.
+# A node whose agent stopped renewing its node Lease long ago.
 kube POST "/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports" \
   '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingNodeReport",
     "metadata": {"name": "gone-node", "namespace": "'"$report_ns"'"},
-    "spec": {"nodeName": "gone-node"},
-    "status": {"heartbeatTime": "2020-01-01T00:00:00Z", "policies": []}}' >/dev/null
+    "spec": {"nodeName": "gone-node"}, "status": {"policies": []}}' >/dev/null
+kube POST "/apis/coordination.k8s.io/v1/namespaces/$report_ns/leases" \
+  '{"metadata": {"name": "sonde-node-gone-node", "labels": {"sonde.dev/node-lease": "true"}},
+    "spec": {"holderIdentity": "gone-node", "renewTime": "2020-01-01T00:00:00.000000Z"}}' >/dev/null
 
 # --- the agent, the operator, Prometheus
 agent_port="$(free_port)" op_port="$(free_port)" prom_port="$(free_port)"

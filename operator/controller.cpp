@@ -1,5 +1,6 @@
 #include "operator/controller.h"
 
+#include <set>
 #include <thread>
 
 #include "common/log.h"
@@ -20,10 +21,14 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
       queue_(clock),
       events_(client_, "sonde-operator", options_.identity, clock_),
       index_(
-          [this](const std::vector<std::string>& keys, bool nodes_changed) {
-            // A node coming or going changes every policy's "nodes reporting" denominator.
-            if (nodes_changed) enqueue_all_policies();
-            for (const auto& key : keys) queue_.add(key);
+          [this](const std::vector<std::string>& uids, bool nodes_changed) {
+            // A node coming, going or turning stale changes every policy's "nodes reporting"
+            // denominator.
+            if (nodes_changed) {
+              enqueue_all_policies();
+              return;
+            }
+            enqueue_policies_with_uids(uids);
           },
           options_.report_ttl, clock_) {
   kube::ReflectorOptions policy_options = options_.reflector;
@@ -38,6 +43,22 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
   report_options.page_size = std::min<int64_t>(report_options.page_size, 10);
   reports_ = std::make_unique<kube::Reflector>(client_, kProfilingNodeReports, report_options,
                                                index_, clock_);
+  kube::ReflectorOptions lease_options = options_.reflector;
+  lease_options.ns = options_.report_namespace;
+  lease_options.label_selector = crd::kNodeLeaseLabel;
+  leases_ = std::make_unique<kube::Informer>(client_, kube::kLeases, lease_options,
+                                             kube::Transform{}, clock_);
+  auto heartbeat = [this](const ObjectPtr& lease) {
+    const Json spec = lease->value("spec", Json::object());
+    const std::string node = spec.value("holderIdentity", "");
+    if (!node.empty()) index_.set_heartbeat(node, parse_rfc3339(spec.value("renewTime", "")));
+  };
+  leases_->add_handlers(
+      {heartbeat, [heartbeat](const ObjectPtr&, const ObjectPtr& o) { heartbeat(o); },
+       [this](const ObjectPtr& lease) {
+         const std::string node = lease->value("spec", Json::object()).value("holderIdentity", "");
+         if (!node.empty()) index_.set_heartbeat(node, std::nullopt);
+       }});
 
   auto enqueue = [this](const ObjectPtr& o) { queue_.add(kube::key_of(*o)); };
   policies_->add_handlers(
@@ -53,21 +74,26 @@ Controller::~Controller() {
   queue_.shut_down();
   reports_stop_.stop();
   if (reports_thread_.joinable()) reports_thread_.join();
+  leases_->stop();
   policies_->stop();
 }
 
 void Controller::start() {
   reports_thread_ = std::thread([this] { reports_->run(reports_stop_); });
+  leases_->start();
   policies_->start();
 }
 
 bool Controller::synced() const {
-  return policies_->has_synced() && index_.synced();
+  return policies_->has_synced() && leases_->has_synced() && index_.synced();
 }
 
 bool Controller::wait_for_sync(kube::Duration timeout) const {
   const auto deadline = clock_.now() + timeout;
   if (!index_.wait_for_sync(timeout)) return false;
+  if (!leases_->wait_for_sync(std::max(kube::Duration::zero(), deadline - clock_.now()))) {
+    return false;
+  }
   return policies_->wait_for_sync(std::max(kube::Duration::zero(), deadline - clock_.now()));
 }
 
@@ -75,10 +101,20 @@ void Controller::enqueue_all_policies() {
   for (const auto& policy : policies_->list()) queue_.add(kube::key_of(*policy));
 }
 
+void Controller::enqueue_policies_with_uids(const std::vector<std::string>& uids) {
+  if (uids.empty()) return;
+  // Entries name policies by uid; the queue works on namespace/name keys. An entry whose
+  // policy is gone (or not listed yet) maps to nothing: the policy's own event enqueues it.
+  const std::set<std::string> wanted(uids.begin(), uids.end());
+  for (const auto& policy : policies_->list()) {
+    if (wanted.count(kube::uid_of(*policy)) != 0) queue_.add(kube::key_of(*policy));
+  }
+}
+
 Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
   const ObjectPtr policy = policies_->get(key);
   if (policy == nullptr) return Outcome::kDeleted;
-  std::vector<NodeEntry> entries = index_.entries_for(key);
+  std::vector<NodeEntry> entries = index_.entries_for(kube::uid_of(*policy));
   size_t stale = 0;
   if (options_.report_ttl > kube::Duration::zero()) {
     const auto stale_nodes = index_.stale_nodes(clock_.wall_now() - options_.report_ttl);
@@ -178,7 +214,7 @@ std::vector<PolicySeries> Controller::policy_series() const {
     PolicySeries s;
     s.ns = kube::namespace_of(*policy);
     s.name = kube::name_of(*policy);
-    for (const auto& [node, entry] : index_.entries_for(kube::key_of(*policy))) {
+    for (const auto& [node, entry, cut] : index_.entries_for(kube::uid_of(*policy))) {
       s.matched_pods += static_cast<double>(entry.matched_pods);
       s.instrumented_pods += static_cast<double>(entry.instrumented_pods);
       s.nodejs_processes += static_cast<double>(entry.nodejs_processes);

@@ -1,7 +1,8 @@
 // Controller: turns ProfilingPolicies and ProfilingNodeReports into policy status.
 //
 // An informer caches policies (in one namespace or all); a reflector keeps a compact
-// ReportIndex of the agents' node reports (in the operator's namespace). Both put the keys of
+// ReportIndex of the agents' node reports (in the operator's namespace) and an informer the
+// agents' node Leases there, whose renewTime says which nodes are stale. Both put the keys of
 // affected policies on a WorkQueue. Workers — started only while this replica leads — reconcile one
 // policy at a time (the queue never hands the same key to two workers): compute its status from the
 // cached policy and its report entries, and PUT /status only when it differs from what the
@@ -36,9 +37,10 @@ struct ControllerOptions {
   std::string policy_namespace;  // empty: every namespace
   std::string report_namespace;  // where agents write their ProfilingNodeReports
   int workers = 2;
-  // A node report whose heartbeat is older than this is not trusted (its agent may be gone):
-  // its entries are ignored and the policy is not Ready. Zero disables the check. Policies are
-  // re-evaluated every report_ttl / 4 so reports going stale are noticed without an event.
+  // A node whose agent has not renewed its node Lease for this long is not trusted (the agent
+  // may be gone): its entries are ignored and the policy is not Ready. Zero disables the
+  // check. Policies are re-evaluated every report_ttl / 4 so Leases going stale are noticed
+  // without an event.
   kube::Duration report_ttl = std::chrono::minutes(3);
   kube::ReflectorOptions reflector;  // selectors/namespace fields are filled in per informer
   // A worker busy with one policy for longer than this is stuck: health_problem() says so.
@@ -76,6 +78,7 @@ class Controller {
  private:
   void enqueue_all_policies();
   void process(int worker, const std::string& key);
+  void enqueue_policies_with_uids(const std::vector<std::string>& uids);
 
   kube::ApiClient& client_;
   const ControllerOptions options_;
@@ -88,6 +91,7 @@ class Controller {
   std::map<int, std::pair<std::string, kube::SteadyTime>> busy_;  // worker -> key, since
   ReportIndex index_;
   std::unique_ptr<kube::Informer> policies_;
+  std::unique_ptr<kube::Informer> leases_;  // the agents' node Leases: liveness
   std::unique_ptr<kube::Reflector> reports_;
   kube::StopSignal reports_stop_;
   std::thread reports_thread_;

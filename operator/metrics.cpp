@@ -67,11 +67,12 @@ class OperatorMetrics::PolicyCollector final : public prometheus::Collectable {
     prometheus::ClientMetric count;
     count.gauge.value = nodes.reports;
     reports.metric.push_back(std::move(count));
-    prometheus::MetricFamily stale{"sonde_node_report_stale",
-                                   "1 for each node whose report's heartbeat is older than the "
-                                   "report TTL (its agent may be gone)",
-                                   prometheus::MetricType::Gauge,
-                                   {}};
+    prometheus::MetricFamily stale{
+        "sonde_node_report_stale",
+        "1 for each node whose agent's node Lease was renewed longer ago than the "
+        "report TTL (its agent may be gone)",
+        prometheus::MetricType::Gauge,
+        {}};
     for (const auto& node : nodes.stale_nodes) {
       prometheus::ClientMetric m;
       m.label = {{"node", node}};

@@ -12,7 +12,7 @@
 // increase. Policy-level blocked time is aggregated in PromQL from the agents' per-container
 // counters joined with their sonde_policy_selection info series (the chart's recording rules).
 // Node reports, also from the leader: sonde_node_reports (how many) and
-// sonde_node_report_stale{node} 1 for each node whose report's heartbeat is older than the
+// sonde_node_report_stale{node} 1 for each node whose node Lease was renewed longer ago than the
 // report TTL (its agent may be gone; the chart's SondeNodeReportStale alert).
 //
 // Thread-safe.

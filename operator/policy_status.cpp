@@ -4,35 +4,12 @@
 #include <ctime>
 #include <map>
 
+#include "common/crd/profiling_policy.h"
+
 namespace sonde::op {
 namespace {
 
 using kube::Json;
-
-Status validate_selector(const Json& selector, const std::string& where) {
-  if (!selector.is_object()) return Error(where + ": must be an object");
-  if (selector.contains("matchLabels") && !selector["matchLabels"].is_object()) {
-    return Error(where + ".matchLabels: must be a map of strings");
-  }
-  if (!selector.contains("matchExpressions")) return ok_status();
-  const Json& expressions = selector["matchExpressions"];
-  if (!expressions.is_array()) return Error(where + ".matchExpressions: must be a list");
-  for (size_t i = 0; i < expressions.size(); ++i) {
-    const std::string at = where + ".matchExpressions[" + std::to_string(i) + "]";
-    const Json& e = expressions[i];
-    const std::string op = e.value("operator", "");
-    const bool has_values = e.contains("values") && e["values"].is_array() && !e["values"].empty();
-    if (e.value("key", "").empty()) return Error(at + ".key: required");
-    if (op == "In" || op == "NotIn") {
-      if (!has_values) return Error(at + ".values: required for operator " + op);
-    } else if (op == "Exists" || op == "DoesNotExist") {
-      if (has_values) return Error(at + ".values: must be empty for operator " + op);
-    } else {
-      return Error(at + ".operator: must be In, NotIn, Exists or DoesNotExist, got \"" + op + "\"");
-    }
-  }
-  return ok_status();
-}
 
 int severity(const std::string& reason) {
   static const std::map<std::string, int> kSeverity = {
@@ -73,76 +50,68 @@ std::string format_rfc3339(kube::WallTime t) {
   return buf;
 }
 
-Status validate_policy_spec(const Json& spec) {
-  if (!spec.is_object()) return Error("spec: required");
-  const Json targets = spec.value("targets", Json::array());
-  if (!targets.is_array() || targets.empty()) return Error("spec.targets: at least one target");
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const std::string at = "spec.targets[" + std::to_string(i) + "]";
-    if (!targets[i].is_object()) return Error(at + ": must be an object");
-    if (!targets[i].contains("selector") && !targets[i].contains("workload")) {
-      return Error(at + ": needs a selector or a workload");
-    }
-    if (targets[i].contains("selector")) {
-      RETURN_IF_ERROR(validate_selector(targets[i]["selector"], at + ".selector"));
-    }
-  }
-  const Json excludes = spec.value("excludes", Json::array());
-  for (size_t i = 0; excludes.is_array() && i < excludes.size(); ++i) {
-    if (excludes[i].is_object() && excludes[i].contains("selector")) {
-      RETURN_IF_ERROR(validate_selector(excludes[i]["selector"],
-                                        "spec.excludes[" + std::to_string(i) + "].selector"));
-    }
-  }
-  const Json inst = spec.value("instrumentations", Json::object());
-  if (!inst.is_object() ||
-      (!inst.contains("cpu") && !inst.contains("nodejsEventLoop") && !inst.contains("goTLS"))) {
-    return Error("spec.instrumentations: at least one of cpu, nodejsEventLoop, goTLS");
-  }
-  if (inst.contains("cpu")) {
-    const Json& cpu = inst["cpu"];
-    const int64_t hz = cpu.is_object() ? cpu.value("frequencyHz", int64_t{49}) : 0;
-    if (hz < 1 || hz > 1000) {
-      return Error("spec.instrumentations.cpu.frequencyHz: must be 1..1000, got " +
-                   std::to_string(hz));
-    }
-  }
-  return ok_status();
-}
-
 Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, size_t nodes_total,
                     size_t stale_nodes, const std::string& now) {
   const int64_t generation = kube::generation_of(policy);
   const Json previous = policy.value("status", Json::object());
-  const Status valid = validate_policy_spec(policy.value("spec", Json()));
+  const auto spec = crd::parse_policy_spec(policy.value("spec", Json()));
 
   int64_t matched = 0, instrumented = 0, nodejs = 0, current = 0;
   std::map<std::string, int64_t> reason_counts;
   std::vector<std::string> examples;
-  for (const auto& [node, entry] : entries) {
+  std::vector<std::string> rejections;  // nodes whose agent cannot apply this generation
+  bool cut = false;
+  for (const auto& [node, entry, report_cut] : entries) {
     if (entry.observed_generation != generation) continue;  // stale: not counted
     ++current;
     matched += entry.matched_pods;
     instrumented += entry.instrumented_pods;
     nodejs += entry.nodejs_processes;
+    cut = cut || report_cut;
     for (const auto& p : entry.problems) {
-      const std::string reason = p.reason.empty() ? "Unknown" : p.reason;
-      ++reason_counts[reason];
-      if (examples.size() < kMaxPodsInMessage) {
-        examples.push_back((p.pod.empty() ? "?" : p.pod) + "/" +
-                           (p.container.empty() ? "?" : p.container) + " on " + node + ": " +
-                           (p.message.empty() ? reason : p.message));
+      if (p.reason == crd::kInvalidSpec) {
+        rejections.push_back(node + ": " + p.message);
+        continue;
+      }
+      reason_counts[p.reason] += p.count;
+      if (examples.size() < kMaxPodsInMessage && !p.pod.empty()) {
+        examples.push_back(p.pod + "/" + (p.container.empty() ? "?" : p.container) + " on " + node +
+                           ": " + (p.message.empty() ? p.reason : p.message));
       }
     }
   }
 
+  std::string rejected;
+  for (size_t i = 0; i < rejections.size() && i < kMaxPodsInMessage; ++i) {
+    rejected += (i ? "; " : "") + rejections[i];
+  }
+  if (rejections.size() > kMaxPodsInMessage) {
+    rejected += " (and " + std::to_string(rejections.size() - kMaxPodsInMessage) + " more nodes)";
+  }
   Json conditions = Json::array();
-  conditions.push_back(
-      condition(previous, "Accepted", valid.ok(), valid.ok() ? "Valid" : "InvalidSpec",
-                valid.ok() ? "spec is valid" : valid.error().message(), generation, now));
-  if (!valid.ok()) {
+  if (!spec.ok()) {
+    conditions.push_back(condition(previous, "Accepted", false, "InvalidSpec",
+                                   spec.error().message(), generation, now));
+  } else if (!rejections.empty()) {
+    conditions.push_back(
+        condition(previous, "Accepted", false, "RejectedByAgents",
+                  std::to_string(rejections.size()) +
+                      (rejections.size() == 1 ? " node's agent" : " nodes' agents") +
+                      " cannot apply the spec: " + rejected,
+                  generation, now));
+  } else {
+    conditions.push_back(
+        condition(previous, "Accepted", true, "Valid", "spec is valid", generation, now));
+  }
+  if (!spec.ok() || !rejections.empty()) {
     conditions.push_back(condition(previous, "Ready", false, "InvalidSpec",
                                    "the spec is not accepted", generation, now));
+  } else if (spec->suspend) {
+    conditions.push_back(condition(
+        previous, "Ready", false, "Suspended",
+        "spec.suspend is true: no pod is instrumented; " + std::to_string(current) + " of " +
+            std::to_string(nodes_total) + " nodes report generation " + std::to_string(generation),
+        generation, now));
   } else if (stale_nodes > 0) {
     conditions.push_back(
         condition(previous, "Ready", false, "StaleNodeReports",
@@ -177,11 +146,15 @@ Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, s
     std::string message;
     for (const auto& [reason, count] : ranked) {
       if (!message.empty()) message += ", ";
-      message += reason + ": " + std::to_string(count) + (count == 1 ? " pod" : " pods");
+      message +=
+          reason + ": " + std::to_string(count) + (count == 1 ? " container" : " containers");
     }
-    message += " (";
-    for (size_t i = 0; i < examples.size(); ++i) message += (i ? "; " : "") + examples[i];
-    message += ")";
+    if (!examples.empty()) {
+      message += " (";
+      for (size_t i = 0; i < examples.size(); ++i) message += (i ? "; " : "") + examples[i];
+      message += ")";
+    }
+    if (cut) message += "; some node reports left problems out to stay within their size limit";
     conditions.push_back(
         condition(previous, "Degraded", true, ranked.front().first, message, generation, now));
   }
@@ -192,7 +165,6 @@ Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, s
           {"nodejsProcesses", nodejs},
           {"nodesReporting", current},
           {"nodes", static_cast<int64_t>(nodes_total)},
-          {"staleNodes", static_cast<int64_t>(stale_nodes)},
           {"staleNodes", static_cast<int64_t>(stale_nodes)},
           {"conditions", conditions}};
 }

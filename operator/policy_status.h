@@ -2,17 +2,18 @@
 // Pure functions (no I/O): the reconciler calls them, tests call them directly.
 //
 // Conditions (metav1.Condition shape):
-//  - Accepted: the spec is usable (False/InvalidSpec names the field at fault). The CRD's
-//    schema and CEL rules reject most mistakes at admission; this catches what they cannot
-//    (label selector operators and values).
+//  - Accepted: the spec is usable. False/InvalidSpec names the field at fault (crd::
+//    parse_policy_spec(), the validator the agents use too, which agrees with the CRD's
+//    schema); False/RejectedByAgents names the nodes whose agents report that they cannot
+//    apply this generation (an InvalidSpec problem: e.g. an agent older than the CRD).
 //  - Ready: every node with an agent reports the policy's current generation
 //    (True/AllNodesReporting; False/WaitingForNodes, NoAgents, StaleNodeReports — some
-//    agent's report has no recent heartbeat, so that node is not known to be covered — or
-//    InvalidSpec).
+//    agent's node Lease is not renewed, so that node is not known to be covered —
+//    InvalidSpec, or Suspended when spec.suspend is set).
 //  - Degraded: some selected pod could not be (fully) instrumented. The reason is the most
-//    frequent problem reason across nodes, ties broken by severity KernelUnsupported >
-//    LimitExceeded > SymbolsNotFound > Conflicting; the message counts each reason and names a
-//    few pods. False/AsExpected otherwise.
+//    frequent problem reason across nodes (counted in containers), ties broken by severity
+//    KernelUnsupported > LimitExceeded > SymbolsNotFound > Conflicting; the message counts each
+//    reason and names a few pods. False/AsExpected otherwise.
 // lastTransitionTime is carried over from the previous status while a condition's status
 // stays the same, so an unchanged world yields a byte-identical status (and no write).
 #pragma once
@@ -22,15 +23,12 @@
 
 #include "common/kube/clock.h"
 #include "common/kube/resource.h"
-#include "common/result.h"
 #include "operator/report_index.h"
 
 namespace sonde::op {
 
 // Problems named in a message, at most; the counts cover all of them.
 inline constexpr size_t kMaxPodsInMessage = 3;
-
-Status validate_policy_spec(const kube::Json& spec);
 
 // `entries` and `nodes_total` cover nodes with a current report; `stale_nodes` counts those
 // whose report is too old to trust (their entries are not passed). `now`: RFC 3339 time for

@@ -3,45 +3,11 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/log.h"
+
 namespace sonde::op {
 
 using kube::Json;
-
-namespace {
-
-int64_t integer(const Json& o, const char* field) {
-  auto it = o.find(field);
-  return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
-
-std::string text(const Json& o, const char* field) {
-  auto it = o.find(field);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-}  // namespace
-
-EntrySummary summarize_entry(const Json& entry) {
-  EntrySummary s;
-  if (!entry.is_object()) return s;
-  s.observed_generation = integer(entry, "observedGeneration");
-  s.matched_pods = integer(entry, "matchedPods");
-  s.instrumented_pods = integer(entry, "instrumentedPods");
-  s.nodejs_processes = integer(entry, "nodejsProcesses");
-  auto blocked = entry.find("eventLoopBlockedSecondsTotal");
-  if (blocked != entry.end() && blocked->is_number()) {
-    s.event_loop_blocked_seconds = blocked->get<double>();
-  }
-  auto problems = entry.find("problems");
-  if (problems != entry.end() && problems->is_array()) {
-    for (const auto& p : *problems) {
-      if (!p.is_object()) continue;
-      s.problems.push_back(
-          {text(p, "reason"), text(p, "pod"), text(p, "container"), text(p, "message")});
-    }
-  }
-  return s;
-}
 
 std::optional<kube::WallTime> parse_rfc3339(const std::string& text) {
   std::tm tm{};
@@ -66,81 +32,71 @@ std::optional<kube::WallTime> parse_rfc3339(const std::string& text) {
   return std::chrono::system_clock::from_time_t(timegm(&tm) - offset);
 }
 
-std::string ReportIndex::node_of(const Json& report) {
-  auto spec = report.find("spec");
-  if (spec != report.end() && spec->is_object()) {
-    const std::string node = text(*spec, "nodeName");
-    if (!node.empty()) return node;
-  }
-  return kube::name_of(report);
-}
-
-ReportIndex::Listed ReportIndex::digest(const Json& report) {
-  Listed listed;
-  listed.resource_version = kube::resource_version_of(report);
-  listed.entries = entries_of(report);
+ReportIndex::Node ReportIndex::digest(const Json& report) {
+  Node node;
+  node.resource_version = kube::resource_version_of(report);
   auto status = report.find("status");
-  if (status != report.end() && status->is_object()) {
-    listed.heartbeat = parse_rfc3339(text(*status, "heartbeatTime"));
+  if (status == report.end()) return node;
+  auto parsed = crd::parse_node_report_status(*status);
+  if (!parsed.ok()) {
+    node.unreadable = parsed.error().message();  // logged by set_node_locked()
+    return node;
   }
-  return listed;
+  node.cut = parsed->problems_cut > 0;
+  for (auto& e : parsed->policies) {
+    std::string uid = e.uid;
+    node.entries.emplace(std::move(uid), std::move(e));
+  }
+  return node;
 }
 
-std::map<std::string, EntrySummary> ReportIndex::entries_of(const Json& report) {
-  std::map<std::string, EntrySummary> entries;
-  auto status = report.find("status");
-  if (status == report.end() || !status->is_object()) return entries;
-  auto policies = status->find("policies");
-  if (policies == status->end() || !policies->is_array()) return entries;
-  for (const auto& entry : *policies) {
-    if (!entry.is_object()) continue;
-    const std::string ns = text(entry, "namespace");
-    const std::string name = text(entry, "name");
-    if (ns.empty() || name.empty()) continue;
-    entries[kube::make_key(ns, name)] = summarize_entry(entry);
-  }
-  return entries;
+bool ReportIndex::stale_locked(const std::string& node, kube::WallTime cutoff) const {
+  auto hb = heartbeats_.find(node);
+  return hb == heartbeats_.end() || hb->second < cutoff;
 }
 
-void ReportIndex::set_node_locked(const std::string& node, Listed* listed,
+void ReportIndex::set_node_locked(const std::string& name, Node* node,
                                   std::vector<std::string>& changed, bool& nodes_changed) {
-  auto it = by_node_.find(node);
+  if (node == nullptr || node->unreadable.empty()) {
+    unreadable_warned_.erase(name);
+  } else if (std::string& last = unreadable_warned_[name]; last != node->unreadable) {
+    last = node->unreadable;
+    log::warn("node report unreadable; counting the node without entries",
+              {{"node", name}, {"error", node->unreadable}});
+  }
+  auto it = by_node_.find(name);
   if (it == by_node_.end()) {
-    if (listed == nullptr) return;
+    if (node == nullptr) return;
     nodes_changed = true;
-    it = by_node_.emplace(node, Node{}).first;
-  } else if (listed != nullptr && it->second.resource_version == listed->resource_version) {
+    it = by_node_.emplace(name, Node{}).first;
+  } else if (node != nullptr && it->second.resource_version == node->resource_version) {
     return;  // the same report version again (relist): nothing changed
   }
   auto& old = it->second.entries;
-  for (const auto& [key, entry] : old) {
-    if (listed == nullptr || listed->entries.count(key) == 0) {
-      changed.push_back(key);
-      auto nodes = by_policy_.find(key);
-      nodes->second.erase(node);
+  for (const auto& [uid, entry] : old) {
+    if (node == nullptr || node->entries.count(uid) == 0) {
+      changed.push_back(uid);
+      auto nodes = by_policy_.find(uid);
+      nodes->second.erase(name);
       if (nodes->second.empty()) by_policy_.erase(nodes);
     }
   }
-  if (listed == nullptr) {
+  if (node == nullptr) {
     by_node_.erase(it);
     nodes_changed = true;
     return;
   }
-  for (const auto& [key, entry] : listed->entries) {
-    auto prev = old.find(key);
-    if (prev == old.end() || !(prev->second == entry)) changed.push_back(key);
-    by_policy_[key].insert(node);
+  const bool cut_changed = it->second.cut != node->cut;
+  for (const auto& [uid, entry] : node->entries) {
+    auto prev = old.find(uid);
+    if (cut_changed || prev == old.end() || !(prev->second == entry)) changed.push_back(uid);
+    by_policy_[uid].insert(name);
   }
-  old = std::move(listed->entries);
-  it->second.resource_version = listed->resource_version;
-  if (ttl_ > kube::Duration::zero()) {
-    const kube::WallTime cutoff = clock_.wall_now() - ttl_;
-    const auto& before = it->second.heartbeat;
-    const bool was_stale = before && *before < cutoff;
-    const bool is_stale = listed->heartbeat && *listed->heartbeat < cutoff;
-    if (was_stale != is_stale) nodes_changed = true;
-  }
-  it->second.heartbeat = listed->heartbeat;
+  it->second = std::move(*node);
+}
+
+void ReportIndex::notify(const std::vector<std::string>& changed, bool nodes_changed) const {
+  if (on_change_ && (nodes_changed || !changed.empty())) on_change_(changed, nodes_changed);
 }
 
 void ReportIndex::begin_list() {
@@ -148,7 +104,7 @@ void ReportIndex::begin_list() {
 }
 
 void ReportIndex::list_item(Json item) {
-  listing_[node_of(item)] = digest(item);
+  listing_[crd::report_node(item)] = digest(item);
 }
 
 void ReportIndex::end_list(const std::string& /*resource_version*/) {
@@ -166,7 +122,7 @@ void ReportIndex::end_list(const std::string& /*resource_version*/) {
   }
   listing_.clear();
   synced_cv_.notify_all();
-  if (on_change_ && (nodes_changed || !changed.empty())) on_change_(changed, nodes_changed);
+  notify(changed, nodes_changed);
 }
 
 void ReportIndex::replace(std::vector<Json> items, const std::string& resource_version) {
@@ -180,15 +136,32 @@ void ReportIndex::apply(kube::WatchEvent::Type type, Json object) {
   bool nodes_changed = false;
   {
     std::lock_guard lock(mu_);
-    const std::string node = node_of(object);
+    const std::string node = crd::report_node(object);
     if (type == kube::WatchEvent::Type::kDeleted) {
       set_node_locked(node, nullptr, changed, nodes_changed);
     } else {
-      Listed listed = digest(object);
-      set_node_locked(node, &listed, changed, nodes_changed);
+      Node digested = digest(object);
+      set_node_locked(node, &digested, changed, nodes_changed);
     }
   }
-  if (on_change_ && (nodes_changed || !changed.empty())) on_change_(changed, nodes_changed);
+  notify(changed, nodes_changed);
+}
+
+void ReportIndex::set_heartbeat(const std::string& node, std::optional<kube::WallTime> renewed) {
+  bool nodes_changed = false;
+  {
+    std::lock_guard lock(mu_);
+    const kube::WallTime cutoff = clock_.wall_now() - ttl_;
+    const bool was_stale = stale_locked(node, cutoff);
+    if (renewed) {
+      heartbeats_[node] = *renewed;
+    } else {
+      heartbeats_.erase(node);
+    }
+    nodes_changed = ttl_ > kube::Duration::zero() && by_node_.count(node) != 0 &&
+                    was_stale != stale_locked(node, cutoff);
+  }
+  notify({}, nodes_changed);
 }
 
 bool ReportIndex::synced() const {
@@ -201,13 +174,14 @@ bool ReportIndex::wait_for_sync(kube::Duration timeout) const {
   return synced_cv_.wait_for(lock, timeout, [this] { return synced_; });
 }
 
-std::vector<NodeEntry> ReportIndex::entries_for(const std::string& policy_key) const {
+std::vector<NodeEntry> ReportIndex::entries_for(const std::string& policy_uid) const {
   std::lock_guard lock(mu_);
   std::vector<NodeEntry> out;
-  auto it = by_policy_.find(policy_key);
+  auto it = by_policy_.find(policy_uid);
   if (it == by_policy_.end()) return out;
   for (const std::string& node : it->second) {
-    out.push_back({node, by_node_.at(node).entries.at(policy_key)});
+    const Node& n = by_node_.at(node);
+    out.push_back({node, n.entries.at(policy_uid), n.cut});
   }
   return out;
 }
@@ -216,7 +190,7 @@ std::set<std::string> ReportIndex::stale_nodes(kube::WallTime cutoff) const {
   std::lock_guard lock(mu_);
   std::set<std::string> out;
   for (const auto& [node, state] : by_node_) {
-    if (state.heartbeat && *state.heartbeat < cutoff) out.insert(node);
+    if (stale_locked(node, cutoff)) out.insert(node);
   }
   return out;
 }

@@ -40,6 +40,7 @@ struct Args {
   std::string kubeconfig;
   std::string node_name;
   std::string ns;
+  std::string watch_namespace;
   AgentFlags agent;
   PyroscopeConfig pyroscope;
 };
@@ -57,9 +58,13 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
   app.add_option("--node-name", a.node_name, "this node (default $NODE_NAME)")
       ->envname("NODE_NAME");
   app.add_option("--namespace", a.ns,
-                 "where the node report is written, sonde's namespace (default $POD_NAMESPACE, "
-                 "then the kubeconfig's namespace)")
+                 "where the node report and Lease are written, sonde's namespace (default "
+                 "$POD_NAMESPACE, then the kubeconfig's namespace)")
       ->envname("POD_NAMESPACE");
+  app.add_option("--watch-namespace", a.watch_namespace,
+                 "watch ProfilingPolicies in this namespace only, as the operator does when "
+                 "scoped (default $SONDE_WATCH_NAMESPACE; empty: all)")
+      ->envname("SONDE_WATCH_NAMESPACE");
   add_agent_flags(app, a.agent, "0.0.0.0:9464", "info");
   app.add_option("--pyroscope-url", a.pyroscope.url,
                  "also push each sampled container's CPU profile to this Pyroscope ingest "
@@ -127,7 +132,7 @@ int cluster_main(int argc, char** argv) {
   PolicySelector selector([&runtime_ptr] {
     if (AgentRuntime* r = runtime_ptr.load()) r->request_reselect();
   });
-  kube::Informer policies(client, kube::kProfilingPolicies, {});
+  kube::Informer policies(client, kube::kProfilingPolicies, {.ns = args->watch_namespace});
   kube::Informer pods(client, kube::kPods, {.field_selector = "spec.nodeName=" + args->node_name},
                       trim_pod);
   policies.add_handlers(selector.policy_handlers());
@@ -135,7 +140,10 @@ int cluster_main(int argc, char** argv) {
 
   StopSignals stop;
   log::info("starting in-cluster mode",
-            {{"node", args->node_name}, {"namespace", ns}, {"server", server}});
+            {{"node", args->node_name},
+             {"namespace", ns},
+             {"policy_namespace", args->watch_namespace.empty() ? "(all)" : args->watch_namespace},
+             {"server", server}});
   policies.start();
   pods.start();
   const auto deadline = StopSignals::Clock::now() + kSyncTimeout;
@@ -173,8 +181,7 @@ int cluster_main(int argc, char** argv) {
 
   const AgentFacts facts = read_agent_facts();
   NodeReportWriter writer(report_client, args->node_name, ns, [&] {
-    return report_status(
-        facts, build_policy_reports(selector.policies(), rt.outcomes(), rt.event_loop_samples()));
+    return report_status(facts, build_policy_reports(selector.policies(), rt.outcomes()));
   });
   kube::StopSignal writer_stop;
   std::thread writer_thread([&] { writer.run(writer_stop); });

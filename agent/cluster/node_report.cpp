@@ -3,8 +3,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <ctime>
 #include <map>
+#include <optional>
 
 #include "common/kube/backoff.h"
 #include "common/kube/sonde_resources.h"
@@ -20,19 +20,29 @@ using State = ProcessOutcome::State;
 
 const kube::ResourceType kNodes{"", "v1", "nodes", false};
 
-// Write attempts per write() when the report keeps changing under us (409) or vanishes (404).
+constexpr auto kNodeUidRetry = std::chrono::minutes(5);
+
+// Write attempts per put() when the object keeps changing under us (409) or vanishes (404).
 constexpr int kMaxWriteAttempts = 5;
 
 // Messages carry paths from processes: valid UTF-8 (the report is JSON), cut at a character.
 std::string bounded(const std::string& message) {
-  return valid_utf8(message, kMaxProblemMessage);
+  return valid_utf8(message, crd::kMaxProblemMessage);
 }
 
-// The problem a container none of whose processes has a requested instrumentation live
-// reports, if any: the kernel refusing the probes outranks missing symbols.
-std::optional<ReportProblem> container_problem(const PolicyState& policy,
-                                               const SelectedContainer& c,
-                                               const std::vector<const ProcessOutcome*>& procs) {
+// Adds one container to its reason's problem: counted, and the example if it is the first.
+void add_problem(std::map<std::string, crd::PolicyProblem>& problems, const std::string& reason,
+                 const SelectedContainer& c, const std::string& message) {
+  auto [it, inserted] = problems.try_emplace(reason);
+  if (inserted) it->second = {reason, 0, c.pod, c.container, bounded(message)};
+  ++it->second.count;
+}
+
+// The problem of a container none of whose processes has a requested instrumentation live,
+// if any: the kernel refusing the probes outranks missing symbols.
+void add_container_problem(std::map<std::string, crd::PolicyProblem>& problems,
+                           const PolicyState& policy, const SelectedContainer& c,
+                           const std::vector<const ProcessOutcome*>& procs) {
   const ProcessOutcome* symbols = nullptr;
   const ProcessOutcome* kernel = nullptr;
   for (const ProcessOutcome* o : procs) {
@@ -43,42 +53,38 @@ std::optional<ReportProblem> container_problem(const PolicyState& policy,
       if (s == State::kSymbolsNotFound && !symbols) symbols = o;
     }
   }
-  if (kernel)
-    return ReportProblem{"KernelUnsupported", c.pod, c.container, bounded(kernel->message)};
-  if (symbols) {
-    return ReportProblem{"SymbolsNotFound", c.pod, c.container, bounded(symbols->message)};
+  if (kernel) {
+    add_problem(problems, "KernelUnsupported", c, kernel->message);
+  } else if (symbols) {
+    add_problem(problems, "SymbolsNotFound", c, symbols->message);
   }
-  return std::nullopt;
-}
-
-Json without_blocked_seconds(Json status) {
-  if (auto it = status.find("policies"); it != status.end() && it->is_array()) {
-    for (auto& entry : *it) entry.erase("eventLoopBlockedSecondsTotal");
-  }
-  return status;
 }
 
 }  // namespace
 
-std::vector<PolicyReport> build_policy_reports(
-    const std::vector<PolicyState>& policies, const std::vector<ProcessOutcome>& outcomes,
-    const std::vector<EventLoopMonitor::Sample>& samples) {
+std::vector<crd::PolicyEntry> build_policy_reports(const std::vector<PolicyState>& policies,
+                                                   const std::vector<ProcessOutcome>& outcomes) {
   std::map<std::string, std::vector<const ProcessOutcome*>> by_container;
   for (const auto& o : outcomes) {
     if (!o.container_id.empty()) by_container[o.container_id].push_back(&o);
   }
-  std::map<ContainerLabels, double> blocked;
-  for (const auto& s : samples) blocked[s.labels] += s.blocked_seconds;
 
-  std::vector<PolicyReport> reports;
+  std::vector<crd::PolicyEntry> reports;
   reports.reserve(policies.size());
   for (const auto& policy : policies) {
-    PolicyReport r{.ns = policy.ns,
-                   .name = policy.name,
-                   .uid = policy.uid,
-                   .observed_generation = policy.generation,
-                   .matched_pods = static_cast<int64_t>(policy.matched_pods.size()),
-                   .problems = policy.problems};
+    crd::PolicyEntry r{.uid = policy.id.uid,
+                       .observed_generation = policy.id.generation,
+                       .matched_pods = static_cast<int64_t>(policy.matched_pods.size())};
+    std::map<std::string, crd::PolicyProblem> problems;
+    if (!policy.invalid.empty()) {
+      problems[crd::kInvalidSpec] = {crd::kInvalidSpec, 1, "", "", bounded(policy.invalid)};
+    }
+    for (const auto& c : policy.over_limit) {
+      add_problem(problems, "LimitExceeded", c,
+                  "not instrumented: the policy selects more containers on this node than "
+                  "limits.maxTargetsPerNode (" +
+                      std::to_string(policy.max_targets_per_node) + ")");
+    }
     std::map<std::string, bool> pod_instrumented;  // pods with a container within the limit
     for (const auto& c : policy.containers) {
       static const std::vector<const ProcessOutcome*> kNone;
@@ -91,20 +97,12 @@ std::vector<PolicyReport> build_policy_reports(
         live = live || nodejs || (policy.go_tls && o->go_tls == State::kInstrumented) ||
                (policy.cpu && o->cpu == State::kInstrumented);
       }
-      if (!live) {
-        auto problem = container_problem(policy, c, procs);
-        if (problem && r.problems.size() < kMaxProblemsPerPolicy) {
-          r.problems.push_back(std::move(*problem));
-        }
-      }
+      if (!live) add_container_problem(problems, policy, c, procs);
       auto [pod, inserted] = pod_instrumented.try_emplace(c.pod, live);
       if (!inserted) pod->second = pod->second && live;
-      if (policy.nodejs_event_loop) {
-        auto b = blocked.find(ContainerLabels{policy.ns, c.pod, c.container});
-        if (b != blocked.end()) r.event_loop_blocked_seconds += b->second;
-      }
     }
     for (const auto& [pod, ok] : pod_instrumented) r.instrumented_pods += ok ? 1 : 0;
+    for (auto& [reason, problem] : problems) r.problems.push_back(std::move(problem));
     reports.push_back(std::move(r));
   }
   return reports;
@@ -118,53 +116,14 @@ AgentFacts read_agent_facts() {
   return facts;
 }
 
-Json report_status(const AgentFacts& facts, const std::vector<PolicyReport>& reports) {
-  Json policies = Json::array();
-  for (const auto& r : reports) {
-    Json problems = Json::array();
-    for (const auto& p : r.problems) {
-      problems.push_back({{"reason", p.reason},
-                          {"pod", p.pod},
-                          {"container", p.container},
-                          {"message", p.message}});
-    }
-    Json entry = {{"namespace", r.ns},
-                  {"name", r.name},
-                  {"observedGeneration", r.observed_generation},
-                  {"matchedPods", r.matched_pods},
-                  {"instrumentedPods", r.instrumented_pods},
-                  {"nodejsProcesses", r.nodejs_processes},
-                  {"eventLoopBlockedSecondsTotal", r.event_loop_blocked_seconds},
-                  {"problems", std::move(problems)}};
-    if (!r.uid.empty()) entry["uid"] = r.uid;
-    policies.push_back(std::move(entry));
-  }
-  return {{"agentVersion", facts.agent_version},
-          {"kernel", {{"release", facts.kernel_release}, {"btf", facts.btf}}},
-          {"policies", std::move(policies)}};
-}
-
-Json report_object(const std::string& node, const std::string& ns, const std::string& node_uid,
-                   Json status) {
-  Json metadata = {{"name", node}, {"namespace", ns}};
-  if (!node_uid.empty()) {
-    metadata["ownerReferences"] =
-        Json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node_uid}}});
-  }
-  return {{"apiVersion", kube::kProfilingNodeReports.api_version()},
-          {"kind", "ProfilingNodeReport"},
-          {"metadata", std::move(metadata)},
-          {"spec", {{"nodeName", node}}},
-          {"status", std::move(status)}};
-}
-
-std::string rfc3339(kube::WallTime time) {
-  const std::time_t t = std::chrono::system_clock::to_time_t(time);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  (void)std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+crd::NodeReportStatus report_status(const AgentFacts& facts,
+                                    std::vector<crd::PolicyEntry> entries) {
+  crd::NodeReportStatus status{.agent_version = facts.agent_version,
+                               .kernel_release = facts.kernel_release,
+                               .btf = facts.btf,
+                               .policies = std::move(entries)};
+  crd::bound_report(status);
+  return status;
 }
 
 NodeReportWriter::NodeReportWriter(kube::ApiClient& client, std::string node, std::string ns,
@@ -178,6 +137,12 @@ NodeReportWriter::NodeReportWriter(kube::ApiClient& client, std::string node, st
       clock_(clock) {}
 
 void NodeReportWriter::learn_node_uid() {
+  // Asked again at most every few minutes: an agent that may not read Nodes must not add a
+  // GET to every Lease renewal.
+  const auto now = clock_.now();
+  if (!node_uid_.empty() || (node_uid_asked_ && now - node_uid_asked_at_ < kNodeUidRetry)) return;
+  node_uid_asked_ = true;
+  node_uid_asked_at_ = now;
   auto node = client_.get(kNodes, "", node_);
   if (node.ok()) {
     node_uid_ = kube::uid_of(*node);
@@ -186,77 +151,105 @@ void NodeReportWriter::learn_node_uid() {
   // Without the uid the report simply has no owner: it outlives a deleted node until the
   // next agent on a node of that name rewrites it.
   if (!node_uid_warned_) {
-    log::warn("cannot read this node: the report gets no ownerReference",
+    log::warn("cannot read this node: the report and Lease get no ownerReference",
               {{"node", node_}, {"error", node.error().message()}});
     node_uid_warned_ = true;
   }
 }
 
-Status NodeReportWriter::write(const Json& status) {
-  if (node_uid_.empty()) learn_node_uid();
-  Json object = report_object(node_, ns_, node_uid_, status);
-  object["status"]["heartbeatTime"] = rfc3339(clock_.wall_now());
+Status NodeReportWriter::put(const kube::ResourceType& type, const std::string& name, Json object,
+                             std::string& rv) {
+  const std::string what = type.plural + " " + ns_ + "/" + name;
   for (int attempt = 0; attempt < kMaxWriteAttempts; ++attempt) {
-    if (resource_version_.empty()) {
-      auto current = client_.get(kube::kProfilingNodeReports, ns_, node_);
+    if (rv.empty()) {
+      auto current = client_.get(type, ns_, name);
       if (current.ok()) {
-        resource_version_ = kube::resource_version_of(*current);
+        rv = kube::resource_version_of(*current);
       } else if (kube::is_not_found(current.error())) {
         object["metadata"].erase("resourceVersion");
-        auto created = client_.create(kube::kProfilingNodeReports, ns_, object);
+        auto created = client_.create(type, ns_, object);
         if (created.ok()) {
-          resource_version_ = kube::resource_version_of(*created);
-          ++writes_;
+          rv = kube::resource_version_of(*created);
           return ok_status();
         }
         if (kube::is_conflict(created.error())) continue;  // created meanwhile: read it
-        return created.error().wrap("create node report " + ns_ + "/" + node_);
+        return created.error().wrap("create " + what);
       } else {
-        return current.error().wrap("read node report " + ns_ + "/" + node_);
+        return current.error().wrap("read " + what);
       }
     }
-    object["metadata"]["resourceVersion"] = resource_version_;
-    auto replaced = client_.replace(kube::kProfilingNodeReports, ns_, node_, object);
+    object["metadata"]["resourceVersion"] = rv;
+    auto replaced = client_.replace(type, ns_, name, object);
     if (replaced.ok()) {
-      resource_version_ = kube::resource_version_of(*replaced);
-      ++writes_;
+      rv = kube::resource_version_of(*replaced);
       return ok_status();
     }
     // 409: someone else wrote it since we read it; 404: it was deleted. Read again.
     if (!kube::is_conflict(replaced.error()) && !kube::is_not_found(replaced.error())) {
-      return replaced.error().wrap("replace node report " + ns_ + "/" + node_);
+      return replaced.error().wrap("replace " + what);
     }
-    resource_version_.clear();
+    rv.clear();
   }
-  return Error("node report " + ns_ + "/" + node_ + " changed under every one of " +
-               std::to_string(kMaxWriteAttempts) + " writes");
+  return Error(what + " changed under every one of " + std::to_string(kMaxWriteAttempts) +
+               " writes");
+}
+
+Status NodeReportWriter::write(const crd::NodeReportStatus& status) {
+  learn_node_uid();
+  RETURN_IF_ERROR(put(kube::kProfilingNodeReports, node_,
+                      crd::report_object(node_, ns_, node_uid_, status), report_rv_));
+  ++writes_;
+  return ok_status();
+}
+
+Status NodeReportWriter::renew_lease() {
+  learn_node_uid();
+  RETURN_IF_ERROR(
+      put(kube::kLeases, crd::node_lease_name(node_),
+          crd::node_lease_object(node_, ns_, node_uid_, options_.lease_duration, clock_.wall_now()),
+          lease_rv_));
+  ++lease_renewals_;
+  return ok_status();
 }
 
 void NodeReportWriter::run(kube::StopSignal& stop) {
-  kube::Backoff backoff({std::chrono::seconds(1), std::chrono::seconds(30), 2.0, 1.0});
-  Json last;  // the status last written, without heartbeat; null before the first write
-  kube::SteadyTime last_write{};
-  kube::SteadyTime next_attempt = clock_.now();
-  while (!stop.stopped()) {
-    Json status = source_();
-    const auto now = clock_.now();
-    bool due = last.is_null() || now - last_write >= options_.heartbeat;
-    if (!due && status != last) {
-      due = without_blocked_seconds(status) != without_blocked_seconds(last) ||
-            now - last_write >= options_.blocked_seconds_refresh;
+  // One backoff per object: a report the server refuses must not starve the Lease.
+  struct Task {
+    kube::Backoff backoff{{std::chrono::seconds(1), std::chrono::seconds(30), 2.0, 1.0}};
+    kube::SteadyTime next_attempt{};
+    bool retry(kube::SteadyTime now, const Status& st, const char* what) {
+      if (st.ok()) {
+        backoff.reset();
+        return true;
+      }
+      auto delay = backoff.next();
+      log::warn(
+          std::string("cannot write the ") + what + "; retrying",
+          {{"error", st.error().message()},
+           {"retry_in_ms", std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()}});
+      next_attempt = now + delay;
+      return false;
     }
-    if (due && now >= next_attempt) {
-      if (auto st = write(status); st.ok()) {
+  };
+  Task report, lease;
+  std::optional<crd::NodeReportStatus> last;  // the status last written
+  kube::SteadyTime last_write{};
+  kube::SteadyTime last_renewal{};
+  bool renewed = false;
+  while (!stop.stopped()) {
+    const auto now = clock_.now();
+    if ((!renewed || now - last_renewal >= options_.renew_interval) && now >= lease.next_attempt) {
+      if (lease.retry(now, renew_lease(), "node Lease")) {
+        last_renewal = now;
+        renewed = true;
+      }
+    }
+    crd::NodeReportStatus status = source_();
+    const bool due = !last || (status != *last && now - last_write >= options_.min_interval);
+    if (due && now >= report.next_attempt) {
+      if (report.retry(now, write(status), "node report")) {
         last = std::move(status);
         last_write = now;
-        backoff.reset();
-      } else {
-        auto delay = backoff.next();
-        log::warn("cannot write the node report; retrying",
-                  {{"error", st.error().message()},
-                   {"retry_in_ms",
-                    std::chrono::duration_cast<std::chrono::milliseconds>(delay).count()}});
-        next_attempt = now + delay;
       }
     }
     if (!stop.sleep_for(clock_, options_.poll)) break;

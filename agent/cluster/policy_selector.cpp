@@ -21,15 +21,6 @@ std::string text(const Json& object, std::string_view key) {
   return v && v->is_string() ? v->get<std::string>() : "";
 }
 
-std::vector<std::string> strings(const Json* array) {
-  std::vector<std::string> out;
-  if (!array || !array->is_array()) return out;
-  for (const auto& v : *array) {
-    if (v.is_string()) out.push_back(v.get<std::string>());
-  }
-  return out;
-}
-
 std::map<std::string, std::string> string_map(const Json* object) {
   std::map<std::string, std::string> out;
   if (!object || !object->is_object()) return out;
@@ -39,65 +30,19 @@ std::map<std::string, std::string> string_map(const Json* object) {
   return out;
 }
 
-bool contains(const std::vector<std::string>& list, const std::string& value) {
-  return std::find(list.begin(), list.end(), value) != list.end();
-}
-
 bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// Parses one targets[]/excludes[] entry; an error names what the agent cannot apply.
-Result<PodSelection> parse_selection(const Json& entry) {
-  PodSelection s;
-  if (const Json* selector = field(entry, "selector")) {
-    if (!selector->is_object()) return Error("selector is not an object");
-    s.has_selector = true;
-    s.match_labels = string_map(field(*selector, "matchLabels"));
-    if (const Json* exprs = field(*selector, "matchExpressions"); exprs && exprs->is_array()) {
-      for (const auto& e : *exprs) {
-        LabelRequirement r;
-        r.key = text(e, "key");
-        const std::string op = text(e, "operator");
-        if (op == "In") {
-          r.op = LabelRequirement::Op::kIn;
-        } else if (op == "NotIn") {
-          r.op = LabelRequirement::Op::kNotIn;
-        } else if (op == "Exists") {
-          r.op = LabelRequirement::Op::kExists;
-        } else if (op == "DoesNotExist") {
-          r.op = LabelRequirement::Op::kDoesNotExist;
-        } else {
-          return Error("matchExpressions operator '" + op + "' is not In, NotIn, Exists or " +
-                       "DoesNotExist");
-        }
-        r.values = strings(field(e, "values"));
-        s.match_expressions.push_back(std::move(r));
-      }
-    }
+bool selection_covers(const crd::PodSelection& s, const PodInfo& pod,
+                      const std::string& container) {
+  if (!s.containers.empty() &&
+      std::find(s.containers.begin(), s.containers.end(), container) == s.containers.end()) {
+    return false;
   }
-  if (const Json* workload = field(entry, "workload")) {
-    s.workload_kind = text(*workload, "kind");
-    s.workload_name = text(*workload, "name");
-    if (s.workload_kind.empty() || s.workload_name.empty()) {
-      return Error("workload needs a kind and a name");
-    }
-  }
-  if (!s.has_selector && s.workload_kind.empty())
-    return Error("a target needs a selector or a workload");
-  s.containers = strings(field(entry, "containers"));
-  return s;
-}
-
-bool selection_matches_pod(const PodSelection& s, const PodInfo& pod) {
-  if (s.has_selector && !matches_labels(s, pod.labels)) return false;
-  if (!s.workload_kind.empty() && !matches_workload(s, pod)) return false;
+  if (s.selector && !s.selector->matches(pod.labels)) return false;
+  if (s.workload && !matches_workload(*s.workload, pod)) return false;
   return true;
-}
-
-bool selection_covers(const PodSelection& s, const PodInfo& pod, const std::string& container) {
-  return (s.containers.empty() || contains(s.containers, container)) &&
-         selection_matches_pod(s, pod);
 }
 
 // Pods whose containers have all terminated for good: nothing of theirs runs any more.
@@ -126,54 +71,14 @@ std::string container_id_from_status(std::string_view id) {
   return out;
 }
 
-PolicySpec parse_policy(const Json& policy) {
-  PolicySpec p;
-  p.ns = kube::namespace_of(policy);
-  p.name = kube::name_of(policy);
-  p.uid = kube::uid_of(policy);
-  p.generation = kube::generation_of(policy);
+KnownPolicy parse_policy(const Json& policy) {
+  KnownPolicy p{.id = crd::policy_id(policy)};
   const Json* spec = field(policy, "spec");
-  if (!spec) {
-    p.invalid = "no spec";
-    return p;
-  }
-  auto parse_list = [&](std::string_view key, std::vector<PodSelection>& out) {
-    const Json* list = field(*spec, key);
-    if (!list || !list->is_array()) return;
-    for (const auto& entry : *list) {
-      auto s = parse_selection(entry);
-      if (!s.ok()) {
-        if (p.invalid.empty()) p.invalid = std::string(key) + ": " + s.error().message();
-        continue;
-      }
-      out.push_back(std::move(s).value());
-    }
-  };
-  parse_list("targets", p.targets);
-  parse_list("excludes", p.excludes);
-  if (p.targets.empty() && p.invalid.empty()) p.invalid = "no targets";
-  if (const Json* inst = field(*spec, "instrumentations")) {
-    p.nodejs_event_loop = field(*inst, "nodejsEventLoop") != nullptr;
-    p.go_tls = field(*inst, "goTLS") != nullptr;
-    if (const Json* cpu = field(*inst, "cpu")) {
-      p.cpu = true;
-      p.cpu_frequency_hz = kDefaultCpuFrequencyHz;
-      if (const Json* hz = field(*cpu, "frequencyHz")) {
-        const bool in_range = hz->is_number_integer() && hz->get<int64_t>() >= 1 &&
-                              hz->get<int64_t>() <= kMaxCpuFrequencyHz;
-        if (in_range) {
-          p.cpu_frequency_hz = hz->get<uint32_t>();
-        } else if (p.invalid.empty()) {
-          p.invalid = "instrumentations.cpu.frequencyHz: must be an integer within 1.." +
-                      std::to_string(kMaxCpuFrequencyHz) + ", got " + hz->dump();
-        }
-      }
-    }
-  }
-  if (const Json* limits = field(*spec, "limits")) {
-    if (const Json* max = field(*limits, "maxTargetsPerNode"); max && max->is_number_integer()) {
-      p.max_targets_per_node = max->get<int64_t>();
-    }
+  auto parsed = crd::parse_policy_spec(spec ? *spec : Json());
+  if (parsed.ok()) {
+    p.spec = std::move(parsed).value();
+  } else {
+    p.invalid = parsed.error().message();
   }
   return p;
 }
@@ -241,60 +146,35 @@ Json trim_pod(Json pod) {
   return out;
 }
 
-bool matches_labels(const PodSelection& s, const std::map<std::string, std::string>& labels) {
-  for (const auto& [k, v] : s.match_labels) {
-    auto it = labels.find(k);
-    if (it == labels.end() || it->second != v) return false;
-  }
-  for (const auto& r : s.match_expressions) {
-    auto it = labels.find(r.key);
-    const bool present = it != labels.end();
-    switch (r.op) {
-      case LabelRequirement::Op::kIn:
-        if (!present || !contains(r.values, it->second)) return false;
-        break;
-      case LabelRequirement::Op::kNotIn:
-        if (present && contains(r.values, it->second)) return false;
-        break;
-      case LabelRequirement::Op::kExists:
-        if (!present) return false;
-        break;
-      case LabelRequirement::Op::kDoesNotExist:
-        if (present) return false;
-        break;
-    }
-  }
-  return true;
-}
-
-bool matches_workload(const PodSelection& s, const PodInfo& pod) {
+bool matches_workload(const crd::WorkloadRef& w, const PodInfo& pod) {
   // Deployments and CronJobs own their pods through a ReplicaSet or Job whose name derives
   // from theirs; reading the name spares the agent a watch on every ReplicaSet and Job.
   for (const auto& o : pod.owners) {
-    if (o.kind == s.workload_kind && o.name == s.workload_name) return true;
-    if (s.workload_kind == "Deployment" && o.kind == "ReplicaSet") {
+    if (o.kind == w.kind && o.name == w.name) return true;
+    if (w.kind == "Deployment" && o.kind == "ReplicaSet") {
       auto hash = pod.labels.find("pod-template-hash");
       if (hash != pod.labels.end() && !hash->second.empty() &&
-          o.name == s.workload_name + "-" + hash->second) {
+          o.name == w.name + "-" + hash->second) {
         return true;
       }
     }
-    if (s.workload_kind == "CronJob" && o.kind == "Job" &&
-        o.name.starts_with(s.workload_name + "-") &&
-        all_digits(std::string_view(o.name).substr(s.workload_name.size() + 1))) {
+    if (w.kind == "CronJob" && o.kind == "Job" && o.name.starts_with(w.name + "-") &&
+        all_digits(std::string_view(o.name).substr(w.name.size() + 1))) {
       return true;
     }
   }
   return false;
 }
 
-std::vector<PodContainer> selected_containers(const PolicySpec& policy, const PodInfo& pod) {
+std::vector<PodContainer> selected_containers(const KnownPolicy& policy, const PodInfo& pod) {
   std::vector<PodContainer> out;
-  if (!policy.invalid.empty() || pod.ns != policy.ns || finished(pod)) return out;
+  if (!policy.spec || policy.spec->suspend || pod.ns != policy.id.ns || finished(pod)) return out;
+  const auto& targets = policy.spec->targets;
+  const auto& excludes = policy.spec->excludes;
   for (const auto& c : pod.containers) {
-    auto covers = [&](const PodSelection& s) { return selection_covers(s, pod, c.name); };
-    if (std::any_of(policy.targets.begin(), policy.targets.end(), covers) &&
-        std::none_of(policy.excludes.begin(), policy.excludes.end(), covers)) {
+    auto covers = [&](const crd::PodSelection& s) { return selection_covers(s, pod, c.name); };
+    if (std::any_of(targets.begin(), targets.end(), covers) &&
+        std::none_of(excludes.begin(), excludes.end(), covers)) {
       out.push_back(c);
     }
   }
@@ -305,7 +185,7 @@ PolicySelector::PolicySelector(std::function<void()> on_change)
     : on_change_(std::move(on_change)) {}
 
 void PolicySelector::upsert_policy(const Json& policy) {
-  PolicySpec spec = parse_policy(policy);
+  KnownPolicy spec = parse_policy(policy);
   {
     std::lock_guard lock(mu_);
     auto [it, inserted] = policies_.try_emplace(kube::key_of(policy));
@@ -384,15 +264,15 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
   if (!dirty_) return plan_;
   Plan plan;
   for (const auto& [key, policy] : policies_) {
-    PolicyState st{.ns = policy.ns,
-                   .name = policy.name,
-                   .uid = policy.uid,
-                   .generation = policy.generation,
-                   .nodejs_event_loop = policy.nodejs_event_loop,
-                   .go_tls = policy.go_tls,
-                   .cpu = policy.cpu};
-    const std::string prefix = policy.ns + "/";
-    size_t over_limit = 0;
+    PolicyState st{.id = policy.id, .invalid = policy.invalid};
+    if (policy.spec) {
+      st.nodejs_event_loop = policy.spec->instrumentations.nodejs_event_loop;
+      st.go_tls = policy.spec->instrumentations.go_tls;
+      st.cpu = policy.spec->instrumentations.cpu.has_value();
+      st.suspended = policy.spec->suspend;
+      st.max_targets_per_node = policy.spec->limits.max_targets_per_node;
+    }
+    const std::string prefix = policy.id.ns + "/";
     for (auto it = pods_.lower_bound(prefix); it != pods_.end() && it->first.starts_with(prefix);
          ++it) {
       const PodInfo& pod = it->second;
@@ -400,32 +280,27 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
       if (containers.empty()) continue;
       st.matched_pods.push_back(pod.name);
       for (auto& c : containers) {
-        if (static_cast<int64_t>(st.containers.size()) < policy.max_targets_per_node) {
-          st.containers.push_back({pod.name, c.name, c.container_id});
-          continue;
-        }
-        ++over_limit;
-        if (st.problems.size() < kMaxProblemsPerPolicy) {
-          st.problems.push_back({"LimitExceeded", pod.name, c.name,
-                                 "not instrumented: the policy selects more containers on this "
-                                 "node than limits.maxTargetsPerNode (" +
-                                     std::to_string(policy.max_targets_per_node) + ")"});
-        }
+        auto& list = static_cast<int64_t>(st.containers.size()) < st.max_targets_per_node
+                         ? st.containers
+                         : st.over_limit;
+        list.push_back({pod.name, c.name, c.container_id});
       }
     }
-    if (over_limit > 0) {
+    if (!st.over_limit.empty()) {
       log::debug("policy over its node limit",
-                 {{"policy", key}, {"containers_left_out", over_limit}});
+                 {{"policy", key}, {"containers_left_out", st.over_limit.size()}});
     }
-    if (policy.nodejs_event_loop || policy.go_tls || policy.cpu) {
+    if (st.nodejs_event_loop || st.go_tls || st.cpu) {
+      const uint32_t cpu_hz =
+          st.cpu ? static_cast<uint32_t>(policy.spec->instrumentations.cpu->frequency_hz) : 0;
       for (const auto& c : st.containers) {
         if (c.container_id.empty()) continue;
         Selection& sel = plan.by_container_id[c.container_id];
-        sel.labels = {policy.ns, c.pod, c.container};
-        sel.nodejs_event_loop = sel.nodejs_event_loop || policy.nodejs_event_loop;
-        sel.go_tls = sel.go_tls || policy.go_tls;
-        sel.cpu = sel.cpu || policy.cpu;
-        sel.cpu_frequency_hz = std::max(sel.cpu_frequency_hz, policy.cpu_frequency_hz);
+        sel.labels = {policy.id.ns, c.pod, c.container};
+        sel.nodejs_event_loop = sel.nodejs_event_loop || st.nodejs_event_loop;
+        sel.go_tls = sel.go_tls || st.go_tls;
+        sel.cpu = sel.cpu || st.cpu;
+        sel.cpu_frequency_hz = std::max(sel.cpu_frequency_hz, cpu_hz);
       }
     }
     plan.policies.push_back(std::move(st));

@@ -5,7 +5,12 @@
 // pods' status.containerStatuses[].containerID. A policy selects containers of pods in its own
 // namespace: those its targets select minus those its excludes select, at most
 // limits.maxTargetsPerNode of them (the rest are reported as LimitExceeded). A container
-// selected by several policies gets every instrumentation any of them asks for.
+// selected by several policies gets every instrumentation any of them asks for. A suspended
+// policy, or one whose spec crd::parse_policy_spec() rejects, selects nothing.
+//
+// Policies are known by namespace/name (one object at a time has a name) and reported by uid:
+// a policy re-created under its old name replaces the old one here, and its report entry is a
+// new one.
 //
 // The selection is recomputed lazily, at the first select() or snapshot after a change, so an
 // informer's initial list of N objects costs one recomputation, not N.
@@ -25,48 +30,19 @@
 #include <vector>
 
 #include "agent/runtime/agent_runtime.h"
+#include "common/crd/profiling_policy.h"
 #include "common/kube/informer.h"
 #include "common/kube/resource.h"
 
 namespace sonde::agent {
 
-// A label requirement of a matchExpressions list.
-struct LabelRequirement {
-  enum class Op { kIn, kNotIn, kExists, kDoesNotExist };
-  std::string key;
-  Op op = Op::kExists;
-  std::vector<std::string> values;
-  bool operator==(const LabelRequirement&) const = default;
-};
-
-// One entry of a policy's targets or excludes.
-struct PodSelection {
-  bool has_selector = false;  // an empty selector ({}) selects every pod
-  std::map<std::string, std::string> match_labels;
-  std::vector<LabelRequirement> match_expressions;
-  std::string workload_kind;  // empty: any workload
-  std::string workload_name;
-  std::vector<std::string> containers;  // empty: every container
-  bool operator==(const PodSelection&) const = default;
-};
-
-// What the agent needs of a ProfilingPolicy: every instrumentation (cpu with its frequency,
-// Node.js event loop, Go TLS).
-struct PolicySpec {
-  std::string ns;
-  std::string name;
-  std::string uid;
-  int64_t generation = 0;
-  std::vector<PodSelection> targets;
-  std::vector<PodSelection> excludes;
-  bool nodejs_event_loop = false;
-  bool go_tls = false;
-  bool cpu = false;
-  uint32_t cpu_frequency_hz =
-      0;  // when cpu: 1..kMaxCpuFrequencyHz (default kDefaultCpuFrequencyHz)
-  int64_t max_targets_per_node = 100;
-  std::string invalid;  // why the spec cannot be applied; such a policy selects nothing
-  bool operator==(const PolicySpec&) const = default;
+// What the agent knows of a ProfilingPolicy: its identity and, when crd::parse_policy_spec()
+// accepts it, its spec.
+struct KnownPolicy {
+  crd::PolicyId id;
+  std::optional<crd::PolicySpec> spec;  // empty: the spec cannot be applied, see `invalid`
+  std::string invalid;
+  bool operator==(const KnownPolicy&) const = default;
 };
 
 struct PodOwner {
@@ -92,22 +68,6 @@ struct PodInfo {
   bool operator==(const PodInfo&) const = default;
 };
 
-// instrumentations.cpu.frequencyHz: its default and range (the CRD's, and the sampler's).
-inline constexpr uint32_t kDefaultCpuFrequencyHz = 19;
-inline constexpr uint32_t kMaxCpuFrequencyHz = 999;
-
-// The CRD's bound on problems per policy entry.
-inline constexpr size_t kMaxProblemsPerPolicy = 20;
-
-// A reason and where, as the node report carries it (crds/README.md).
-struct ReportProblem {
-  std::string reason;  // SymbolsNotFound | LimitExceeded | KernelUnsupported | Conflicting
-  std::string pod;
-  std::string container;
-  std::string message;
-  bool operator==(const ReportProblem&) const = default;
-};
-
 struct SelectedContainer {
   std::string pod;
   std::string container;
@@ -117,19 +77,19 @@ struct SelectedContainer {
 
 // What one policy selects on this node, for the node report.
 struct PolicyState {
-  std::string ns;
-  std::string name;
-  std::string uid;
-  int64_t generation = 0;
+  crd::PolicyId id;
   bool nodejs_event_loop = false;
   bool go_tls = false;
   bool cpu = false;
+  bool suspended = false;
+  std::string invalid;  // why the agent cannot apply the spec
+  int64_t max_targets_per_node = 0;
   std::vector<std::string> matched_pods;      // sorted pod names
   std::vector<SelectedContainer> containers;  // instrumented ones, within the limit
-  std::vector<ReportProblem> problems;        // LimitExceeded for those beyond it
+  std::vector<SelectedContainer> over_limit;  // selected beyond limits.maxTargetsPerNode
 };
 
-PolicySpec parse_policy(const kube::Json& policy);
+KnownPolicy parse_policy(const kube::Json& policy);
 PodInfo parse_pod(const kube::Json& pod);
 // The informer Transform for pods: keeps only the fields parse_pod() and the informer read.
 kube::Json trim_pod(kube::Json pod);
@@ -137,14 +97,13 @@ kube::Json trim_pod(kube::Json pod);
 // anything else.
 std::string container_id_from_status(std::string_view container_id);
 
-bool matches_labels(const PodSelection& selection,
-                    const std::map<std::string, std::string>& labels);
 // Whether the pod belongs to the workload: a direct owner of that kind and name, or for a
 // Deployment its ReplicaSet "<name>-<pod-template-hash>", for a CronJob its Job
 // "<name>-<scheduled time>".
-bool matches_workload(const PodSelection& selection, const PodInfo& pod);
-// The pod's containers `policy` selects, in the pod's order.
-std::vector<PodContainer> selected_containers(const PolicySpec& policy, const PodInfo& pod);
+bool matches_workload(const crd::WorkloadRef& workload, const PodInfo& pod);
+// The pod's containers `policy` selects, in the pod's order (none when it is invalid or
+// suspended, or the pod is of another namespace).
+std::vector<PodContainer> selected_containers(const KnownPolicy& policy, const PodInfo& pod);
 
 class PolicySelector final : public Selector {
  public:
@@ -176,8 +135,8 @@ class PolicySelector final : public Selector {
 
   const std::function<void()> on_change_;
   std::mutex mu_;
-  std::map<std::string, PolicySpec> policies_;  // by namespace/name
-  std::map<std::string, PodInfo> pods_;         // by namespace/name
+  std::map<std::string, KnownPolicy> policies_;  // by namespace/name
+  std::map<std::string, PodInfo> pods_;          // by namespace/name
   bool dirty_ = true;
   Plan plan_;
 };

@@ -12,10 +12,10 @@ prometheus::MetricFamily policy_selection_family(const std::vector<PolicyState>&
   for (const auto& policy : policies) {
     for (const auto& c : policy.containers) {
       add_sample(family,
-                 {{"namespace", policy.ns},
+                 {{"namespace", policy.id.ns},
                   {"pod", c.pod},
                   {"container", c.container},
-                  {"policy", policy.name},
+                  {"policy", policy.id.name},
                   {"node", node}},
                  1);
     }

@@ -361,10 +361,6 @@ std::vector<ProcessOutcome> AgentRuntime::outcomes() const {
   return out;
 }
 
-std::vector<EventLoopMonitor::Sample> AgentRuntime::event_loop_samples() {
-  return impl_->nodejs ? impl_->nodejs->samples() : std::vector<EventLoopMonitor::Sample>{};
-}
-
 int AgentRuntime::metrics_port() const {
   return impl_->server->port();
 }

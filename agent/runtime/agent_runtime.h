@@ -82,8 +82,6 @@ class AgentRuntime {
 
   // Selected processes and what became of them.
   std::vector<ProcessOutcome> outcomes() const;
-  // Per-container event-loop blocked seconds (monotonic), as exported.
-  std::vector<EventLoopMonitor::Sample> event_loop_samples();
   int metrics_port() const;
   // Adds series to /metrics: `collector` runs at every scrape, on the server's threads.
   void add_collector(MetricsServer::Collector collector);

@@ -76,34 +76,41 @@ int main(int argc, char** argv) {
   ApiClient client(fake.client_config(), options);
 
   auto seeded = BenchClock::now();
+  std::vector<std::string> uids;
   for (int i = 0; i < policies; ++i) {
     const Json p = policy(i);
-    if (!client.create(kProfilingPolicies, namespace_of(p), p).ok()) return 1;
+    auto created = client.create(kProfilingPolicies, namespace_of(p), p);
+    if (!created.ok()) return 1;
+    uids.push_back(uid_of(*created));
   }
   // Pod k runs on node k % nodes and is selected by policy k % policies.
   std::vector<std::vector<int>> matched(nodes, std::vector<int>(policies, 0));
   for (int k = 0; k < pods; ++k) ++matched[k % nodes][k % policies];
-  // Heartbeats from the start of the run: well within the operator's default 3 min report TTL.
-  char now[32];
+  // Node Leases renewed at the start of the run: well within the operator's default 3 min
+  // report TTL.
+  char now[40];
   const std::time_t t = std::time(nullptr);
-  std::strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  std::strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%S.000000Z", std::gmtime(&t));
   for (int n = 0; n < nodes; ++n) {
     Json entries = Json::array();
     for (int i = 0; i < policies; ++i) {
-      entries.push_back({{"namespace", "ns" + std::to_string(i % 50)},
-                         {"name", "p" + std::to_string(i)},
-                         {"observedGeneration", 1},
-                         {"matchedPods", matched[n][i]},
-                         {"instrumentedPods", matched[n][i]},
-                         {"nodejsProcesses", matched[n][i]},
-                         {"eventLoopBlockedSecondsTotal", 0.25 * matched[n][i]}});
+      Json e = {{"uid", uids[i]}, {"observedGeneration", 1}};
+      if (matched[n][i] != 0) {
+        e["matchedPods"] = e["instrumentedPods"] = e["nodejsProcesses"] = matched[n][i];
+      }
+      entries.push_back(std::move(e));
     }
     const std::string node = "node-" + std::to_string(n);
+    Json lease = {
+        {"metadata",
+         {{"name", "sonde-node-" + node}, {"labels", {{"sonde.dev/node-lease", "true"}}}}},
+        {"spec", {{"holderIdentity", node}, {"renewTime", now}}}};
+    if (!client.create(kLeases, "sonde-system", lease).ok()) return 1;
     Json report = {{"apiVersion", "sonde.dev/v1alpha1"},
                    {"kind", "ProfilingNodeReport"},
                    {"metadata", {{"name", node}, {"namespace", "sonde-system"}}},
                    {"spec", {{"nodeName", node}}},
-                   {"status", {{"heartbeatTime", now}, {"policies", entries}}}};
+                   {"status", {{"agentVersion", "bench"}, {"policies", entries}}}};
     if (!client.create(kProfilingNodeReports, "sonde-system", report).ok()) return 1;
   }
   std::printf("seeded %d policies, %d node reports (%d pods) in %.0f ms\n", policies, nodes, pods,

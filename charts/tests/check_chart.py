@@ -112,6 +112,14 @@ def invariants(rendered, values_file):
                 fail(f"{name}: runAsNonRoot is not true")
     if checked == 0:
         fail("no containers rendered")
+    # The agents watch the policies the operator watches (operator.watchNamespace).
+    scope = (values.get("operator") or {}).get("watchNamespace") or ""
+    for o in kinds.get("DaemonSet", []):
+        for c in o["spec"]["template"]["spec"]["containers"]:
+            env = {e["name"]: e.get("value") for e in c.get("env") or []}
+            if (env.get("SONDE_WATCH_NAMESPACE") or "") != scope:
+                fail(f'DaemonSet/{o["metadata"]["name"]}/{c["name"]}: SONDE_WATCH_NAMESPACE is '
+                     f'{env.get("SONDE_WATCH_NAMESPACE")!r}, operator.watchNamespace is {scope!r}')
     for kind in ("PodMonitor", "ServiceMonitor"):
         for o in kinds.get(kind, []):
             eps = o["spec"].get("podMetricsEndpoints") or o["spec"].get("endpoints")

@@ -94,11 +94,11 @@ TEST(FailoverTest, OnlyTheLeaderWritesAndTheOtherTakesOverWithinTheLease) {
     auto p = client.get(kProfilingPolicies, "team-a", "web");
     return p.ok() ? p->value("status", Json::object()) : Json::object();
   };
-  ASSERT_TRUE(client.create(kProfilingPolicies, "team-a", make_policy("team-a", "web")).ok());
-  ASSERT_TRUE(client
-                  .create(kProfilingNodeReports, "sonde-system",
-                          make_report("n1", {report_entry("team-a", "web", 1, 1, 1)}))
-                  .ok());
+  auto policy = client.create(kProfilingPolicies, "team-a", make_policy("team-a", "web"));
+  ASSERT_TRUE(policy.ok());
+  put_object(client, kube::kLeases, make_node_lease("n1", std::chrono::system_clock::now()));
+  put_object(client, kProfilingNodeReports,
+             make_report("n1", {report_entry(kube::uid_of(*policy), 1, 1, 1)}));
 
   auto a = std::make_unique<OperatorProcess>("op-a", kubeconfig);
   ASSERT_TRUE(eventually([&] { return holder() == "op-a"; })) << "op-a never took the lease";

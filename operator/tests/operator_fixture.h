@@ -36,28 +36,52 @@ inline Json make_policy(const std::string& ns, const std::string& name, int freq
           {"spec", {{"targets", Json::array({target})}, {"instrumentations", instrumentations}}}};
 }
 
-// A node report (the shape in crds/README.md) with one entry per given policy entry.
+// A node report (the shape in crds/README.md) with the given status.policies[] entries.
 inline Json make_report(const std::string& node, Json entries) {
   return {{"apiVersion", "sonde.dev/v1alpha1"},
           {"kind", "ProfilingNodeReport"},
           {"metadata", {{"name", node}, {"namespace", "sonde-system"}}},
           {"spec", {{"nodeName", node}}},
-          {"status",
-           {{"heartbeatTime", format_rfc3339(std::chrono::system_clock::now())},
-            {"policies", entries}}}};
+          {"status", {{"agentVersion", "test"}, {"policies", entries}}}};
 }
 
-inline Json report_entry(const std::string& ns, const std::string& name, int64_t generation,
-                         int matched, int instrumented, Json problems = Json::array(),
-                         double blocked_seconds = 0) {
-  return {{"namespace", ns},
-          {"name", name},
-          {"observedGeneration", generation},
-          {"matchedPods", matched},
-          {"instrumentedPods", instrumented},
-          {"nodejsProcesses", instrumented},
-          {"eventLoopBlockedSecondsTotal", blocked_seconds},
-          {"problems", problems}};
+// `problems`: [{"reason", "count", "pod", "container", "message"}].
+inline Json report_entry(const std::string& uid, int64_t generation, int matched, int instrumented,
+                         Json problems = Json::array()) {
+  Json e = {{"uid", uid},
+            {"observedGeneration", generation},
+            {"matchedPods", matched},
+            {"instrumentedPods", instrumented},
+            {"nodejsProcesses", instrumented}};
+  if (!problems.empty()) e["problems"] = std::move(problems);
+  return e;
+}
+
+// The node Lease an agent renews (crds/README.md), renewed at `renewed`.
+inline Json make_node_lease(const std::string& node, kube::WallTime renewed) {
+  const std::string time = format_rfc3339(renewed);
+  return {{"apiVersion", "coordination.k8s.io/v1"},
+          {"kind", "Lease"},
+          {"metadata",
+           {{"name", "sonde-node-" + node},
+            {"namespace", "sonde-system"},
+            {"labels", {{"sonde.dev/node-lease", "true"}}}}},
+          {"spec",
+           {{"holderIdentity", node},
+            {"leaseDurationSeconds", 40},
+            {"renewTime", time.substr(0, time.size() - 1) + ".000000Z"}}}};
+}
+
+// Creates or replaces `object` (of `type`, in sonde-system) whatever its resourceVersion.
+inline void put_object(kube::ApiClient& client, const kube::ResourceType& type, Json object) {
+  const std::string name = object["metadata"]["name"];
+  auto existing = client.get(type, "sonde-system", name);
+  if (existing.ok()) {
+    object["metadata"]["resourceVersion"] = kube::resource_version_of(*existing);
+    ASSERT_TRUE(client.replace(type, "sonde-system", name, object).ok());
+  } else {
+    ASSERT_TRUE(client.create(type, "sonde-system", object).ok());
+  }
 }
 
 inline const Json* condition_of(const Json& policy, const std::string& type) {

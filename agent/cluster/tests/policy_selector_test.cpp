@@ -64,42 +64,7 @@ TEST(ContainerIdFromStatus, RejectsOtherText) {
   EXPECT_EQ(container_id_from_status(""), "");
 }
 
-TEST(MatchLabels, MatchLabelsAndExpressions) {
-  PodSelection s;
-  s.has_selector = true;
-  s.match_labels = {{"app", "web"}};
-  s.match_expressions = {{"track", LabelRequirement::Op::kIn, {"stable", "beta"}},
-                         {"tier", LabelRequirement::Op::kNotIn, {"db"}},
-                         {"team", LabelRequirement::Op::kExists, {}},
-                         {"canary", LabelRequirement::Op::kDoesNotExist, {}}};
-  std::map<std::string, std::string> labels = {{"app", "web"}, {"track", "beta"}, {"team", "x"}};
-  EXPECT_TRUE(matches_labels(s, labels));
-  labels["tier"] = "frontend";
-  EXPECT_TRUE(matches_labels(s, labels));  // NotIn: present with another value
-  labels["tier"] = "db";
-  EXPECT_FALSE(matches_labels(s, labels));
-  labels.erase("tier");
-  labels["canary"] = "";
-  EXPECT_FALSE(matches_labels(s, labels));  // DoesNotExist: present even when empty
-  labels.erase("canary");
-  labels.erase("team");
-  EXPECT_FALSE(matches_labels(s, labels));  // Exists
-  labels["team"] = "x";
-  labels["track"] = "alpha";
-  EXPECT_FALSE(matches_labels(s, labels));  // In
-  labels.erase("track");
-  EXPECT_FALSE(matches_labels(s, labels));  // In: absent
-  labels["track"] = "stable";
-  labels["app"] = "api";
-  EXPECT_FALSE(matches_labels(s, labels));  // matchLabels
-}
-
-TEST(MatchLabels, EmptySelectorSelectsEveryPod) {
-  PodSelection s;
-  s.has_selector = true;
-  EXPECT_TRUE(matches_labels(s, {}));
-  EXPECT_TRUE(matches_labels(s, {{"a", "b"}}));
-}
+// Label selector matching is crd::LabelSelector's, tested in common/crd/tests.
 
 TEST(MatchWorkload, DirectOwnersAndDerivedNames) {
   auto owned = [](const std::string& kind, const std::string& name, Json labels = Json::object()) {
@@ -107,10 +72,7 @@ TEST(MatchWorkload, DirectOwnersAndDerivedNames) {
                          Json::array({{{"kind", kind}, {"name", name}, {"controller", true}}})));
   };
   auto target = [](const std::string& kind, const std::string& name) {
-    PodSelection s;
-    s.workload_kind = kind;
-    s.workload_name = name;
-    return s;
+    return crd::WorkloadRef{kind, name};
   };
   EXPECT_TRUE(matches_workload(target("StatefulSet", "db"), owned("StatefulSet", "db")));
   EXPECT_FALSE(matches_workload(target("StatefulSet", "db"), owned("StatefulSet", "db2")));
@@ -141,21 +103,23 @@ TEST(ParsePolicy, ReadsSpecAndRejectsWhatItCannotApply) {
        {"instrumentations", {{"nodejsEventLoop", Json::object()}, {"cpu", {{"frequencyHz", 49}}}}},
        {"limits", {{"maxTargetsPerNode", 20}}}}));
   EXPECT_EQ(p.invalid, "");
-  EXPECT_EQ(p.uid, "u-checkout");
-  EXPECT_EQ(p.generation, 2);
-  ASSERT_EQ(p.targets.size(), 1u);
-  EXPECT_EQ(p.targets[0].containers, std::vector<std::string>{"app"});
-  ASSERT_EQ(p.excludes.size(), 1u);
-  EXPECT_EQ(p.excludes[0].match_expressions[0].op, LabelRequirement::Op::kIn);
-  EXPECT_TRUE(p.nodejs_event_loop);
-  EXPECT_FALSE(p.go_tls);
-  EXPECT_EQ(p.max_targets_per_node, 20);
+  EXPECT_EQ(p.id.uid, "u-checkout");
+  EXPECT_EQ(p.id.generation, 2);
+  ASSERT_TRUE(p.spec.has_value());
+  ASSERT_EQ(p.spec->targets.size(), 1u);
+  EXPECT_EQ(p.spec->targets[0].containers, std::vector<std::string>{"app"});
+  ASSERT_EQ(p.spec->excludes.size(), 1u);
+  EXPECT_EQ(p.spec->excludes[0].selector->match_expressions[0].op, crd::LabelRequirement::Op::kIn);
+  EXPECT_TRUE(p.spec->instrumentations.nodejs_event_loop);
+  EXPECT_FALSE(p.spec->instrumentations.go_tls);
+  EXPECT_EQ(p.spec->limits.max_targets_per_node, 20);
 
   auto bad = parse_policy(policy(
       "shop", "bad",
       {{"targets", {{{"selector", {{"matchExpressions", {{{"key", "a"}, {"operator", "Gt"}}}}}}}}},
        {"instrumentations", nodejs()}}));
   EXPECT_NE(bad.invalid.find("Gt"), std::string::npos) << bad.invalid;
+  EXPECT_FALSE(bad.spec.has_value());
   EXPECT_NE(parse_policy(policy("shop", "none", {{"instrumentations", nodejs()}})).invalid, "");
 }
 
@@ -298,11 +262,11 @@ TEST_F(PolicySelectorTest, CpuPolicySelectsForSamplingAtTheHighestFrequencyAsked
                                 {{"targets", {{{"selector", Json::object()}}}},
                                  {"instrumentations", {{"cpu", Json::object()}}}}));
   EXPECT_EQ(selector.select(process_in(cid('b')))->cpu_frequency_hz, 49u);
-  EXPECT_EQ(parse_policy(policy("shop", "d",
-                                {{"targets", {{{"selector", Json::object()}}}},
-                                 {"instrumentations", {{"cpu", Json::object()}}}}))
-                .cpu_frequency_hz,
-            kDefaultCpuFrequencyHz);
+  auto d = parse_policy(policy("shop", "d",
+                               {{"targets", {{{"selector", Json::object()}}}},
+                                {"instrumentations", {{"cpu", Json::object()}}}}));
+  ASSERT_TRUE(d.spec && d.spec->instrumentations.cpu) << d.invalid;
+  EXPECT_EQ(d.spec->instrumentations.cpu->frequency_hz, 19);
 }
 
 TEST(ParsePolicy, RejectsACpuFrequencyOutsideTheSamplersRange) {
@@ -316,7 +280,8 @@ TEST(ParsePolicy, RejectsACpuFrequencyOutsideTheSamplersRange) {
                                {{"targets", {{{"selector", Json::object()}}}},
                                 {"instrumentations", {{"cpu", {{"frequencyHz", 999}}}}}}));
   EXPECT_EQ(p.invalid, "");
-  EXPECT_EQ(p.cpu_frequency_hz, 999u);
+  ASSERT_TRUE(p.spec && p.spec->instrumentations.cpu);
+  EXPECT_EQ(p.spec->instrumentations.cpu->frequency_hz, 999);
 }
 
 TEST_F(PolicySelectorTest, DeselectsOnPolicyAndPodChanges) {
@@ -380,10 +345,10 @@ TEST_F(PolicySelectorTest, ContainersBeyondTheLimitAreLimitExceeded) {
   auto st = selector.policies()[0];
   EXPECT_EQ(st.matched_pods.size(), 3u);
   EXPECT_EQ(st.containers.size(), 2u);
-  ASSERT_EQ(st.problems.size(), 1u);
-  EXPECT_EQ(st.problems[0].reason, "LimitExceeded");
-  EXPECT_EQ(st.problems[0].pod, "web-c");
-  EXPECT_EQ(st.problems[0].container, "app");
+  ASSERT_EQ(st.over_limit.size(), 1u);
+  EXPECT_EQ(st.over_limit[0].pod, "web-c");
+  EXPECT_EQ(st.over_limit[0].container, "app");
+  EXPECT_EQ(st.max_targets_per_node, 2);
 }
 
 TEST_F(PolicySelectorTest, ContainerNotStartedYetIsMatchedButNotSelectable) {
@@ -403,8 +368,49 @@ TEST_F(PolicySelectorTest, InvalidPolicyIsKnownButSelectsNothing) {
   EXPECT_FALSE(selector.select(process_in(cid('a'))));
   auto states = selector.policies();
   ASSERT_EQ(states.size(), 1u);
-  EXPECT_EQ(states[0].name, "bad");
+  EXPECT_EQ(states[0].id.name, "bad");
+  EXPECT_NE(states[0].invalid, "");
   EXPECT_TRUE(states[0].matched_pods.empty());
+}
+
+TEST_F(PolicySelectorTest, SuspendedPolicyIsKnownButSelectsNothing) {
+  selector.upsert_pod(pod("shop", "web-1", {}, {{"app", "containerd://" + cid('a')}}));
+  Json spec = {{"targets", {{{"selector", Json::object()}}}}, {"instrumentations", nodejs()}};
+  spec["suspend"] = true;
+  selector.upsert_policy(policy("shop", "web", spec));
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  auto states = selector.policies();
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_TRUE(states[0].suspended);
+  EXPECT_TRUE(states[0].matched_pods.empty());
+
+  spec["suspend"] = false;  // resumed: selected again
+  selector.upsert_policy(policy("shop", "web", spec));
+  EXPECT_TRUE(selector.select(process_in(cid('a'))));
+}
+
+// A policy deleted and re-created under its name between two informer events (a relist) is
+// a new uid at generation 1: its state is the new object's, never the old one's.
+TEST_F(PolicySelectorTest, ARecreatedPolicyIsReportedUnderItsNewUid) {
+  selector.upsert_pod(
+      pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}}));
+  Json old_policy =
+      policy("shop", "web",
+             {{"targets", {{{"selector", Json::object()}}}}, {"instrumentations", nodejs()}});
+  old_policy["metadata"]["generation"] = 5;
+  selector.upsert_policy(old_policy);
+  ASSERT_EQ(selector.policies()[0].id.uid, "u-web");
+  Json recreated = policy("shop", "web",
+                          {{"targets", {{{"selector", {{"matchLabels", {{"app", "api"}}}}}}}},
+                           {"instrumentations", nodejs()}});
+  recreated["metadata"]["uid"] = "u-web-2";
+  recreated["metadata"]["generation"] = 1;
+  selector.upsert_policy(recreated);
+  auto states = selector.policies();
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].id, (crd::PolicyId{"shop", "web", "u-web-2", 1}));
+  EXPECT_TRUE(states[0].matched_pods.empty());
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
 }
 
 }  // namespace

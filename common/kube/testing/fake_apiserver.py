@@ -55,7 +55,13 @@ Test control (JSON bodies), never part of the Kubernetes API:
                               send an ERROR event carrying 410 and compact the history; go
                               silent (no byte, no FIN) until the client closes the connection
   POST /_fake/compact        forget history up to now and expire continue tokens
-  GET  /_fake/requests       the request log; DELETE clears it
+  POST /_fake/crds           {"enforce": bool}: turn the CRD schema checks off or on
+
+Custom resources whose CRD is in --crds (default: the repository's crds/) are handled as the
+real server handles them (crd_schema.py): unknown fields are pruned, defaults applied, and a
+create or update that violates the OpenAPI schema or a CEL rule is answered 422 Invalid.
+  GET  /_fake/requests       the request log (method, path, query, status, userAgent, bytes of
+                             the request body, time); DELETE clears it
   GET  /_fake/watches        number of open watches
 """
 
@@ -74,6 +80,9 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import crd_schema  # noqa: E402
 
 KINDS = {
     "pods": "Pod",
@@ -322,6 +331,8 @@ class State:
         self.watch_cache = True  # resourceVersion=0 lists ignore limit, as the real cache does
         self.continues = {}
         self.requests = []
+        self.crds = {}       # plural -> crd_schema.load_crds() entry
+        self.enforce_crds = True
 
     def commit(self, gvr, etype, old, new):
         self.rev += 1
@@ -372,6 +383,29 @@ def strip_volatile(obj):
     return clean
 
 
+def schema_defaulted(gvr, obj):
+    crd = STATE.crds.get(gvr[2])
+    if crd is None or not STATE.enforce_crds or (crd["group"], crd["version"]) != gvr[:2]:
+        return obj
+    return crd_schema.prune_and_default(crd["schema"], obj)
+
+
+def schema_checked(gvr, obj, old):
+    """(the object pruned and defaulted, None) or (obj, (422, reason, message)) when it violates
+    its CRD's schema. Objects of resources without a loaded CRD pass unchanged."""
+    crd = STATE.crds.get(gvr[2])
+    if crd is None or not STATE.enforce_crds or (crd["group"], crd["version"]) != gvr[:2]:
+        return obj, None
+    pruned = crd_schema.prune_and_default(crd["schema"], obj)
+    old_pruned = crd_schema.prune_and_default(crd["schema"], old) if old is not None else None
+    errors = crd_schema.validate(crd["schema"], pruned, old_pruned)
+    if errors:
+        name = (obj.get("metadata") or {}).get("name", "")
+        return obj, (422, "Invalid", '%s.%s "%s" is invalid: %s' % (
+            crd["kind"], crd["group"], name, "; ".join(errors)))
+    return pruned, None
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     required_token = None
@@ -416,7 +450,7 @@ class Handler(BaseHTTPRequestHandler):
                 "method": self.command, "path": url.path,
                 "query": {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()},
                 "status": code, "userAgent": self.headers.get("User-Agent", ""),
-                "time": time.time()})
+                "bytes": int(self.headers.get("Content-Length") or 0), "time": time.time()})
 
     def drop(self):
         self.close_connection = True
@@ -580,6 +614,9 @@ class Handler(BaseHTTPRequestHandler):
                     STATE.compact()
                 STATE.cond.notify_all()
                 result = {"watches": len(STATE.watchers)}
+            elif path == "/_fake/crds" and self.command == "POST":
+                STATE.enforce_crds = bool(body.get("enforce", True))
+                result = {"crds": sorted(STATE.crds)}
             elif path == "/_fake/compact" and self.command == "POST":
                 STATE.compact()
                 result = {"compacted": rv_str(STATE.compacted)}
@@ -836,6 +873,10 @@ class Handler(BaseHTTPRequestHandler):
             if key in objs:
                 return self.send_status(409, "AlreadyExists",
                                         '%s "%s" already exists' % (gvr[2], meta["name"]))
+            body, invalid = schema_checked(gvr, body, None)
+            if invalid:
+                return self.send_status(*invalid)
+            meta = body["metadata"]
             meta["uid"] = str(uuid.uuid4())
             meta["generation"] = 1
             meta["creationTimestamp"] = now_rfc3339()
@@ -857,6 +898,11 @@ class Handler(BaseHTTPRequestHandler):
             proposed, error = new_body_fn(copy.deepcopy(old))
             if error:
                 return self.send_status(*error)
+            if not isinstance(proposed, dict):
+                return self.send_status(400, "BadRequest", "body must be a JSON object")
+            # Defaults first, as the real server decodes them in, so they never count as a
+            # spec change.
+            proposed = schema_defaulted(gvr, proposed)
             want_rv = (proposed.get("metadata") or {}).get("resourceVersion")
             if want_rv and want_rv != old["metadata"]["resourceVersion"]:
                 return self.send_status(
@@ -887,6 +933,9 @@ class Handler(BaseHTTPRequestHandler):
                     {k: v for k, v in old.items() if k not in ("metadata", "status")}
                 if spec_changed:
                     meta["generation"] = old["metadata"].get("generation", 1) + 1
+            new, invalid = schema_checked(gvr, new, old)
+            if invalid:
+                return self.send_status(*invalid)
             if strip_volatile(new) != strip_volatile(old):
                 objs[key] = new
                 STATE.commit(gvr, "MODIFIED", old, new)
@@ -943,7 +992,11 @@ def main():
     parser.add_argument("--identity", action="append", default=[], metavar="TOKEN=USER",
                         help="with --rbac: the user of a bearer token, 'admin' or "
                         "'system:serviceaccount:NS:NAME' (repeatable)")
+    parser.add_argument("--crds", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                       "..", "..", "..", "crds"),
+                        help="folder of CRD YAMLs whose schemas are enforced (default: crds/)")
     args = parser.parse_args()
+    STATE.crds = crd_schema.load_crds(args.crds)
     Handler.required_token = args.token
     if args.rbac:
         import yaml  # Debian python3-yaml; only needed for --rbac
