@@ -43,8 +43,6 @@ class NodejsFeature final : public Feature {
   const char* wait_source() const { return probes_->wait_source(); }
   // The loops map, for the CPU sampler's blocked-loop marks (LoopProbes::loops_map_fd()).
   int loops_map_fd() const { return probes_->loops_map_fd(); }
-  // Per-container blocked seconds, as exported (for node reports).
-  std::vector<EventLoopMonitor::Sample> samples() { return monitor_.samples(); }
 
  private:
   NodejsFeature(std::unique_ptr<LoopProbes> probes, symbols::ProbeTargetCache& cache,

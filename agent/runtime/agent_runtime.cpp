@@ -75,7 +75,7 @@ struct AgentRuntime::Impl {
   std::deque<ProcessEvent> pending;
   std::unique_ptr<ProcessEventSource> events;
   std::vector<std::unique_ptr<Feature>> features;  // in the order they started
-  NodejsFeature* nodejs = nullptr;                 // among them, for node reports
+  NodejsFeature* nodejs = nullptr;                 // among them: its wait hook and loops map
   std::vector<std::string> all_names;              // every feature's symbols, resolved in one parse
   std::atomic<bool> reselect_requested{false};
   mutable std::mutex outcomes_mu;
