@@ -1,8 +1,6 @@
 #include "agent/gotls/gotls_feature.h"
 
-#include <prometheus/client_metric.h>
-
-#include <limits>
+#include <array>
 
 namespace sonde::agent {
 
@@ -69,17 +67,16 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       add_sample(http2, with({{"direction", direction}}), static_cast<double>(n));
     }
     for (const auto& [direction, h] : s.durations) {
-      prometheus::ClientMetric m;
-      for (const auto& [k, v] : with({{"direction", direction}})) m.label.push_back({k, v});
-      uint64_t cumulative = 0;
+      // The kernel counts the buckets within the bounds; the rest of `count` is above them all.
+      std::array<uint64_t, kTlsDurationBuckets.size() + 1> counts{};
+      uint64_t within = 0;
       for (size_t i = 0; i < kTlsDurationBuckets.size(); ++i) {
-        cumulative += h.buckets[i];
-        m.histogram.bucket.push_back({cumulative, kTlsDurationBuckets[i]});
+        counts[i] = h.buckets[i];
+        within += h.buckets[i];
       }
-      m.histogram.bucket.push_back({h.count, std::numeric_limits<double>::infinity()});
-      m.histogram.sample_count = h.count;
-      m.histogram.sample_sum = h.sum;
-      durations.metric.push_back(std::move(m));
+      counts.back() = h.count > within ? h.count - within : 0;
+      add_histogram(durations, with({{"direction", direction}}), kTlsDurationBuckets, counts,
+                    h.sum);
     }
     add_sample(read, base, static_cast<double>(s.read_bytes));
     add_sample(written, base, static_cast<double>(s.written_bytes));
