@@ -66,17 +66,33 @@ CpuProfiler::~CpuProfiler() {
 void CpuProfiler::run() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    wake_.wait_for(lock, options_.drain_interval, [&] { return stopping_; });
+    wake_.wait_for(lock, options_.drain_interval,
+                   [&] { return stopping_ || drain_requests_ > drains_served_; });
     if (stopping_) break;
+    // Every request made so far is served by this drain: it reads the maps after them.
+    uint64_t serving = drain_requests_;
     lock.unlock();
+    Status s = ok_status();
     {
       std::lock_guard drain_lock(drain_mu_);
-      if (Status s = drain(); !s.ok()) {
-        log::warn("cpu profiles: drain", {{"error", s.error().message()}});
-      }
+      s = drain();
     }
+    if (!s.ok()) log::warn("cpu profiles: drain", {{"error", s.error().message()}});
     lock.lock();
+    drains_served_ = serving;
+    last_drain_ = s;
+    served_.notify_all();
   }
+  served_.notify_all();
+}
+
+Status CpuProfiler::drain_on_profiler_thread() {
+  std::unique_lock lock(mu_);
+  uint64_t ticket = ++drain_requests_;
+  wake_.notify_all();
+  served_.wait(lock, [&] { return stopping_ || drains_served_ >= ticket; });
+  if (drains_served_ < ticket) return ok_status();  // stopping: keep what was gathered
+  return last_drain_;
 }
 
 Status CpuProfiler::select_pid(pid_t pid, const ContainerLabels& labels) {
@@ -172,7 +188,8 @@ Status CpuProfiler::drain() {
 
 Status CpuProfiler::subscribe_and_wait(Subscription& sub, std::chrono::milliseconds duration) {
   duration = std::min<std::chrono::milliseconds>(duration, kMaxDuration);
-  sub.start_unix_ns = unix_now_ns();
+  // Samples taken before the window belong to nobody waiting.
+  RETURN_IF_ERROR(drain_on_profiler_thread());
   {
     std::lock_guard drain_lock(drain_mu_);
     if (subscriptions_.size() >= kMaxConcurrentProfiles) {
@@ -180,16 +197,15 @@ Status CpuProfiler::subscribe_and_wait(Subscription& sub, std::chrono::milliseco
                        std::to_string(kMaxConcurrentProfiles) + "); try again later",
                    EBUSY);
     }
-    // Samples taken before the window belong to nobody waiting.
-    RETURN_IF_ERROR(drain());
+    sub.start_unix_ns = unix_now_ns();
     subscriptions_.push_back(&sub);
   }
   {
     std::unique_lock lock(mu_);
     wake_.wait_for(lock, duration, [&] { return stopping_; });
   }
+  Status last = drain_on_profiler_thread();
   std::lock_guard drain_lock(drain_mu_);
-  Status last = drain();
   subscriptions_.remove(&sub);
   return last;
 }

@@ -10,8 +10,10 @@
 //
 // A background thread drains the kernel maps every drain interval (so they never fill between
 // requests). Stacks are symbolized only while a collect() is waiting for them; otherwise a
-// drain only counts samples per container. Thread-safe: every method may be called from any
-// thread; collect() blocks its caller for the duration.
+// drain only counts samples per container. Symbolization parses tenants' binaries, so it runs
+// on that thread (or on the thread that releases a process), never on the caller of collect():
+// HTTP server threads have small stacks (civetweb's are 100 KiB). Thread-safe: every method may
+// be called from any thread; collect() blocks its caller for the duration.
 #pragma once
 
 #include <prometheus/metric_family.h>
@@ -124,7 +126,9 @@ class CpuProfiler {
   void run();
   // Runs `sub` for `duration`: the shared part of collect() and collect_per_owner().
   Status subscribe_and_wait(Subscription& sub, std::chrono::milliseconds duration);
-  Status drain();                                                  // requires drain_mu_
+  Status drain();  // requires drain_mu_
+  // Has the background thread drain now, and waits for it; requires neither lock.
+  Status drain_on_profiler_thread();
   ContainerLabels labels_of(pid_t pid, uint64_t cgroup_id) const;  // requires mu_
 
   const ProfilerOptions options_;
@@ -139,7 +143,11 @@ class CpuProfiler {
   // Everything else.
   mutable std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable served_;
   bool stopping_ = false;
+  uint64_t drain_requests_ = 0;
+  uint64_t drains_served_ = 0;  // drain_requests_ when the last drain began
+  Status last_drain_ = ok_status();
   std::unordered_map<pid_t, ContainerLabels> pid_labels_;
   std::unordered_map<uint64_t, ContainerLabels> cgroup_labels_;
   std::list<Subscription*> subscriptions_;

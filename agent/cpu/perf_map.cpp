@@ -13,6 +13,8 @@
 namespace sonde::agent::cpu {
 namespace {
 
+constexpr size_t kReadChunk = 64 * 1024;
+
 bool parse_hex(std::string_view& text, uint64_t& out) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out, 16);
   if (ec != std::errc() || ptr == text.data()) return false;
@@ -60,15 +62,18 @@ Result<PerfMap> PerfMap::read(const std::string& path) {
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) return errno_error("stat " + path, errno);
   if (!S_ISREG(st.st_mode)) return Error(path + " is not a regular file");
+  // Read straight into the string: callers may run on small thread stacks.
   std::string text;
-  char buf[65536];
-  while (text.size() < kMaxBytes) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  size_t used = 0;
+  while (used < kMaxBytes) {
+    text.resize(std::min(kMaxBytes, std::max<size_t>(used + kReadChunk, text.size())));
+    ssize_t n = ::read(fd.get(), text.data() + used, text.size() - used);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno_error("read " + path, errno);
     if (n == 0) break;
-    text.append(buf, std::min(static_cast<size_t>(n), kMaxBytes - text.size()));
+    used += static_cast<size_t>(n);
   }
+  text.resize(used);
   // A line cut by the byte limit (or by the writer, mid-append) is not a whole entry.
   if (size_t nl = text.rfind('\n'); nl != std::string::npos) text.resize(nl + 1);
   return parse(text);

@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,17 +18,25 @@ namespace sonde::testing {
 
 class ChildProcess {
  public:
+  // The child gets SIGKILL when the thread that made it exits, so a test that crashes or
+  // aborts never leaves it running (and holding the test runner's output pipe open).
   explicit ChildProcess(std::vector<std::string> argv) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
+    pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      // Only async-signal-safe calls between fork and exec.
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent ||
+          dup2(fds[1], STDOUT_FILENO) < 0) {
+        _exit(127);
+      }
+      execve(args[0], args.data(), environ);
+      _exit(127);
+    }
     close(fds[1]);
     out_ = fds[0];
   }
