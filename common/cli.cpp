@@ -7,18 +7,30 @@
 
 namespace sonde::cli {
 
-std::optional<int> parse(CLI::App& app, int argc, char** argv) {
+ParseOutcome parse_args(CLI::App& app, const std::vector<std::string>& args) {
+  ParseOutcome outcome;
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
   try {
-    app.parse(argc, argv);
+    app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
+    outcome.out = app.help();
+    outcome.exit_code = 0;
+  } catch (const CLI::CallForVersion& e) {
+    outcome.out = std::string(e.what()) + "\n";
+    outcome.exit_code = 0;
   } catch (const CLI::ParseError& e) {
-    std::cerr << app.get_name() << ": " << e.what() << "\nRun '" << app.get_name()
-              << " --help' for the options.\n";
-    return 2;
+    outcome.err = app.get_name() + ": " + e.what() + "\nRun '" + app.get_name() +
+                  " --help' for the options.\n";
+    outcome.exit_code = 2;
   }
-  return std::nullopt;
+  return outcome;
+}
+
+std::optional<int> parse(CLI::App& app, int argc, char** argv) {
+  ParseOutcome outcome = parse_args(app, std::vector<std::string>(argv + 1, argv + argc));
+  std::cout << outcome.out;
+  std::cerr << outcome.err;
+  return outcome.exit_code;
 }
 
 CLI::Validator positive() {

@@ -7,11 +7,21 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace sonde::cli {
 
-// Parses argv (argv[0] is skipped). nullopt: go on; otherwise the exit code: 0 after --help
-// (printed on stdout), 2 after a usage error (printed on stderr with a pointer to --help).
+// What parsing said, without touching stdout/stderr. exit_code nullopt: go on; otherwise 0
+// after --help or --version (the text in `out`), 2 after a usage error (the message in `err`,
+// with a pointer to --help).
+struct ParseOutcome {
+  std::optional<int> exit_code;
+  std::string out;
+  std::string err;
+};
+ParseOutcome parse_args(CLI::App& app, const std::vector<std::string>& args);
+
+// The same on argv (argv[0] is skipped), printing what it says.
 std::optional<int> parse(CLI::App& app, int argc, char** argv);
 
 // A check that a number is above 0, with a message that says so (CLI11's own prints the

@@ -150,25 +150,14 @@ int run(const op::OperatorOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto options = op::parse_options(std::vector<std::string>(argv + 1, argv + argc));
-  if (!options.ok()) {
-    std::fprintf(stderr, "sonde-operator: %s\n", options.error().message().c_str());
-    return 2;
-  }
-  if (options->help) {
-    std::fputs(op::usage_text(), stdout);
-    return 0;
-  }
-  if (options->version) {
-    std::printf("sonde-operator %s\n", kVersion);
-    return 0;
-  }
-  auto level = log::parse_level(options->log_level);
-  if (!level) {
-    std::fprintf(stderr, "sonde-operator: --log-level: unknown level \"%s\"\n",
-                 options->log_level.c_str());
-    return 2;
-  }
-  log::set_level(*level);
-  return run(*options);
+  op::OperatorOptions options;
+  CLI::App app{
+      "Reconciles ProfilingPolicy objects into status from the agents' ProfilingNodeReports, "
+      "and serves /metrics, /healthz and /readyz.",
+      "sonde-operator"};
+  op::add_operator_flags(app, options);
+  app.set_version_flag("-V,--version", std::string("sonde-operator ") + kVersion);
+  if (auto exit_code = cli::parse(app, argc, argv)) return *exit_code;
+  cli::apply(options.log);
+  return run(options);
 }

@@ -3,34 +3,22 @@
 #include <charconv>
 
 namespace sonde::op {
+namespace {
 
-const char* usage_text() {
-  return "Usage: sonde-operator [OPTIONS]\n"
-         "\n"
-         "Reconciles ProfilingPolicy objects into status from the agents' ProfilingNodeReports,\n"
-         "and serves /metrics, /healthz and /readyz.\n"
-         "\n"
-         "Options:\n"
-         "  --kubeconfig PATH                 kubeconfig (default: in-cluster, then $KUBECONFIG,\n"
-         "                                    then ~/.kube/config)\n"
-         "  --namespace NS                    watch policies in NS only (default: all)\n"
-         "  --report-namespace NS             where agents write node reports (default: the\n"
-         "                                    operator's namespace)\n"
-         "  --metrics-address HOST:PORT       /metrics, /healthz, /readyz (default 0.0.0.0:8080)\n"
-         "  --workers N                       concurrent reconciles (default 2)\n"
-         "  --log-level LEVEL                 debug, info, warn, error (default info)\n"
-         "  --report-ttl DUR                  nodes whose node Lease is older than this are\n"
-         "                                    stale (default 3m; 0s disables)\n"
-         "  --leader-elect=BOOL               Lease leader election (default true)\n"
-         "  --leader-election-id NAME         the Lease's name (default sonde-operator)\n"
-         "  --leader-election-namespace NS    the Lease's namespace (default: the operator's)\n"
-         "  --leader-election-identity ID     this replica's identity (default: hostname_pid)\n"
-         "  --lease-duration DUR              default 15s\n"
-         "  --renew-deadline DUR              default 10s\n"
-         "  --retry-period DUR                default 2s\n"
-         "  -h, --help                        show this help\n"
-         "  -V, --version                     show the version\n";
+// A duration flag: checked by parse_duration, stored in `out`.
+void add_duration(CLI::App& app, const std::string& name, kube::Duration& out,
+                  const std::string& help) {
+  app.add_option_function<std::string>(
+         name, [&out](const std::string& v) { out = *parse_duration(v); }, help)
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            auto d = parse_duration(v);
+            return d.ok() ? std::string() : d.error().message();
+          },
+          "DURATION"));
 }
+
+}  // namespace
 
 Result<kube::Duration> parse_duration(const std::string& text) {
   int64_t value = 0;
@@ -47,69 +35,40 @@ Result<kube::Duration> parse_duration(const std::string& text) {
   return Error("invalid duration \"" + text + "\" (units: ms, s, m, h)");
 }
 
+void add_operator_flags(CLI::App& app, OperatorOptions& options) {
+  app.add_option("--kubeconfig", options.kubeconfig,
+                 "kubeconfig (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)");
+  app.add_option("--namespace", options.policy_namespace,
+                 "watch policies in this namespace only (default: all)");
+  app.add_option("--report-namespace", options.report_namespace,
+                 "where agents write node reports (default: the operator's namespace)");
+  app.add_option("--metrics-address", options.metrics_address, "/metrics, /healthz, /readyz")
+      ->capture_default_str();
+  app.add_option("--workers", options.workers, "concurrent reconciles")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cli::add_log_flags(app, options.log);
+  add_duration(app, "--report-ttl", options.report_ttl,
+               "nodes whose node Lease is older than this are stale (default 3m; 0s disables)");
+  app.add_flag("--leader-elect{true}", options.leader_elect,
+               "Lease leader election; --leader-elect=false runs without (default true)");
+  app.add_option("--leader-election-id", options.leader_election_id, "the Lease's name")
+      ->capture_default_str();
+  app.add_option("--leader-election-namespace", options.leader_election_namespace,
+                 "the Lease's namespace (default: the operator's)");
+  app.add_option("--leader-election-identity", options.identity,
+                 "this replica's identity (default: hostname_pid)");
+  add_duration(app, "--lease-duration", options.lease_duration, "default 15s");
+  add_duration(app, "--renew-deadline", options.renew_deadline, "default 10s");
+  add_duration(app, "--retry-period", options.retry_period, "default 2s");
+}
+
 Result<OperatorOptions> parse_options(const std::vector<std::string>& args) {
   OperatorOptions options;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::string value;
-    bool has_value = false;
-    if (const auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    auto take = [&]() -> Result<std::string> {
-      if (has_value) return value;
-      if (i + 1 >= args.size()) return Error(flag + ": needs a value");
-      return args[++i];
-    };
-    if (flag == "-h" || flag == "--help") {
-      options.help = true;
-    } else if (flag == "-V" || flag == "--version") {
-      options.version = true;
-    } else if (flag == "--leader-elect") {
-      const std::string v = has_value ? value : "true";
-      if (v != "true" && v != "false") return Error("--leader-elect: must be true or false");
-      options.leader_elect = v == "true";
-    } else if (flag == "--kubeconfig") {
-      ASSIGN_OR_RETURN(options.kubeconfig, take());
-    } else if (flag == "--namespace") {
-      ASSIGN_OR_RETURN(options.policy_namespace, take());
-    } else if (flag == "--report-namespace") {
-      ASSIGN_OR_RETURN(options.report_namespace, take());
-    } else if (flag == "--metrics-address") {
-      ASSIGN_OR_RETURN(options.metrics_address, take());
-    } else if (flag == "--log-level") {
-      ASSIGN_OR_RETURN(options.log_level, take());
-    } else if (flag == "--leader-election-id") {
-      ASSIGN_OR_RETURN(options.leader_election_id, take());
-    } else if (flag == "--leader-election-namespace") {
-      ASSIGN_OR_RETURN(options.leader_election_namespace, take());
-    } else if (flag == "--leader-election-identity") {
-      ASSIGN_OR_RETURN(options.identity, take());
-    } else if (flag == "--workers") {
-      ASSIGN_OR_RETURN(const std::string v, take());
-      auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), options.workers);
-      if (ec != std::errc() || ptr != v.data() + v.size() || options.workers < 1) {
-        return Error("--workers: must be a positive integer, got \"" + v + "\"");
-      }
-    } else if (flag == "--report-ttl") {
-      ASSIGN_OR_RETURN(const std::string v, take());
-      auto d = parse_duration(v);
-      if (!d.ok()) return d.error().wrap(flag);
-      options.report_ttl = *d;
-    } else if (flag == "--lease-duration" || flag == "--renew-deadline" ||
-               flag == "--retry-period") {
-      ASSIGN_OR_RETURN(const std::string v, take());
-      auto d = parse_duration(v);
-      if (!d.ok()) return d.error().wrap(flag);
-      (flag == "--lease-duration"   ? options.lease_duration
-       : flag == "--renew-deadline" ? options.renew_deadline
-                                    : options.retry_period) = *d;
-    } else {
-      return Error("unknown option " + flag + " (see --help)");
-    }
-  }
+  CLI::App app{"", "sonde-operator"};
+  add_operator_flags(app, options);
+  cli::ParseOutcome outcome = cli::parse_args(app, args);
+  if (outcome.exit_code) return Error(outcome.err.empty() ? outcome.out : outcome.err);
   return options;
 }
 

@@ -10,32 +10,21 @@
 
 #include "agent/symbolize/binary_symbolizer.h"
 #include "agent/symbolize/kernel_symbols.h"
+#include "common/cli.h"
 
 namespace sonde::agent {
 namespace {
 
 using symbolize::SymbolizedFrame;
 
-constexpr const char* kUsage =
-    "Usage: sonde-agent symbolize [--json] [--return-addresses] (BINARY | --kernel) ADDRESS...\n"
-    "\n"
-    "Turns addresses into function names the way the CPU profiler does. For a binary, ADDRESS\n"
-    "is a link-time virtual address (subtract a PIE's load bias first): Go code is resolved\n"
-    "through its pclntab with file, line and inlined frames (stripped binaries included), other\n"
-    "code through the ELF symbol table. With --kernel, addresses are kernel addresses resolved\n"
-    "through /proc/kallsyms (root sees real addresses). Addresses are hex with 0x, or decimal.\n"
-    "\n"
-    "Options:\n"
-    "  --json      print [{\"address\", \"function\", \"offset\", \"file\", \"line\",\n"
-    "              \"inlined\": [{\"function\", \"file\", \"line\"}, ...]}, ...],\n"
-    "              inlined frames innermost first (kernel entries add \"module\")\n"
-    "  --return-addresses\n"
-    "              the addresses are return addresses from a stack (every frame but the\n"
-    "              innermost): look up ADDRESS - 1, the call instruction, not what follows it\n"
-    "  -h, --help  show this help\n"
-    "\n"
-    "Exit status: 0 when every address was resolved, 1 when one was not or the input cannot be\n"
-    "read, 2 on usage errors.\n";
+constexpr const char* kDescription =
+    "Turns addresses into function names the way the CPU profiler does. For a binary, ADDRESS "
+    "is a link-time virtual address (subtract a PIE's load bias first): Go code is resolved "
+    "through its pclntab with file, line and inlined frames (stripped binaries included), other "
+    "code through the ELF symbol table. With --kernel, addresses are kernel addresses resolved "
+    "through /proc/kallsyms (root sees real addresses). Addresses are hex with 0x, or decimal. "
+    "Exit status: 0 when every address was resolved, 1 when one was not or the input cannot be "
+    "read, 2 on usage errors.";
 
 std::string hex(uint64_t v) {
   char buf[24];
@@ -68,44 +57,40 @@ SymbolizeOutput run_symbolize(const std::vector<std::string>& args) {
   bool json = false;
   bool kernel = false;
   bool return_addresses = false;
-  std::string binary;
   std::vector<std::string> words;
-  for (const std::string& a : args) {
-    if (a == "-h" || a == "--help") {
-      result.out = kUsage;
-      return result;
-    }
-    if (a == "--json") {
-      json = true;
-    } else if (a == "--kernel") {
-      kernel = true;
-    } else if (a == "--return-addresses") {
-      return_addresses = true;
-    } else if (a.size() > 1 && a[0] == '-' && a[1] == '-') {
-      result.err = "sonde-agent symbolize: unknown option '" + a + "'\n\n" + kUsage;
-      result.exit_code = 2;
-      return result;
-    } else {
-      words.push_back(a);
-    }
+  CLI::App app{kDescription, "sonde-agent symbolize"};
+  app.add_flag("--json", json,
+               R"(print [{"address", "function", "offset", "file", "line", "inlined": )"
+               R"([{"function", "file", "line"}, ...]}, ...], inlined frames innermost first )"
+               R"((kernel entries add "module"))");
+  app.add_flag("--kernel", kernel, "resolve kernel addresses through /proc/kallsyms");
+  app.add_flag("--return-addresses", return_addresses,
+               "the addresses are return addresses from a stack (every frame but the innermost): "
+               "look up ADDRESS - 1, the call instruction, not what follows it");
+  app.add_option("ARGUMENTS", words, "BINARY (unless --kernel), then one or more ADDRESS");
+  cli::ParseOutcome parsed = cli::parse_args(app, args);
+  if (parsed.exit_code) {
+    result.exit_code = *parsed.exit_code;
+    result.out = std::move(parsed.out);
+    result.err = std::move(parsed.err);
+    return result;
   }
+  auto usage_error = [&](const std::string& message) {
+    result.err = "sonde-agent symbolize: " + message + "\nRun 'sonde-agent symbolize --help' " +
+                 "for the options.\n";
+    result.exit_code = 2;
+    return result;
+  };
+  std::string binary;
   if (!kernel && !words.empty()) {
     binary = words.front();
     words.erase(words.begin());
   }
-  if (words.empty()) {
-    result.err = std::string("sonde-agent symbolize: no addresses\n\n") + kUsage;
-    result.exit_code = 2;
-    return result;
-  }
+  if (words.empty()) return usage_error("no addresses");
   std::vector<uint64_t> addresses;
   for (const std::string& w : words) {
     auto a = parse_address(w);
-    if (!a || (return_addresses && *a == 0)) {
-      result.err = "sonde-agent symbolize: '" + w + "' is not an address\n";
-      result.exit_code = 2;
-      return result;
-    }
+    if (!a || (return_addresses && *a == 0)) return usage_error("'" + w + "' is not an address");
     addresses.push_back(*a);
   }
 

@@ -28,6 +28,16 @@ TEST(OptionsTest, DefaultsMatchClientGo) {
   EXPECT_EQ(options->renew_deadline, std::chrono::seconds(10));
   EXPECT_EQ(options->retry_period, std::chrono::seconds(2));
   EXPECT_TRUE(options->leader_elect);
+  EXPECT_EQ(options->workers, 2);
+  EXPECT_EQ(options->log.format, "logfmt");
+}
+
+TEST(OptionsTest, SharesTheLogFlagsAndTakesBareBooleans) {
+  auto options = parse_options({"--leader-elect", "--log-format=json", "--log-level", "debug"});
+  ASSERT_TRUE(options.ok()) << options.error().message();
+  EXPECT_TRUE(options->leader_elect);
+  EXPECT_EQ(options->log.format, "json");
+  EXPECT_EQ(options->log.level, "debug");
 }
 
 TEST(OptionsTest, RejectsBadInput) {
@@ -36,6 +46,13 @@ TEST(OptionsTest, RejectsBadInput) {
   EXPECT_FALSE(parse_options({"--kubeconfig"}).ok());
   EXPECT_FALSE(parse_options({"--lease-duration=15"}).ok());
   EXPECT_FALSE(parse_duration("1.5s").ok());
+  EXPECT_FALSE(parse_options({"--log-level", "loud"}).ok());
+  EXPECT_FALSE(parse_options({"--leader-elect=maybe"}).ok());
+  // The error names the flag at fault.
+  auto bad = parse_options({"--renew-deadline", "10"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("--renew-deadline"), std::string::npos)
+      << bad.error().message();
 }
 
 }  // namespace
