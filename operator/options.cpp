@@ -45,7 +45,7 @@ void add_operator_flags(CLI::App& app, OperatorOptions& options) {
   app.add_option("--metrics-address", options.metrics_address, "/metrics, /healthz, /readyz")
       ->capture_default_str();
   app.add_option("--workers", options.workers, "concurrent reconciles")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::positive())
       ->capture_default_str();
   cli::add_log_flags(app, options.log);
   add_duration(app, "--report-ttl", options.report_ttl,
