@@ -27,25 +27,25 @@ constexpr Command kCommands[] = {
 };
 
 void usage(FILE* out) {
-  std::fprintf(out,
-               "Usage: sonde-agent --cluster [OPTIONS]\n"
-               "       sonde-agent --standalone [OPTIONS]\n"
-               "       sonde-agent COMMAND [OPTIONS]\n"
-               "\n"
-               "The sonde eBPF node agent. --cluster runs it in Kubernetes, driven by\n"
-               "ProfilingPolicies (the default with no arguments inside a pod; see\n"
-               "'sonde-agent --cluster --help'); --standalone runs it on this host without\n"
-               "Kubernetes (see 'sonde-agent --standalone --help').\n"
-               "\n"
-               "Commands:\n");
+  (void)std::fprintf(out,
+                     "Usage: sonde-agent --cluster [OPTIONS]\n"
+                     "       sonde-agent --standalone [OPTIONS]\n"
+                     "       sonde-agent COMMAND [OPTIONS]\n"
+                     "\n"
+                     "The sonde eBPF node agent. --cluster runs it in Kubernetes, driven by\n"
+                     "ProfilingPolicies (the default with no arguments inside a pod; see\n"
+                     "'sonde-agent --cluster --help'); --standalone runs it on this host without\n"
+                     "Kubernetes (see 'sonde-agent --standalone --help').\n"
+                     "\n"
+                     "Commands:\n");
   for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
-  std::fprintf(out,
-               "\n"
-               "Options:\n"
-               "  -h, --help      show this help\n"
-               "  -V, --version   show the version\n"
-               "\n"
-               "Run 'sonde-agent COMMAND --help' for a command's options.\n");
+  (void)std::fprintf(out,
+                     "\n"
+                     "Options:\n"
+                     "  -h, --help      show this help\n"
+                     "  -V, --version   show the version\n"
+                     "\n"
+                     "Run 'sonde-agent COMMAND --help' for a command's options.\n");
 }
 
 }  // namespace
@@ -64,13 +64,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "-V" || cmd == "--version") {
-    std::printf("sonde-agent %s\n", sonde::kVersion);
+    (void)std::printf("sonde-agent %s\n", sonde::kVersion);
     return 0;
   }
   for (const auto& c : kCommands) {
     if (cmd == c.name) return c.main(argc - 1, argv + 1);
   }
-  std::fprintf(stderr, "sonde-agent: unknown command '%s'\n\n", argv[1]);
+  (void)std::fprintf(stderr, "sonde-agent: unknown command '%s'\n\n", argv[1]);
   usage(stderr);
   return 2;
 }

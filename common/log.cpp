@@ -32,9 +32,9 @@ std::string timestamp() {
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms.count()));
+  (void)std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                      tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                      static_cast<int>(ms.count()));
   return buf;
 }
 
@@ -51,7 +51,7 @@ void append_escaped(std::string& out, std::string_view s) {
       default:
         if (c < 0x20) {
           char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          (void)std::snprintf(buf, sizeof buf, "\\u%04x", c);
           out += buf;
         } else {
           out += static_cast<char>(c);

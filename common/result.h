@@ -32,7 +32,9 @@ class Error {
   int code_;
 };
 
-// Error from errno with "<what>: <strerror>".
+// The text of an errno value, thread-safe (strerror is not).
+std::string errno_text(int err);
+// Error from errno with "<what>: <errno_text>".
 Error errno_error(const std::string& what, int err);
 
 template <typename T>

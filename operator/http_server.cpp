@@ -27,7 +27,7 @@ Status HttpServer::start() {
     impl_->listener =
         std::make_unique<http::experimental::listener::http_listener>("http://" + impl_->address);
     Impl* impl = impl_.get();
-    impl_->listener->support(http::methods::GET, [impl](http::http_request request) {
+    impl_->listener->support(http::methods::GET, [impl](const http::http_request& request) {
       const std::string path = request.relative_uri().path();
       if (path == "/metrics") {
         request.reply(http::status_codes::OK, impl->metrics.serialize(),

@@ -65,18 +65,18 @@ int profile_main(int argc, char** argv) {
   options.all_processes = pids.empty();
   auto profiler = cpu::CpuProfiler::start(options);
   if (!profiler.ok()) {
-    std::fprintf(stderr, "sonde-agent profile: %s\n", profiler.error().message().c_str());
+    (void)std::fprintf(stderr, "sonde-agent profile: %s\n", profiler.error().message().c_str());
     return 1;
   }
   for (pid_t pid : pids) {
     if (Status s = (*profiler)->select_pid(pid, {}); !s.ok()) {
-      std::fprintf(stderr, "sonde-agent profile: %s\n", s.error().message().c_str());
+      (void)std::fprintf(stderr, "sonde-agent profile: %s\n", s.error().message().c_str());
       return 1;
     }
   }
   auto profile = (*profiler)->collect(std::chrono::seconds(seconds), {});
   if (!profile.ok()) {
-    std::fprintf(stderr, "sonde-agent profile: %s\n", profile.error().message().c_str());
+    (void)std::fprintf(stderr, "sonde-agent profile: %s\n", profile.error().message().c_str());
     return 1;
   }
   std::string data;
@@ -85,7 +85,7 @@ int profile_main(int argc, char** argv) {
   } else {
     auto bytes = (*profile)->pprof_gzip();
     if (!bytes.ok()) {
-      std::fprintf(stderr, "sonde-agent profile: %s\n", bytes.error().message().c_str());
+      (void)std::fprintf(stderr, "sonde-agent profile: %s\n", bytes.error().message().c_str());
       return 1;
     }
     data = std::move(bytes).value();
@@ -95,24 +95,25 @@ int profile_main(int argc, char** argv) {
   if (!output.empty()) {
     file.reset(::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!file.valid()) {
-      std::fprintf(stderr, "sonde-agent profile: open %s: %s\n", output.c_str(),
-                   std::strerror(errno));
+      (void)std::fprintf(stderr, "sonde-agent profile: open %s: %s\n", output.c_str(),
+                         errno_text(errno).c_str());
       return 1;
     }
     fd = file.get();
   }
   if (!write_all(fd, data)) {
-    std::fprintf(stderr, "sonde-agent profile: write: %s\n", std::strerror(errno));
+    (void)std::fprintf(stderr, "sonde-agent profile: write: %s\n", errno_text(errno).c_str());
     return 1;
   }
   cpu::CpuProfiler::Stats stats = (*profiler)->stats();
-  std::fprintf(stderr,
-               "sonde-agent profile: %llu samples, %zu distinct stacks; lost in the kernel: %llu "
-               "samples, %llu stacks; symbol tables kept: %zu binaries, %zu bytes\n",
-               static_cast<unsigned long long>((*profile)->total_samples()),
-               (*profile)->distinct_stacks(), static_cast<unsigned long long>(stats.drops.samples),
-               static_cast<unsigned long long>(stats.drops.stacks), stats.binaries.entries,
-               stats.binaries.bytes);
+  (void)std::fprintf(
+      stderr,
+      "sonde-agent profile: %llu samples, %zu distinct stacks; lost in the kernel: %llu "
+      "samples, %llu stacks; symbol tables kept: %zu binaries, %zu bytes\n",
+      static_cast<unsigned long long>((*profile)->total_samples()), (*profile)->distinct_stacks(),
+      static_cast<unsigned long long>(stats.drops.samples),
+      static_cast<unsigned long long>(stats.drops.stacks), stats.binaries.entries,
+      stats.binaries.bytes);
   return 0;
 }
 

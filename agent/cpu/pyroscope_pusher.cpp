@@ -19,7 +19,7 @@ std::string url_encode(const std::string& s) {
       out += static_cast<char>(c);
     } else {
       char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      (void)std::snprintf(buf, sizeof buf, "%%%02X", c);
       out += buf;
     }
   }

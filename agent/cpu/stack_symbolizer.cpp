@@ -21,7 +21,7 @@ constexpr size_t kMaxInlineDepth = 16;
 
 std::string hex(uint64_t v) {
   char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  (void)std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
   return buf;
 }
 
@@ -180,8 +180,8 @@ void StackSymbolizer::open_mapping(const Process& p, Mapping& m) {
   // map_files/ opens the very file that is mapped, in whatever mount namespace, even when it
   // has been deleted or replaced since.
   char range[64];
-  std::snprintf(range, sizeof range, "/%llx-%llx", static_cast<unsigned long long>(m.start),
-                static_cast<unsigned long long>(m.end));
+  (void)std::snprintf(range, sizeof range, "/%llx-%llx", static_cast<unsigned long long>(m.start),
+                      static_cast<unsigned long long>(m.end));
   std::string path = proc_root_ + "/" + std::to_string(p.pid) + "/map_files" + range;
   auto binary = symbols::OpenBinary::open(path);
   if (!binary.ok()) return;

@@ -81,18 +81,18 @@ Check btf_check(const DoctorOptions& o) {
 
 struct CapSpec {
   int cap;
-  const char* name;
   bool required;
+  const char* name;
   const char* why;
 };
 
 constexpr CapSpec kCaps[] = {
-    {CAP_BPF, "CAP_BPF", true, "load BPF programs and create maps"},
-    {CAP_PERFMON, "CAP_PERFMON", true, "BTF tracepoints, perf-event samplers, kernel symbols"},
-    {CAP_SYS_PTRACE, "CAP_SYS_PTRACE", true, "read /proc/<pid>/root and maps of other processes"},
-    {CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH", true, "read binaries of every container"},
-    {CAP_SYS_RESOURCE, "CAP_SYS_RESOURCE", false, "raise RLIMIT_MEMLOCK on kernels before 5.11"},
-    {CAP_SYS_ADMIN, "CAP_SYS_ADMIN", false,
+    {CAP_BPF, true, "CAP_BPF", "load BPF programs and create maps"},
+    {CAP_PERFMON, true, "CAP_PERFMON", "BTF tracepoints, perf-event samplers, kernel symbols"},
+    {CAP_SYS_PTRACE, true, "CAP_SYS_PTRACE", "read /proc/<pid>/root and maps of other processes"},
+    {CAP_DAC_READ_SEARCH, true, "CAP_DAC_READ_SEARCH", "read binaries of every container"},
+    {CAP_SYS_RESOURCE, false, "CAP_SYS_RESOURCE", "raise RLIMIT_MEMLOCK on kernels before 5.11"},
+    {CAP_SYS_ADMIN, false, "CAP_SYS_ADMIN",
      "create uprobes (Go TLS) on kernels that ask it, mount tracefs (optional)"},
 };
 
@@ -196,7 +196,7 @@ Check tracefs_check(const DoctorOptions& o) {
     std::istringstream fields(line);
     fields >> dev >> dir >> type;
     if (type == "tracefs" || type == "debugfs") {
-      if (type == "tracefs" || c.detail.empty()) c.detail = type + " at " + dir;
+      if (type == "tracefs" || c.detail.empty()) c.detail.assign(type).append(" at ").append(dir);
     }
   }
   if (c.detail.empty()) {
@@ -332,7 +332,7 @@ Check uprobe_creation_check(const DoctorOptions& o) {
   }
   int err = errno;
   c.verdict = Verdict::kWarn;
-  c.detail = std::string("refused: ") + strerror(err) + " (Go TLS binaries are not instrumented)";
+  c.detail = "refused: " + errno_text(err) + " (Go TLS binaries are not instrumented)";
   c.fix = err == EACCES || err == EPERM
               ? "this kernel asks CAP_SYS_ADMIN for uprobes: --cap-add SYS_ADMIN "
                 "(podman/docker), agent.uprobes=true (chart)"
@@ -462,11 +462,11 @@ Check bpf_refusal_check(std::string name, int err, uint64_t effective, bool need
                  (cap == CAP_BPF ? "CAP_BPF" : "CAP_PERFMON");
     }
     if (!missing.empty()) {
-      c.detail = "missing permission: the kernel refused it (" + std::string(strerror(err)) +
+      c.detail = "missing permission: the kernel refused it (" + errno_text(err) +
                  ") because this process lacks " + missing;
       c.fix = "grant " + missing + " (see the capability checks above)";
     } else {
-      c.detail = "missing permission: refused (" + std::string(strerror(err)) +
+      c.detail = "missing permission: refused (" + errno_text(err) +
                  ") although the capabilities are held";
       c.fix =
           "a seccomp profile or an LSM blocks bpf(2), or the capabilities are held in a "
@@ -475,10 +475,10 @@ Check bpf_refusal_check(std::string name, int err, uint64_t effective, bool need
           "container";
     }
   } else if (err == EINVAL || err == kEnotsupp) {
-    c.detail = "not supported by this kernel (" + std::string(strerror(err)) + ")";
+    c.detail = "not supported by this kernel (" + errno_text(err) + ")";
     c.fix = "upgrade the kernel: the agent needs Linux 5.8+ built with CONFIG_BPF_SYSCALL";
   } else {
-    c.detail = "probe failed: " + std::string(strerror(err));
+    c.detail = "probe failed: " + errno_text(err);
     c.fix = "a kernel log (dmesg) may say more";
   }
   return c;

@@ -27,9 +27,9 @@ int doctor_main(int argc, char** argv) {
   options.probe_kernel = !no_kernel_probes;
   auto checks = run_doctor(options);
   if (json) {
-    std::printf("%s\n", to_json(checks).dump(2).c_str());
+    (void)std::printf("%s\n", to_json(checks).dump(2).c_str());
   } else {
-    std::fputs(render_table(checks).c_str(), stdout);
+    (void)std::fputs(render_table(checks).c_str(), stdout);
   }
   return all_passed(checks) ? 0 : 1;
 }

@@ -41,7 +41,8 @@ Result<std::unique_ptr<Attachment>> attach_uprobe(bpf_program* program, const st
   bpf_link* link = bpf_program__attach_uprobe(program, false, -1, path.c_str(), file_offset);
   if (!link) {
     char offset[32];
-    std::snprintf(offset, sizeof offset, "0x%llx", static_cast<unsigned long long>(file_offset));
+    (void)std::snprintf(offset, sizeof offset, "0x%llx",
+                        static_cast<unsigned long long>(file_offset));
     return errno_error(
         std::string("attach uprobe ") + bpf_program__name(program) + " to " + path + "+" + offset,
         errno);

@@ -38,7 +38,7 @@ void send(mg_connection* conn, const HttpResponse& r) {
                      mg_get_response_code_text(conn, r.status) +
                      "\r\nContent-Type: " + r.content_type +
                      "\r\nContent-Length: " + std::to_string(r.body.size()) + "\r\n";
-  for (const auto& [k, v] : r.headers) head += k + ": " + v + "\r\n";
+  for (const auto& [k, v] : r.headers) head.append(k).append(": ").append(v).append("\r\n");
   head += "\r\n";
   mg_write(conn, head.data(), head.size());
   mg_write(conn, r.body.data(), r.body.size());

@@ -44,7 +44,10 @@ Result<uint64_t> runtime_address(const ProcReader& proc, pid_t pid, const symbol
 int default_loop_epfd(pid_t pid, uint64_t default_loop) {
   int fd = -1;
   iovec local{&fd, sizeof fd};
-  iovec remote{reinterpret_cast<void*>(default_loop + SONDE_UV_LOOP_BACKEND_FD_OFFSET), sizeof fd};
+  // An address in the other process, never dereferenced here.
+  iovec remote{reinterpret_cast<void*>(  // NOLINT(performance-no-int-to-ptr)
+                   default_loop + SONDE_UV_LOOP_BACKEND_FD_OFFSET),
+               sizeof fd};
   if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof fd)) return -1;
   return fd > 0 ? fd : -1;
 }

@@ -35,7 +35,7 @@ bool tracefs_has_epoll_events() {
   }
   if (access(kEvent, R_OK) == 0) return true;
   if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) != 0) {
-    log::debug("cannot mount tracefs", {{"error", std::strerror(errno)}});
+    log::debug("cannot mount tracefs", {{"error", errno_text(errno)}});
     return false;
   }
   return access(kEvent, R_OK) == 0;

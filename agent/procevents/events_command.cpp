@@ -24,15 +24,15 @@ void print(const ProcessEvent& e, bool json) {
                      {"timestamp_ns", e.timestamp_ns}};
     if (exec) j["filename"] = e.filename;
     if (!exec) j["exit_code"] = e.exit_code;
-    std::printf("%s\n", j.dump().c_str());
+    (void)std::printf("%s\n", j.dump().c_str());
   } else if (exec) {
-    std::printf("exec pid=%u ppid=%u comm=%s filename=%s\n", e.pid, e.ppid, e.comm.c_str(),
-                e.filename.c_str());
+    (void)std::printf("exec pid=%u ppid=%u comm=%s filename=%s\n", e.pid, e.ppid, e.comm.c_str(),
+                      e.filename.c_str());
   } else {
-    std::printf("exit pid=%u ppid=%u comm=%s status=%u\n", e.pid, e.ppid, e.comm.c_str(),
-                e.exit_code);
+    (void)std::printf("exit pid=%u ppid=%u comm=%s status=%u\n", e.pid, e.ppid, e.comm.c_str(),
+                      e.exit_code);
   }
-  std::fflush(stdout);
+  (void)std::fflush(stdout);
 }
 
 }  // namespace
@@ -49,7 +49,7 @@ int events_main(int argc, char** argv) {
   if (auto exit_code = cli::parse(app, argc, argv)) return *exit_code;
   auto source = ProcessEventSource::start([json](const ProcessEvent& e) { print(e, json); });
   if (!source.ok()) {
-    std::fprintf(stderr, "sonde-agent events: %s\n", source.error().message().c_str());
+    (void)std::fprintf(stderr, "sonde-agent events: %s\n", source.error().message().c_str());
     return 1;
   }
   StopSignals stop;
@@ -60,13 +60,13 @@ int events_main(int argc, char** argv) {
   while (!stop.requested() && StopSignals::Clock::now() < deadline) {
     auto n = (*source)->poll(100);
     if (!n.ok()) {
-      std::fprintf(stderr, "sonde-agent events: %s\n", n.error().message().c_str());
+      (void)std::fprintf(stderr, "sonde-agent events: %s\n", n.error().message().c_str());
       return 1;
     }
   }
   if (auto dropped = (*source)->dropped(); dropped > 0) {
-    std::fprintf(stderr, "sonde-agent events: %llu events dropped (ring buffer full)\n",
-                 static_cast<unsigned long long>(dropped));
+    (void)std::fprintf(stderr, "sonde-agent events: %llu events dropped (ring buffer full)\n",
+                       static_cast<unsigned long long>(dropped));
   }
   return 0;
 }

@@ -72,7 +72,7 @@ int standalone_main(int argc, char** argv) {
   if (!args->config_path.empty()) {
     auto loaded = load_agent_config(args->config_path);
     if (!loaded.ok()) {
-      std::fprintf(stderr, "sonde-agent: %s\n", loaded.error().message().c_str());
+      (void)std::fprintf(stderr, "sonde-agent: %s\n", loaded.error().message().c_str());
       return 2;
     }
     cfg = std::move(loaded).value();

@@ -32,7 +32,7 @@ constexpr char kHex[] = "0123456789abcdef";
 
 std::string hex(uint64_t value) {
   char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(value));
+  (void)std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(value));
   return buf;
 }
 

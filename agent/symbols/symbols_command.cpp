@@ -19,7 +19,7 @@ using symbols::ProbeTarget;
 
 std::string hex(uint64_t v) {
   char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+  (void)std::snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
   return buf;
 }
 
@@ -49,23 +49,24 @@ std::string returns_text(const ProbeTarget& t) {
 void print_table(const std::string& path, const symbols::BinaryIdentity& id,
                  const std::string& build_id, symbols::Machine machine,
                  const std::vector<ProbeTarget>& targets) {
-  std::printf("binary    %s\n", path.c_str());
-  std::printf("identity  %s\n", id.to_string().c_str());
+  (void)std::printf("binary    %s\n", path.c_str());
+  (void)std::printf("identity  %s\n", id.to_string().c_str());
   if (!build_id.empty()) std::printf("build-id  %s\n", build_id.c_str());
-  std::printf("machine   %s\n\n", symbols::machine_name(machine));
+  (void)std::printf("machine   %s\n\n", symbols::machine_name(machine));
   size_t width = 4;
   for (const auto& t : targets) width = std::max(width, t.name.size());
   const int w = static_cast<int>(width);
-  std::printf("%-*s  %-12s  %-12s  %-7s  %s\n", w, "NAME", "ADDRESS", "FILE_OFFSET", "SIZE",
-              "RETURNS");
+  (void)std::printf("%-*s  %-12s  %-12s  %-7s  %s\n", w, "NAME", "ADDRESS", "FILE_OFFSET", "SIZE",
+                    "RETURNS");
   for (const auto& t : targets) {
     if (!t.found) {
-      std::printf("%-*s  not found\n", w, t.name.c_str());
+      (void)std::printf("%-*s  not found\n", w, t.name.c_str());
       continue;
     }
-    std::printf("%-*s  %-12s  %-12s  %-7" PRIu64 "  %s%s\n", w, t.name.c_str(),
-                hex(t.address).c_str(), hex(t.file_offset).c_str(), t.size, returns_text(t).c_str(),
-                t.ambiguous ? "  [ambiguous: several definitions]" : "");
+    (void)std::printf("%-*s  %-12s  %-12s  %-7" PRIu64 "  %s%s\n", w, t.name.c_str(),
+                      hex(t.address).c_str(), hex(t.file_offset).c_str(), t.size,
+                      returns_text(t).c_str(),
+                      t.ambiguous ? "  [ambiguous: several definitions]" : "");
   }
 }
 
@@ -115,31 +116,31 @@ int symbols_main(int argc, char** argv) {
 
   auto binary = symbols::OpenBinary::open(path);
   if (!binary.ok()) {
-    std::fprintf(stderr, "sonde-agent symbols: %s\n", binary.error().message().c_str());
+    (void)std::fprintf(stderr, "sonde-agent symbols: %s\n", binary.error().message().c_str());
     return 1;
   }
   auto mapping = binary->map();
   if (!mapping.ok()) {
-    std::fprintf(stderr, "sonde-agent symbols: %s\n", mapping.error().message().c_str());
+    (void)std::fprintf(stderr, "sonde-agent symbols: %s\n", mapping.error().message().c_str());
     return 1;
   }
   auto elf = symbols::ElfFile::parse(mapping->bytes());
   if (!elf.ok()) {
-    std::fprintf(stderr, "sonde-agent symbols: %s: %s\n", path.c_str(),
-                 elf.error().message().c_str());
+    (void)std::fprintf(stderr, "sonde-agent symbols: %s: %s\n", path.c_str(),
+                       elf.error().message().c_str());
     return 1;
   }
   auto targets = symbols::resolve(*elf, names);
   if (!targets.ok()) {
-    std::fprintf(stderr, "sonde-agent symbols: %s: %s\n", path.c_str(),
-                 targets.error().message().c_str());
+    (void)std::fprintf(stderr, "sonde-agent symbols: %s: %s\n", path.c_str(),
+                       targets.error().message().c_str());
     return 1;
   }
   const auto build_id = elf->build_id();
   const std::string build_id_text = build_id ? build_id->to_string() : "";
 
   if (json) {
-    std::printf(
+    (void)std::printf(
         "%s\n",
         to_json(path, binary->identity(), build_id_text, elf->machine(), *targets).dump(2).c_str());
   } else {

@@ -20,7 +20,7 @@ Result<std::string> read_file(const std::string& path) {
   return out.str();
 }
 
-std::string trim(std::string text) {
+std::string trim(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) return "";
   const auto last = text.find_last_not_of(" \t\r\n");
@@ -128,12 +128,12 @@ Result<ClientConfig> config_from_yaml(const YAML::Node& root, const std::string&
   if (!found_ctx) {
     return Error("kubeconfig " + path + ": context \"" + context_name + "\" not found");
   }
-  const YAML::Node ctx = *found_ctx;
+  const YAML::Node& ctx = *found_ctx;
   const auto found_cluster = find_named(root["clusters"], scalar(ctx, "cluster"), "cluster");
   if (!found_cluster) {
     return Error("kubeconfig " + path + ": cluster \"" + scalar(ctx, "cluster") + "\" not found");
   }
-  const YAML::Node cluster = *found_cluster;
+  const YAML::Node& cluster = *found_cluster;
   const YAML::Node user =
       find_named(root["users"], scalar(ctx, "user"), "user").value_or(YAML::Node());
   const std::string base_dir = std::filesystem::path(path).parent_path().string();

@@ -17,7 +17,8 @@ std::string format_micro_time(WallTime t) {
   gmtime_r(&seconds, &utc);
   char buf[64];
   const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &utc);
-  std::snprintf(buf + n, sizeof(buf) - n, ".%06lldZ", static_cast<long long>(micros % 1000000));
+  (void)std::snprintf(buf + n, sizeof(buf) - n, ".%06lldZ",
+                      static_cast<long long>(micros % 1000000));
   return buf;
 }
 
