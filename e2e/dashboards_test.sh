@@ -185,6 +185,9 @@ within_seconds 60 has_series 'container_nodejs_event_loop_blocked_time_seconds_t
   fail "no Node.js series for shop/web-2 in Prometheus: $(curl -s "http://127.0.0.1:$agent_port/metrics" | grep -v '^#' | head -30)"
 within_seconds 60 has_series 'container_go_tls_requests_total{namespace="shop",pod="client-1"}' ||
   fail "no Go TLS series for shop/client-1 in Prometheus; the agent's verdicts: $(curl -s "http://127.0.0.1:$agent_port/metrics" | grep '^sonde_agent_gotls_binaries')"
+# Cluster mode: the kernel counts Go TLS only in the selected containers' cgroups.
+filter="$(curl -sf "http://127.0.0.1:$agent_port/metrics" | awk '/^sonde_agent_gotls_cgroup_filter / { print $2 }')"
+[[ "$filter" == 1 ]] || fail "the Go TLS cgroup filter is not on ($filter): $(grep -i 'cgroup' "$tmp/agent.log" | tail -3)"
 
 echo "--- labels: the workload's own, not exported_*"
 has_series 'sonde_agent_uprobe_attachments{namespace="sonde-system",pod="sonde-agent-x7k2p",container="agent"}' ||

@@ -58,7 +58,8 @@ Result<RuntimeParts> load_parts(const RuntimeServices& s) {
     parts.features.push_back(std::move(f));
   }
   if (options.go_tls) {
-    ASSIGN_OR_RETURN(auto f, GoTlsFeature::load(s.cache, s.proc, grace_ns, s.node));
+    ASSIGN_OR_RETURN(auto f, GoTlsFeature::load(s.cache, s.proc, grace_ns, s.node,
+                                                options.go_tls_cgroup_filter));
     parts.features.push_back(std::move(f));
   }
   if (options.cpu.enabled) {

@@ -55,6 +55,9 @@ struct RuntimeOptions {
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
   bool nodejs_event_loop = true;  // load the Node.js probes at all
   bool go_tls = true;             // load the Go TLS probes at all
+  // Count Go TLS in the kernel only for the cgroups of selected processes (cluster mode, where
+  // a container is what is selected; standalone targets may pick one process of a cgroup).
+  bool go_tls_cgroup_filter = false;
   struct Cpu {
     bool enabled = false;        // load the CPU sampler and serve /debug/pprof/profile
     uint32_t frequency_hz = 19;  // unless selections ask for more (Selection::cpu_frequency_hz)
