@@ -26,7 +26,6 @@
 
 #include "agent/discovery/proc_reader.h"
 #include "agent/metrics/metrics_server.h"
-#include "agent/nodejs/event_loop_monitor.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
 #include "agent/runtime/clock.h"

@@ -251,7 +251,7 @@ class AgentRuntimeTest : public ::testing::Test {
   }
   void TearDown() override {
     if (runner_.joinable()) {
-      raise(SIGTERM);  // StopSignals turns it into the stop request
+      EXPECT_EQ(raise(SIGTERM), 0);  // StopSignals turns it into the stop request
       runner_.join();
       EXPECT_TRUE(run_status_.ok()) << run_status_.error().message();
     }
@@ -370,7 +370,8 @@ TEST_F(AgentRuntimeTest, AnExitReleasesTheProcessFromEveryFeatureAtItsExitTime) 
   run();
   ASSERT_TRUE(eventually([&] { return outcome(pid).has_value(); }));
   p.reset();  // killed and reaped
-  events_->send({.kind = ProcessEvent::Kind::kExit, .pid = static_cast<uint32_t>(pid),
+  events_->send({.kind = ProcessEvent::Kind::kExit,
+                 .pid = static_cast<uint32_t>(pid),
                  .timestamp_ns = 123'456'789});
   ASSERT_TRUE(eventually([&] { return !outcome(pid); }));
   for (FakeFeature* f : features_) {
@@ -379,7 +380,8 @@ TEST_F(AgentRuntimeTest, AnExitReleasesTheProcessFromEveryFeatureAtItsExitTime) 
   }
   // An exit of a process the runtime never selected still reaches every feature, which may have
   // kernel state of it (counted from its first call): releasing the untracked is theirs to skip.
-  events_->send({.kind = ProcessEvent::Kind::kExit, .pid = static_cast<uint32_t>(other.pid()),
+  events_->send({.kind = ProcessEvent::Kind::kExit,
+                 .pid = static_cast<uint32_t>(other.pid()),
                  .timestamp_ns = 5});
   settle();
   for (FakeFeature* f : features_) EXPECT_EQ(f->releases_of(other.pid()).size(), 1u);
@@ -388,8 +390,8 @@ TEST_F(AgentRuntimeTest, AnExitReleasesTheProcessFromEveryFeatureAtItsExitTime) 
 TEST_F(AgentRuntimeTest, AnExecIsConsideredAgainWithTheNewProgram) {
   const std::string go = ::testing::TempDir() + "/exec-now-" + std::to_string(getpid());
   std::filesystem::remove(go);
-  ChildProcess p({"/bin/sh", "-c",
-                  "while [ ! -e '" + go + "' ]; do sleep 0.02; done; exec /bin/sleep 1000"});
+  ChildProcess p(
+      {"/bin/sh", "-c", "while [ ! -e '" + go + "' ]; do sleep 0.02; done; exec /bin/sleep 1000"});
   selector_.set(p.pid(), selection(true, false, true));
   start();
   run();
