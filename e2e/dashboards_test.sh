@@ -9,8 +9,9 @@
 # Checks: the workloads' series keep their own namespace/pod/container (no exported_*); the
 # policy-level blocked time (per-container rates joined with sonde_policy_selection) shows no
 # spike across an agent restart and a pod leaving, where a summed counter does; every query of
-# every dashboard panel and every rule returns series (e2e/dashboard_queries.py prints each);
-# the alerts this run provokes fire. Needs root (cgroups, BPF), helm, promtool, Go.
+# every dashboard panel and every rule returns series (e2e/dashboard_queries.py prints each),
+# the CPU panel's cores for web-1 (sampled through the web policy's cpu) agreeing with the CPU
+# time the kernel charged to its process; the alerts this run provokes fire. Needs root (cgroups, BPF), helm, promtool, Go.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -91,6 +92,7 @@ run_in_container() {  # run_in_container NAME ID COMMAND...; sets LAST_PID
 mkdir -p "$cgroot"
 web1_id="$(new_id)" web2_id="$(new_id)" api_id="$(new_id)" client_id="$(new_id)" legacy_id="$(new_id)"
 run_in_container web-1 "$web1_id" /usr/bin/node "$blocker" periodic 0 600   # 60% blocked
+web1_pid=$LAST_PID
 run_in_container web-2 "$web2_id" /usr/bin/node "$blocker" periodic 0 200   # 20% blocked
 web2_pid=$LAST_PID
 run_in_container api "$api_id" "$tmp/bin/gotls" server
@@ -125,7 +127,7 @@ policies=/apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies
 kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
   "metadata": {"name": "web", "namespace": "shop"},
   "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
-           "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null
+           "instrumentations": {"nodejsEventLoop": {}, "cpu": {}}}}' >/dev/null
 kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
   "metadata": {"name": "api", "namespace": "shop"},
   "spec": {"targets": [{"selector": {"matchLabels": {"app": "api"}}}],
@@ -185,6 +187,9 @@ within_seconds 60 has_series 'container_nodejs_event_loop_blocked_time_seconds_t
   fail "no Node.js series for shop/web-2 in Prometheus: $(curl -s "http://127.0.0.1:$agent_port/metrics" | grep -v '^#' | head -30)"
 within_seconds 60 has_series 'container_go_tls_requests_total{namespace="shop",pod="client-1"}' ||
   fail "no Go TLS series for shop/client-1 in Prometheus; the agent's verdicts: $(curl -s "http://127.0.0.1:$agent_port/metrics" | grep '^sonde_agent_gotls_binaries')"
+# Cluster mode: the kernel counts Go TLS only in the selected containers' cgroups.
+filter="$(curl -sf "http://127.0.0.1:$agent_port/metrics" | awk '/^sonde_agent_gotls_cgroup_filter / { print $2 }')"
+[[ "$filter" == 1 ]] || fail "the Go TLS cgroup filter is not on ($filter): $(grep -i 'cgroup' "$tmp/agent.log" | tail -3)"
 
 echo "--- labels: the workload's own, not exported_*"
 has_series 'sonde_agent_uprobe_attachments{namespace="sonde-system",pod="sonde-agent-x7k2p",container="agent"}' ||
@@ -243,6 +248,26 @@ echo "--- every dashboard panel and rule through Prometheus"
 sleep 2
 python3 "$here/dashboard_queries.py" "$PROM_URL" "$root/charts/sonde/dashboards" "$tmp/rules.yaml" ||
   fail "a dashboard or rule query returned no series"
+
+echo "--- the CPU panel against the kernel's accounting"
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }  # utime + stime
+ticks0="$(cpu_ticks "$web1_pid")" t_a="$(date +%s.%N)"
+sleep 20
+ticks1="$(cpu_ticks "$web1_pid")" t_b="$(date +%s.%N)"
+sleep 2  # the last scrapes of the window
+measured="$(awk -v a="$ticks0" -v b="$ticks1" -v s="$t_a" -v e="$t_b" -v hz="$(getconf CLK_TCK)" \
+  'BEGIN { printf "%.3f", (b - a) / hz / (e - s) }')"
+panel_expr="$(jq -r '.panels[] | select(.title == "CPU per container (cores)") | .targets[0].expr' \
+  "$root/charts/sonde/dashboards/cpu-profiles.json")"
+panel_expr="${panel_expr//\$__rate_interval/20s}"
+panel_expr="${panel_expr//\$namespace/shop}"
+panel_expr="${panel_expr//\$pod/web-1}"
+cores="$(curl -sf --get "$PROM_URL/api/v1/query" --data-urlencode "query=$panel_expr" \
+  --data-urlencode "time=$t_b" | jq -r '.data.result[0].value[1] // "none"')"
+echo "web-1: the panel shows $cores cores; the kernel charged it $measured cores over the same 20 s"
+[[ "$cores" != none ]] || fail "the CPU panel has no series for web-1"
+awk -v c="$cores" -v m="$measured" 'BEGIN { exit !(m > 0.1 && c > m * 0.65 && c < m * 1.35) }' ||
+  fail "the CPU panel shows $cores cores for web-1, the kernel $measured"
 
 echo "--- alerts this run provokes"
 firing() { curl -sf "$PROM_URL/api/v1/alerts" | jq -r '.data.alerts[] | select(.state == "firing") | .labels.alertname + " " + (.labels | del(.alertname, .severity) | tostring)'; }

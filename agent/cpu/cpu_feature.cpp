@@ -14,10 +14,10 @@ Result<std::unique_ptr<CpuFeature>> CpuFeature::start(const cpu::ProfilerOptions
     log::warn("this node cannot sample CPUs; policies asking for cpu are reported so",
               {{"error", profiler.error().message()}});
     return std::unique_ptr<CpuFeature>(
-        new CpuFeature(nullptr, options.frequency_hz, profiler.error().message()));
+        new CpuFeature(nullptr, options.frequency_hz, profiler.error().message(), ""));
   }
   std::unique_ptr<CpuFeature> self(
-      new CpuFeature(std::move(profiler).value(), options.frequency_hz, ""));
+      new CpuFeature(std::move(profiler).value(), options.frequency_hz, "", options.node_name));
   if (!push.url.empty()) {
     ASSIGN_OR_RETURN(self->pusher_,
                      cpu::PyroscopePusher::start(
@@ -82,6 +82,11 @@ uint32_t CpuFeature::frequency_hz() const {
 void CpuFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   if (!profiler_) return;
   for (auto& f : profiler_->metrics()) out.push_back(std::move(f));
+  // Dashboards turn samples per second into CPU cores with it.
+  auto hz = gauge_family("sonde_cpu_profile_frequency_hertz",
+                         "The node's CPU sampling frequency now (samples per second per CPU)");
+  add_sample(hz, {{"node", node_}}, static_cast<double>(profiler_->frequency_hz()));
+  out.push_back(std::move(hz));
   if (!pusher_) return;
   auto pushes = counter_family("sonde_cpu_profile_pushes_total",
                                "Per-container CPU profiles pushed to the Pyroscope endpoint: "

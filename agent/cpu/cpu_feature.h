@@ -58,10 +58,11 @@ class CpuFeature final : public Feature {
 
  private:
   CpuFeature(std::unique_ptr<cpu::CpuProfiler> profiler, uint32_t default_hz,
-             std::string unavailable)
+             std::string unavailable, std::string node)
       : profiler_(std::move(profiler)),
         default_hz_(default_hz),
-        unavailable_(std::move(unavailable)) {}
+        unavailable_(std::move(unavailable)),
+        node_(std::move(node)) {}
   // With mu_ held: the frequency the selected processes ask for, applied.
   void retune_locked();
 
@@ -69,6 +70,7 @@ class CpuFeature final : public Feature {
   std::unique_ptr<cpu::PyroscopePusher> pusher_;  // after the profiler it collects from
   const uint32_t default_hz_;
   const std::string unavailable_;  // why the node cannot sample
+  const std::string node_;         // the `node` label
   mutable std::mutex mu_;
   std::map<pid_t, uint32_t> pids_;  // selected for sampling → the frequency asked for
 };

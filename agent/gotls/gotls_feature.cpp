@@ -1,16 +1,31 @@
 #include "agent/gotls/gotls_feature.h"
 
 #include <array>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.h"
 
 namespace sonde::agent {
 
 Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCache& cache,
                                                          const ProcReader& proc, uint64_t grace_ns,
-                                                         std::string node) {
+                                                         std::string node, bool filter_by_cgroup) {
   ASSIGN_OR_RETURN(auto probes, TlsProbes::load());
   auto f = std::unique_ptr<GoTlsFeature>(new GoTlsFeature(std::move(node)));
   f->probes_ = std::move(probes);
   f->monitor_ = std::make_unique<TlsMonitor>(*f->probes_, cache, f->uprobes_, proc, grace_ns);
+  if (filter_by_cgroup) {
+    std::ifstream in(proc.root() + "/self/mounts");
+    std::stringstream mounts;
+    mounts << in.rdbuf();
+    if (auto root = cgroup2_mount(mounts.str())) {
+      f->monitor_->filter_by_cgroup(*root);
+    } else {
+      log::warn("no cgroup v2 hierarchy: Go TLS counts every process of instrumented binaries",
+                {{"mounts", proc.root() + "/self/mounts"}});
+    }
+  }
   return f;
 }
 
@@ -107,6 +122,10 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                                   "Processes counted by the Go TLS probes whose counts were "
                                   "discarded: not selected, or exited before they were seen.");
   add_sample(discarded, {}, static_cast<double>(monitor_->discarded_processes()));
+  auto filter = gauge_family("sonde_agent_gotls_cgroup_filter",
+                             "1 when the kernel counts only selected containers' cgroups, 0 "
+                             "when it counts every process of instrumented binaries.");
+  add_sample(filter, {}, monitor_->filtering_by_cgroup() ? 1 : 0);
   auto attachments = gauge_family("sonde_agent_uprobe_attachments",
                                   "Uprobe attachments alive: one per (real file, offset, "
                                   "program), shared by every process running the file.");
@@ -115,7 +134,7 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       counter_family("sonde_agent_uprobe_attaches_total", "Uprobe attachments made since start.");
   add_sample(attaches, {{"feature", "gotls"}}, static_cast<double>(uprobes_.attach_count()));
   for (auto* f : {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full,
-                  &discarded, &attachments, &attaches}) {
+                  &discarded, &filter, &attachments, &attaches}) {
     out.push_back(std::move(*f));
   }
 }

@@ -17,10 +17,12 @@ namespace sonde::agent {
 
 class GoTlsFeature final : public Feature {
  public:
-  // Loads the probes; `node` is the metrics' node label.
+  // Loads the probes; `node` is the metrics' node label. With `filter_by_cgroup` (cluster mode:
+  // selection is per container) the kernel counts only the cgroups of selected processes
+  // (TlsMonitor::filter_by_cgroup()), when the agent sees a cgroup v2 hierarchy.
   static Result<std::unique_ptr<GoTlsFeature>> load(symbols::ProbeTargetCache& cache,
                                                     const ProcReader& proc, uint64_t grace_ns,
-                                                    std::string node);
+                                                    std::string node, bool filter_by_cgroup);
 
   const char* name() const override { return "gotls"; }
   bool requested(const Selection& selection) const override { return selection.go_tls; }
@@ -30,7 +32,9 @@ class GoTlsFeature final : public Feature {
   const std::vector<std::string>& symbol_names() const override {
     return TlsMonitor::symbol_names();
   }
-  std::optional<FeatureResult> select(const ProcessInfo&, const Selection&) override {
+  // Admits the process's cgroup (TlsMonitor::admit()); the binary is read on the worker.
+  std::optional<FeatureResult> select(const ProcessInfo& process, const Selection&) override {
+    monitor_->admit(process);
     return std::nullopt;
   }
   FeatureResult instrument(const Candidate& candidate, const Selection& selection) override;

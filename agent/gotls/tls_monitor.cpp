@@ -326,6 +326,7 @@ void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
 
 void TlsMonitor::exited(pid_t pid) {
   std::lock_guard lock(mu_);
+  unadmit_locked(pid);
   if (processes_.contains(pid)) {
     finish_locked(pid);
   } else if (probes_.counting(static_cast<uint32_t>(pid))) {
@@ -348,6 +349,7 @@ void TlsMonitor::finish_locked(pid_t pid) {
 void TlsMonitor::sweep() {
   std::lock_guard lock(mu_);
   for (pid_t pid : vanished_pids(proc_, processes_)) finish_locked(pid);
+  for (pid_t pid : vanished_pids(proc_, admitted_)) unadmit_locked(pid);
   // Counted by the kernel but not tracked: a process consider() has not seen yet (left for a
   // sweep), one that is not selected, or one that exited before it was seen.
   std::set<uint32_t> untracked;
@@ -363,19 +365,61 @@ void TlsMonitor::sweep() {
   untracked_seen_ = std::move(untracked);
 }
 
-void TlsMonitor::filter_by_cgroup(bool on) {
+void TlsMonitor::filter_by_cgroup(std::string cgroup2_root) {
   std::lock_guard lock(mu_);
-  probes_.filter_by_cgroup(on);
+  cgroup2_root_ = std::move(cgroup2_root);
+  probes_.filter_by_cgroup(true);
+  log::info("Go TLS counts only selected containers' cgroups", {{"cgroup2", cgroup2_root_}});
 }
 
-Status TlsMonitor::allow_cgroup(uint64_t cgroup_id) {
+bool TlsMonitor::filtering_by_cgroup() const {
   std::lock_guard lock(mu_);
-  return probes_.allow_cgroup(cgroup_id);
+  return !cgroup2_root_.empty();
 }
 
-void TlsMonitor::disallow_cgroup(uint64_t cgroup_id) {
+void TlsMonitor::admit(const ProcessInfo& process) {
   std::lock_guard lock(mu_);
-  probes_.disallow_cgroup(cgroup_id);
+  if (cgroup2_root_.empty()) return;
+  auto id = proc_.cgroup_id(process.pid, cgroup2_root_);
+  if (!id.ok()) {
+    if (is_gone(id.error())) return;
+    stop_filtering_locked(id.error().message());
+    return;
+  }
+  auto it = admitted_.find(process.pid);
+  if (it != admitted_.end()) {
+    if (it->second.start_time == process.start_time && it->second.cgroup_id == *id) return;
+    unadmit_locked(process.pid);  // another process under that pid, or moved to another cgroup
+  }
+  if (admitted_cgroups_[*id]++ == 0) {
+    if (Status st = probes_.allow_cgroup(*id); !st.ok()) {
+      admitted_cgroups_.erase(*id);
+      stop_filtering_locked(st.error().message());
+      return;
+    }
+  }
+  admitted_[process.pid] = {process.start_time, *id};
+}
+
+void TlsMonitor::unadmit_locked(pid_t pid) {
+  auto it = admitted_.find(pid);
+  if (it == admitted_.end()) return;
+  auto c = admitted_cgroups_.find(it->second.cgroup_id);
+  if (c != admitted_cgroups_.end() && --c->second == 0) {
+    probes_.disallow_cgroup(c->first);
+    admitted_cgroups_.erase(c);
+  }
+  admitted_.erase(it);
+}
+
+void TlsMonitor::stop_filtering_locked(const std::string& why) {
+  log::warn("Go TLS cgroup filter off: counting every process of instrumented binaries",
+            {{"reason", why}});
+  probes_.filter_by_cgroup(false);
+  for (const auto& [id, n] : admitted_cgroups_) probes_.disallow_cgroup(id);
+  admitted_cgroups_.clear();
+  admitted_.clear();
+  cgroup2_root_.clear();
 }
 
 std::map<ContainerLabels, TlsMonitor::ContainerStats> TlsMonitor::snapshot() {

@@ -17,6 +17,13 @@
 // backwards, forgotten `grace` after a container's last process). Counts of processes never
 // tracked are discarded (exited(), sweep()).
 //
+// The uprobes are per file, so without a filter every process of an instrumented file is
+// counted, selected or not: another pod of the same image fills the kernel maps and is parsed
+// in the kernel, then discarded here. With filter_by_cgroup() (cluster mode, where containers
+// are what is selected) the kernel counts only processes of admitted cgroups: an unselected
+// process then costs its uprobe hits and one map lookup per call, and holds no map entry.
+//
+
 // Thread-safety: all methods may be called concurrently (one mutex).
 #pragma once
 
@@ -73,12 +80,17 @@ class TlsMonitor {
   // were never tracked for two sweeps in a row (unselected, or exited unseen).
   void sweep();
 
-  // Cluster mode: count in the kernel only processes of allowed cgroups (cgroup v2 ids, as
-  // bpf_get_current_cgroup_id() sees them). With the filter off (the default) every process
-  // of an instrumented binary is counted and unselected ones are discarded by user space.
-  void filter_by_cgroup(bool on);
-  Status allow_cgroup(uint64_t cgroup_id);
-  void disallow_cgroup(uint64_t cgroup_id);
+  // From now on the kernel counts only processes of admitted cgroups (cgroup v2, mounted at
+  // cgroup2_root). Call it before any process is considered.
+  void filter_by_cgroup(std::string cgroup2_root);
+  // With the filter on: the cgroup of `process` (selected for Go TLS) is counted while the
+  // process lives (until exited() or a sweep finds it gone). Called before consider(), when the
+  // process is selected, so that the container's processes are counted from their first call.
+  // A cgroup the agent cannot name, or a full cgroup map, turns the filter off for good, with a
+  // warning: every process of an instrumented file is counted again (and unselected ones
+  // discarded here), rather than a selected process silently never counted.
+  void admit(const ProcessInfo& process);
+  bool filtering_by_cgroup() const;
 
   struct RequestKey {
     std::string direction, method, status_class;
@@ -147,6 +159,9 @@ class TlsMonitor {
   // With mu_ held: keeps b for the binary `key`, forgetting an old one past kMaxVerdicts.
   void remember_locked(const std::string& key, const Binary& b);
   void finish_locked(pid_t pid);
+  // With mu_ held: pid's cgroup is no longer counted on its behalf.
+  void unadmit_locked(pid_t pid);
+  void stop_filtering_locked(const std::string& why);
   static void add_counts(const TlsCounters::Counts& counts, Counters& s);
 
   TlsCounters& probes_;
@@ -161,6 +176,13 @@ class TlsMonitor {
   std::unordered_map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
   std::set<uint32_t> untracked_seen_;  // counted by the kernel, untracked at the last sweep
   uint64_t discarded_ = 0;
+  struct Admission {
+    uint64_t start_time;
+    uint64_t cgroup_id;
+  };
+  std::string cgroup2_root_;  // empty: no filter
+  std::map<pid_t, Admission> admitted_;
+  std::map<uint64_t, size_t> admitted_cgroups_;  // cgroup id → admitted processes in it
 };
 
 // Raises every counter of `value` to at least its value in `floor` (ContainerTotalsOf's floor).

@@ -30,24 +30,32 @@ struct ProcessEvent {
   std::string filename;  // execve path for kExec
 };
 
-class ProcessEventSource {
+// What the agent's runtime reads of them: ProcessEventSource on a real kernel, a fake in the
+// runtime's unit tests. The callback is given when the source is built.
+class ProcessEvents {
  public:
   using Callback = std::function<void(const ProcessEvent&)>;
+  virtual ~ProcessEvents() = default;
 
+  // Waits up to timeout_ms for events and delivers every available one to the callback.
+  // Returns the number delivered; EINTR counts as zero events, not an error.
+  virtual Result<int> poll(int timeout_ms) = 0;
+  // Events the kernel could not queue because the ring buffer was full.
+  virtual uint64_t dropped() const = 0;
+};
+
+class ProcessEventSource final : public ProcessEvents {
+ public:
   // Loads and attaches the programs. Fails with a message naming the step (open, load, attach)
   // and the kernel's reason; nothing is left attached on failure.
   static Result<std::unique_ptr<ProcessEventSource>> start(Callback callback);
 
-  ~ProcessEventSource();
+  ~ProcessEventSource() override;
   ProcessEventSource(const ProcessEventSource&) = delete;
   ProcessEventSource& operator=(const ProcessEventSource&) = delete;
 
-  // Waits up to timeout_ms for events and delivers every available one to the callback.
-  // Returns the number delivered; EINTR counts as zero events, not an error.
-  Result<int> poll(int timeout_ms);
-
-  // Events the kernel could not queue because the ring buffer was full.
-  uint64_t dropped() const;
+  Result<int> poll(int timeout_ms) override;
+  uint64_t dropped() const override;
 
  private:
   explicit ProcessEventSource(Callback callback) : callback_(std::move(callback)) {}

@@ -23,11 +23,11 @@ namespace sonde::agent {
 namespace {
 
 // How often processes that vanished without an exit event (a lost ring-buffer record) are
-// looked for.
-constexpr auto kSweepInterval = std::chrono::seconds(10);
+// looked for (ns).
+constexpr uint64_t kSweepIntervalNs = 10'000'000'000;
 // After exec events were lost, /proc is scanned again for what they announced; at most this
-// often, so an exec storm that keeps the ring buffer full costs one scan per period.
-constexpr auto kRescanInterval = std::chrono::seconds(1);
+// often, so an exec storm that keeps the ring buffer full costs one scan per period (ns).
+constexpr uint64_t kRescanIntervalNs = 1'000'000'000;
 
 std::string host_name() {
   char buf[256] = {};
@@ -42,11 +42,44 @@ double resident_bytes() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
+// The agent's parts: the kernel's process events and the features the options enable.
+Result<RuntimeParts> load_parts(const RuntimeServices& s) {
+  const RuntimeOptions& options = s.options;
+  RuntimeParts parts;
+  ASSIGN_OR_RETURN(parts.events, ProcessEventSource::start(s.on_event));
+  const auto grace_ns = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options.series_grace).count());
+  NodejsFeature* nodejs = nullptr;  // its wait hook and loops map
+  if (options.nodejs_event_loop) {
+    ASSIGN_OR_RETURN(auto f,
+                     NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns, s.node));
+    nodejs = f.get();
+    parts.wait_source = nodejs->wait_source();
+    parts.features.push_back(std::move(f));
+  }
+  if (options.go_tls) {
+    ASSIGN_OR_RETURN(auto f, GoTlsFeature::load(s.cache, s.proc, grace_ns, s.node,
+                                                options.go_tls_cgroup_filter));
+    parts.features.push_back(std::move(f));
+  }
+  if (options.cpu.enabled) {
+    cpu::ProfilerOptions o;
+    o.frequency_hz = options.cpu.frequency_hz;
+    o.all_processes = options.cpu.all_processes;
+    o.nodejs_loops_map_fd = nodejs ? nodejs->loops_map_fd() : -1;
+    o.proc_root = options.proc_root;
+    o.node_name = s.node;
+    ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope));
+    parts.features.push_back(std::move(f));
+  }
+  return parts;
+}
+
 }  // namespace
 
 struct AgentRuntime::Impl {
-  Impl(const RuntimeOptions& o, Selector& s)
-      : options(o), selector(s), proc(o.proc_root), cache(o.symbol_cache_entries) {}
+  Impl(const RuntimeOptions& o, Selector& s, const Clock& c)
+      : options(o), selector(s), clock(c), proc(o.proc_root), cache(o.symbol_cache_entries) {}
   // What the inspection worker and the metrics server call into goes after them; features in
   // the reverse order of their start (the CPU sampler reads the Node.js probes' map).
   ~Impl() {
@@ -55,7 +88,7 @@ struct AgentRuntime::Impl {
     while (!features.empty()) features.pop_back();
   }
 
-  Status start();
+  Status start(const PartsFactory& build);
   Status run(const StopSignals& stop);
   void consider(pid_t pid, bool running);
   void instrument(ProcessInfo info, const Selection& selection, bool running,
@@ -68,15 +101,16 @@ struct AgentRuntime::Impl {
 
   RuntimeOptions options;
   Selector& selector;
+  const Clock& clock;
   ProcReader proc;
   symbols::ProbeTargetCache cache;
   std::string node;
 
   std::deque<ProcessEvent> pending;
-  std::unique_ptr<ProcessEventSource> events;
+  std::unique_ptr<ProcessEvents> events;
   std::vector<std::unique_ptr<Feature>> features;  // in the order they started
-  NodejsFeature* nodejs = nullptr;                 // among them: its wait hook and loops map
-  std::vector<std::string> all_names;              // every feature's symbols, resolved in one parse
+  std::string wait_source;
+  std::vector<std::string> all_names;  // every feature's symbols, resolved in one parse
   std::atomic<bool> reselect_requested{false};
   mutable std::mutex outcomes_mu;
   std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
@@ -87,34 +121,20 @@ struct AgentRuntime::Impl {
   std::unique_ptr<MetricsServer> server;
 };
 
-Status AgentRuntime::Impl::start() {
+Status AgentRuntime::Impl::start(const PartsFactory& build) {
   route_libbpf_log();
   node = options.node_name.empty() ? host_name() : options.node_name;
   // Events first, then the /proc scan (in run()): a process that starts in between is seen by
   // both (consider() is idempotent), one that exits in between sends an exit event.
-  ASSIGN_OR_RETURN(
-      events, ProcessEventSource::start([this](const ProcessEvent& e) { pending.push_back(e); }));
-  const auto grace_ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(options.series_grace).count());
-  if (options.nodejs_event_loop) {
-    ASSIGN_OR_RETURN(auto f, NodejsFeature::load(options.wait_source, cache, proc, grace_ns, node));
-    nodejs = f.get();
-    features.push_back(std::move(f));
-  }
-  if (options.go_tls) {
-    ASSIGN_OR_RETURN(auto f, GoTlsFeature::load(cache, proc, grace_ns, node));
-    features.push_back(std::move(f));
-  }
-  if (options.cpu.enabled) {
-    cpu::ProfilerOptions o;
-    o.frequency_hz = options.cpu.frequency_hz;
-    o.all_processes = options.cpu.all_processes;
-    o.nodejs_loops_map_fd = nodejs ? nodejs->loops_map_fd() : -1;
-    o.proc_root = options.proc_root;
-    o.node_name = node;
-    ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope));
-    features.push_back(std::move(f));
-  }
+  ASSIGN_OR_RETURN(auto parts,
+                   build({.options = options,
+                          .on_event = [this](const ProcessEvent& e) { pending.push_back(e); },
+                          .cache = cache,
+                          .proc = proc,
+                          .node = node}));
+  events = std::move(parts.events);
+  features = std::move(parts.features);
+  wait_source = std::move(parts.wait_source);
   for (const auto& f : features) {
     const auto& more = f->symbol_names();
     all_names.insert(all_names.end(), more.begin(), more.end());
@@ -166,7 +186,7 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
   for (const auto& f : features) {
     if (!selection || !f->requested(*selection)) {
       // Deselected (or this feature no longer asked for): release and fold its counters.
-      if (was_selected) f->release(pid, monotonic_ns());
+      if (was_selected) f->release(pid, clock.now_ns());
       continue;
     }
     if (auto r = f->select(*info, *selection)) {
@@ -252,13 +272,13 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
                                     {"metrics", options.metrics_address},
                                     {"port", server->port()},
                                     {"features", static_cast<uint64_t>(features.size())},
-                                    {"wait_source", nodejs ? nodejs->wait_source() : "none"}});
+                                    {"wait_source", wait_source}});
   for (const auto& f : features) {
     log::info("feature running",
               {{"feature", f->name()}, {"processes", static_cast<uint64_t>(f->tracked())}});
   }
-  auto next_sweep = StopSignals::Clock::now() + kSweepInterval;
-  auto next_rescan = StopSignals::Clock::now();
+  uint64_t next_sweep = clock.now_ns() + kSweepIntervalNs;
+  uint64_t next_rescan = clock.now_ns();
   uint64_t dropped_seen = events->dropped();
   while (!stop.requested()) {
     RETURN_IF_ERROR(events->poll(200));
@@ -274,18 +294,18 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
     }
     // Exec events lost to a full ring buffer: the processes they announced are found by a scan.
     if (uint64_t dropped = events->dropped(); dropped != dropped_seen) {
-      if (StopSignals::Clock::now() >= next_rescan) {
+      if (clock.now_ns() >= next_rescan) {
         log::info("process events were lost; rescanning /proc", {{"lost", dropped - dropped_seen}});
         dropped_seen = dropped;
-        next_rescan = StopSignals::Clock::now() + kRescanInterval;
+        next_rescan = clock.now_ns() + kRescanIntervalNs;
         reselect_requested.store(true);
       }
     }
     if (reselect_requested.exchange(false)) reselect();
     check_inspections();
-    if (StopSignals::Clock::now() >= next_sweep) {
+    if (clock.now_ns() >= next_sweep) {
       for (const auto& f : features) f->sweep();
-      next_sweep = StopSignals::Clock::now() + kSweepInterval;
+      next_sweep = clock.now_ns() + kSweepIntervalNs;
     }
   }
   log::info("shutting down", {{"signal", stop.signal()}});
@@ -328,8 +348,7 @@ void AgentRuntime::Impl::add_collector() {
     auto rss = gauge_family("sonde_agent_resident_memory_bytes", "Resident memory of the agent.");
     add_sample(rss, {}, resident_bytes());
     auto info = gauge_family("sonde_agent_info", "Agent version and event-loop wait hook.");
-    add_sample(
-        info, {{"version", kVersion}, {"wait_source", nodejs ? nodejs->wait_source() : "none"}}, 1);
+    add_sample(info, {{"version", kVersion}, {"wait_source", wait_source}}, 1);
     for (auto* f : {&entries, &dropped, &rss, &info}) out.push_back(std::move(*f));
     return out;
   });
@@ -337,8 +356,15 @@ void AgentRuntime::Impl::add_collector() {
 
 Result<std::unique_ptr<AgentRuntime>> AgentRuntime::start(const RuntimeOptions& options,
                                                           Selector& selector) {
-  auto impl = std::make_unique<Impl>(options, selector);
-  RETURN_IF_ERROR(impl->start());
+  return start(options, selector, load_parts, monotonic_clock());
+}
+
+Result<std::unique_ptr<AgentRuntime>> AgentRuntime::start(const RuntimeOptions& options,
+                                                          Selector& selector,
+                                                          const PartsFactory& build,
+                                                          const Clock& clock) {
+  auto impl = std::make_unique<Impl>(options, selector, clock);
+  RETURN_IF_ERROR(impl->start(build));
   return std::unique_ptr<AgentRuntime>(new AgentRuntime(std::move(impl)));
 }
 

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,9 +26,11 @@
 
 #include "agent/discovery/proc_reader.h"
 #include "agent/metrics/metrics_server.h"
-#include "agent/nodejs/event_loop_monitor.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/procevents/process_events.h"
+#include "agent/runtime/clock.h"
 #include "agent/runtime/feature.h"
+#include "agent/symbols/probe_target_cache.h"
 #include "common/config.h"
 #include "common/result.h"
 #include "common/signals.h"
@@ -51,6 +54,9 @@ struct RuntimeOptions {
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
   bool nodejs_event_loop = true;  // load the Node.js probes at all
   bool go_tls = true;             // load the Go TLS probes at all
+  // Count Go TLS in the kernel only for the cgroups of selected processes (cluster mode, where
+  // a container is what is selected; standalone targets may pick one process of a cgroup).
+  bool go_tls_cgroup_filter = false;
   struct Cpu {
     bool enabled = false;        // load the CPU sampler and serve /debug/pprof/profile
     uint32_t frequency_hz = 19;  // unless selections ask for more (Selection::cpu_frequency_hz)
@@ -66,11 +72,33 @@ struct RuntimeOptions {
   std::chrono::milliseconds inspection_deadline{5000};
 };
 
+// What the runtime drives, built once at start: the process events and the features. The agent
+// builds them from RuntimeOptions (loading the BPF programs); the runtime's unit tests pass fakes.
+struct RuntimeParts {
+  std::unique_ptr<ProcessEvents> events;
+  std::vector<std::unique_ptr<Feature>> features;  // in start order; destroyed in reverse
+  std::string wait_source = "none";  // the Node.js wait hook, for logs and sonde_agent_info
+};
+
+// What building the parts may use; each reference outlives the parts.
+struct RuntimeServices {
+  const RuntimeOptions& options;
+  ProcessEvents::Callback on_event;  // where the events go (called on run()'s thread)
+  symbols::ProbeTargetCache& cache;  // the one probe-target cache of every feature
+  const ProcReader& proc;
+  const std::string& node;  // the `node` label
+};
+using PartsFactory = std::function<Result<RuntimeParts>(const RuntimeServices&)>;
+
 class AgentRuntime {
  public:
   // Loads the BPF programs and starts serving /metrics. Fails with the step that failed.
   static Result<std::unique_ptr<AgentRuntime>> start(const RuntimeOptions& options,
                                                      Selector& selector);
+  // The same with the parts `build` makes, timed by `clock` (sweeps, rescans, releases).
+  static Result<std::unique_ptr<AgentRuntime>> start(const RuntimeOptions& options,
+                                                     Selector& selector, const PartsFactory& build,
+                                                     const Clock& clock);
   ~AgentRuntime();
 
   // The main loop: until `stop` is requested or a fatal error (returned).

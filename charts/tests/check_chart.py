@@ -174,7 +174,7 @@ def rules(rendered, out):
 # from the kubelet) and resources (kube-state-metrics). Only in the agent health dashboard.
 EXTERNAL = {"container_cpu_usage_seconds_total", "kube_pod_container_resource_limits",
             "kube_pod_container_resource_requests"}
-SONDE_PREFIXES = ("sonde_", "container_nodejs_", "container_go_tls_")
+SONDE_PREFIXES = ("sonde_", "container_nodejs_", "container_go_tls_", "container_cpu_profile_")
 PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "or", "and",
                    "unless", "bool", "offset"}
 

@@ -2,10 +2,7 @@
 // JIT code), served through the agent's HTTP route, decoded as pprof and read by
 // `go tool pprof`; and blocked=true against a Node.js loop blocked in a named function.
 // Needs root (ctest label: bpf).
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -25,11 +22,14 @@
 #include "agent/metrics/metrics_server.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/tests/child_process.h"
+#include "agent/tests/http_get.h"
 
 namespace sonde::agent::cpu {
 namespace {
 
 using sonde::testing::ChildProcess;
+using sonde::testing::http_get;
+using sonde::testing::HttpResult;
 using std::chrono::milliseconds;
 
 std::string run(const std::string& cmd) {
@@ -54,35 +54,6 @@ double cpu_seconds(pid_t pid) {
     if (i == 14 || i == 15) ticks += std::stod(field);
   }
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-struct HttpResult {
-  int status = 0;
-  std::string body;
-};
-
-HttpResult http_get(int port, const std::string& target) {
-  HttpResult r;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return r;
-  }
-  std::string req = "GET " + target + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-  (void)!write(fd, req.data(), req.size());
-  std::string resp;
-  char buf[65536];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) resp.append(buf, static_cast<size_t>(n));
-  close(fd);
-  size_t end = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.1 ", 0) != 0 || end == std::string::npos) return r;
-  r.status = std::stoi(resp.substr(9, 3));
-  r.body = resp.substr(end + 4);
-  return r;
 }
 
 std::string gunzip(const std::string& in) {

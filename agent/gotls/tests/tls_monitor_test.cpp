@@ -1,12 +1,15 @@
 // TlsMonitor against a fake kernel, a fake clock and a fixture /proc, with a real Go crypto/tls
 // binary (the symbols fixture): attribution to containers, the fold at exit, the floor, the
-// grace period, pid reuse, and the discarding of processes never tracked.
+// grace period, pid reuse, the discarding of processes never tracked, and the cgroup filter's
+// admissions (against a fixture cgroup v2 tree).
 #include "agent/gotls/tls_monitor.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "agent/runtime/tests/fake_clock.h"
 #include "agent/symbols/tests/temp_dir.h"
@@ -32,9 +35,13 @@ class FakeCounters final : public TlsCounters {
   Result<std::unique_ptr<Attachment>> attach(Program, const std::string&, uint64_t) override {
     return std::unique_ptr<Attachment>(new FakeAttachment(attachments));
   }
-  void filter_by_cgroup(bool) override {}
-  Status allow_cgroup(uint64_t) override { return ok_status(); }
-  void disallow_cgroup(uint64_t) override {}
+  void filter_by_cgroup(bool on) override { filtering = on; }
+  Status allow_cgroup(uint64_t id) override {
+    if (allowed.size() >= max_cgroups) return Error("cgroup map full", E2BIG);
+    allowed.insert(id);
+    return ok_status();
+  }
+  void disallow_cgroup(uint64_t id) override { allowed.erase(id); }
   std::map<uint32_t, Counts> counts() const override { return table; }
   bool counting(uint32_t tgid) const override { return table.contains(tgid); }
   Counts take(uint32_t tgid) override {
@@ -62,6 +69,9 @@ class FakeCounters final : public TlsCounters {
 
   std::map<uint32_t, Counts> table;
   int attachments = 0;
+  bool filtering = false;
+  std::set<uint64_t> allowed;
+  size_t max_cgroups = 4096;
 };
 
 constexpr uint64_t kGrace = 60'000'000'000;
@@ -91,6 +101,14 @@ class TlsMonitorTest : public ::testing::Test {
     std::ofstream(dir / "stat") << pid << " (api) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
                                 << start_time << " 0 0\n";
   }
+  // Puts pid in the fixture cgroup v2 tree's `cgroup` (a path such as "/pods/a"); returns its id.
+  uint64_t set_cgroup(pid_t pid, const std::string& cgroup) {
+    std::filesystem::create_directories(cgroup_dir_.path().string() + cgroup);
+    std::ofstream(proc_dir_.path() / std::to_string(pid) / "cgroup") << "0::" << cgroup << "\n";
+    struct stat st {};
+    EXPECT_EQ(stat((cgroup_dir_.path().string() + cgroup).c_str(), &st), 0);
+    return st.st_ino;
+  }
   void set_gone(pid_t pid) { std::filesystem::remove_all(proc_dir_.path() / std::to_string(pid)); }
 
   uint64_t requests(const ContainerLabels& labels) {
@@ -102,6 +120,7 @@ class TlsMonitorTest : public ::testing::Test {
   }
 
   symbols::testing::TempDir proc_dir_;
+  symbols::testing::TempDir cgroup_dir_;
   ProcReader proc_{proc_dir_.path().string()};
   symbols::ProbeTargetCache cache_{64};
   SharedUprobes uprobes_;
@@ -183,6 +202,64 @@ TEST_F(TlsMonitorTest, DiscardsCountsOfProcessesNeverTracked) {
   EXPECT_FALSE(kernel_.counting(556));
   EXPECT_EQ(monitor_.discarded_processes(), 2u);
   EXPECT_TRUE(monitor_.snapshot().empty());
+}
+
+// The filter counts a cgroup while an admitted process of it lives: two processes of one pod
+// share its entry, the last one to go removes it, and another pod's cgroup is never allowed.
+TEST_F(TlsMonitorTest, TheCgroupFilterCountsACgroupWhileAnAdmittedProcessOfItLives) {
+  monitor_.filter_by_cgroup(cgroup_dir_.path().string());
+  EXPECT_TRUE(kernel_.filtering);
+  EXPECT_TRUE(monitor_.filtering_by_cgroup());
+  Candidate a1 = process(100, 7);
+  Candidate a2 = process(101, 8);
+  process(200, 9);
+  const uint64_t pod_a = set_cgroup(100, "/kubepods/pod-a/c1");
+  ASSERT_EQ(set_cgroup(101, "/kubepods/pod-a/c1"), pod_a);
+  const uint64_t pod_b = set_cgroup(200, "/kubepods/pod-b/c1");
+  monitor_.admit(a1.info);
+  monitor_.admit(a2.info);
+  monitor_.admit(a1.info);  // again (a re-selection): still one admission
+  EXPECT_EQ(kernel_.allowed, std::set<uint64_t>{pod_a});
+  ASSERT_EQ(monitor_.consider(a1, kApi), TlsMonitor::Outcome::kTracked);
+  monitor_.exited(100);
+  EXPECT_EQ(kernel_.allowed, std::set<uint64_t>{pod_a});  // 101 still lives in it
+  set_gone(101);
+  monitor_.sweep();  // 101 vanished without an exit event
+  EXPECT_TRUE(kernel_.allowed.empty());
+  EXPECT_FALSE(kernel_.allowed.contains(pod_b));
+  EXPECT_TRUE(monitor_.filtering_by_cgroup());
+}
+
+// A cgroup the agent cannot name would be a wrong id, and the process would silently never be
+// counted: the filter goes off instead, and every process is counted again.
+TEST_F(TlsMonitorTest, ACgroupOutsideTheAgentsNamespaceTurnsTheFilterOff) {
+  monitor_.filter_by_cgroup(cgroup_dir_.path().string());
+  Candidate a = process(100, 7);
+  monitor_.admit(a.info);  // no cgroup file: it reads as gone, nothing changes
+  EXPECT_TRUE(monitor_.filtering_by_cgroup());
+  process(101, 8);
+  set_cgroup(100, "/kubepods/pod-a/c1");
+  monitor_.admit(a.info);
+  ASSERT_EQ(kernel_.allowed.size(), 1u);
+  std::ofstream(proc_dir_.path() / "101" / "cgroup") << "0::/../../kubepods/pod-b/c1\n";
+  monitor_.admit(process(101, 8).info);
+  EXPECT_FALSE(monitor_.filtering_by_cgroup());
+  EXPECT_FALSE(kernel_.filtering);
+  EXPECT_TRUE(kernel_.allowed.empty());
+}
+
+TEST_F(TlsMonitorTest, AFullCgroupMapTurnsTheFilterOff) {
+  monitor_.filter_by_cgroup(cgroup_dir_.path().string());
+  kernel_.max_cgroups = 1;
+  Candidate a = process(100, 7);
+  Candidate b = process(200, 9);
+  set_cgroup(100, "/kubepods/pod-a/c1");
+  set_cgroup(200, "/kubepods/pod-b/c1");
+  monitor_.admit(a.info);
+  EXPECT_TRUE(kernel_.filtering);
+  monitor_.admit(b.info);
+  EXPECT_FALSE(kernel_.filtering);
+  EXPECT_FALSE(monitor_.filtering_by_cgroup());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The Go TLS probes on the real kernel with the real Go workload (e2e/workloads/gotls): a
 // process is counted in the kernel from its first call without being tracked, and the cgroup
-// filter counts only processes of allowed cgroups (cgroup v2; the test makes its own cgroup).
+// filter counts only processes of admitted cgroups, named from /proc as the kernel names them
+// (cgroup v2; the test makes its own cgroups).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/discovery/candidate.h"
 #include "agent/gotls/tls_monitor.h"
@@ -74,20 +76,24 @@ class TlsProbesBpfTest : public ::testing::Test {
 TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   const std::string root = cgroup2_root();
   if (root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
-  const std::string allowed = root + "/sonde-gotls-test-" + std::to_string(getpid());
-  ASSERT_TRUE(std::filesystem::create_directory(allowed)) << allowed;
+  const std::string base = root + "/sonde-gotls-test-" + std::to_string(getpid());
+  const std::string selected = base + "-selected", other = base + "-other";
   struct Cleanup {
-    std::string dir, root;
+    std::vector<std::string> dirs;
+    std::string root;
     ~Cleanup() {
-      // Processes left in the test cgroup go back to the root before it is removed.
-      std::ifstream procs(dir + "/cgroup.procs");
-      for (std::string pid; std::getline(procs, pid);) std::ofstream(root + "/cgroup.procs") << pid;
-      rmdir(dir.c_str());
+      // Processes left in the test cgroups go back to the root before they are removed.
+      for (const auto& dir : dirs) {
+        std::ifstream procs(dir + "/cgroup.procs");
+        for (std::string pid; std::getline(procs, pid);) {
+          std::ofstream(root + "/cgroup.procs") << pid;
+        }
+        rmdir(dir.c_str());
+      }
     }
-  } cleanup{allowed, root};
-  struct stat st {};
-  ASSERT_EQ(stat(allowed.c_str(), &st), 0);
-  const uint64_t allowed_id = st.st_ino;  // a cgroup v2 id is its directory's inode number
+  } cleanup{{selected, other}, root};
+  ASSERT_TRUE(std::filesystem::create_directory(selected)) << selected;
+  ASSERT_TRUE(std::filesystem::create_directory(other)) << other;
 
   // The server is tracked, which attaches the probes to the file all clients run.
   ChildProcess server({SONDE_GOTLS_WORKLOAD, "server"});
@@ -110,11 +116,11 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   // A second tracer (another agent) decoding the file while these probes are attached must
   // see the instructions, not the breakpoints the kernel wrote into every mapping of it.
   {
-    auto other = TlsProbes::load();
-    ASSERT_TRUE(other.ok()) << other.error().message();
+    auto other_probes = TlsProbes::load();
+    ASSERT_TRUE(other_probes.ok()) << other_probes.error().message();
     symbols::ProbeTargetCache other_cache;
     SharedUprobes other_uprobes;
-    TlsMonitor other_monitor(**other, other_cache, other_uprobes, proc);
+    TlsMonitor other_monitor(**other_probes, other_cache, other_uprobes, proc);
     auto again = open_candidate(proc, *info, true);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(other_monitor.consider(*again, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
@@ -125,30 +131,51 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
     other_monitor.exited(server.pid());
   }
 
-  // Filter on: a client in the allowed cgroup is counted (never tracked, from its first call);
-  // one in the root cgroup is not, nor is the server (root cgroup).
-  monitor.filter_by_cgroup(true);
-  ASSERT_TRUE(monitor.allow_cgroup(allowed_id).ok());
+  // No filter: a client of the instrumented file is counted from its first call without being
+  // tracked, and its counts are discarded when it exits.
   bool counted = false;
-  pid_t in_allowed = run_client(allowed, port);
-  EXPECT_EQ(requests_of(*probes_, in_allowed, &counted), 2u);
-  EXPECT_TRUE(counted);
-  pid_t in_root = run_client(root, port);
-  EXPECT_EQ(requests_of(*probes_, in_root, &counted), 0u);
-  EXPECT_FALSE(counted);
-  EXPECT_EQ(requests_of(*probes_, server.pid(), &counted), 0u);
-  EXPECT_FALSE(counted);
-
-  // Filter off: every process of the file counts again.
-  monitor.filter_by_cgroup(false);
   pid_t unfiltered = run_client(root, port);
   EXPECT_EQ(requests_of(*probes_, unfiltered, &counted), 2u);
+  EXPECT_TRUE(counted);
   EXPECT_EQ(requests_of(*probes_, server.pid(), &counted), 2u);
-
-  // An untracked process's counts are discarded when it exits; nothing was full.
   monitor.exited(unfiltered);
   EXPECT_FALSE(probes_->counting(static_cast<uint32_t>(unfiltered)));
   EXPECT_EQ(monitor.discarded_processes(), 1u);
+
+  // Filter on, with one admitted process (a selected container's) in `selected`: the agent
+  // names its cgroup from /proc/<pid>/cgroup as the inode of its directory, which must be the
+  // kernel's bpf_get_current_cgroup_id(), or the client below would not be counted.
+  monitor.filter_by_cgroup(root);
+  ChildProcess member(
+      {"/bin/sh", "-c", "echo $$ > '" + selected + "/cgroup.procs' && echo in && exec sleep 1000"});
+  ASSERT_TRUE(member.wait_for_line("in", 20s));
+  struct stat st {};
+  ASSERT_EQ(stat(selected.c_str(), &st), 0);
+  auto member_id = proc.cgroup_id(member.pid(), root);
+  ASSERT_TRUE(member_id.ok()) << member_id.error().message();
+  EXPECT_EQ(*member_id, st.st_ino);
+  auto member_info = proc.read(member.pid());
+  ASSERT_TRUE(member_info.ok());
+  monitor.admit(*member_info);
+  ASSERT_TRUE(monitor.filtering_by_cgroup());
+
+  // A client in the admitted cgroup is counted from its first call (never tracked); one in
+  // another cgroup is not counted at all: no map entry.
+  pid_t in_selected = run_client(selected, port);
+  EXPECT_EQ(requests_of(*probes_, in_selected, &counted), 2u);
+  EXPECT_TRUE(counted);
+  pid_t in_other = run_client(other, port);
+  EXPECT_EQ(requests_of(*probes_, in_other, &counted), 0u);
+  EXPECT_FALSE(counted);
+  pid_t in_root = run_client(root, port);
+  EXPECT_EQ(requests_of(*probes_, in_root, &counted), 0u);
+  EXPECT_FALSE(counted);
+
+  // The admitted process exits: its cgroup is not counted any more.
+  monitor.exited(member.pid());
+  pid_t after = run_client(selected, port);
+  EXPECT_EQ(requests_of(*probes_, after, &counted), 0u);
+  EXPECT_FALSE(counted);
   for (const auto& [map, n] : monitor.kernel_map_full()) EXPECT_EQ(n, 0u) << map;
 }
 

@@ -1,5 +1,8 @@
-// Test helper: a Clock the test moves by hand.
+// Test helper: a Clock the test moves by hand (from any thread: the runtime reads it on its own).
 #pragma once
+
+#include <atomic>
+#include <cstdint>
 
 #include "agent/runtime/clock.h"
 
@@ -7,8 +10,8 @@ namespace sonde::agent::testing {
 
 class FakeClock final : public Clock {
  public:
-  uint64_t now_ns() const override { return now; }
-  uint64_t now = 1'000'000'000;
+  uint64_t now_ns() const override { return now.load(); }
+  std::atomic<uint64_t> now{1'000'000'000};
 };
 
 }  // namespace sonde::agent::testing
