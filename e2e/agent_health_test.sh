@@ -9,7 +9,7 @@
 #    calls hung too: SIGTERM ends the agent within 10 s, below a single list attempt's 30 s
 #    timeout (let alone its 5 attempts): the stop cancels what is in flight;
 #  - started while lists hang: /readyz 503 naming the informers, /healthz 200, ready once the
-#    lists are answered;
+#    lists are answered; SIGTERM during those first lists ends it within 10 s as well;
 #  - standalone: the same endpoints, without the cluster checks.
 # Needs root (BPF) and helm.
 set -euo pipefail
@@ -138,6 +138,18 @@ fault '{"clear": true}'
 wait_until 500 status_is "$port" /readyz 200 || fail "not ready after the lists: $(body "$port" /readyz)"
 sigterm
 [[ $rc == 0 ]] || { tail -20 "$tmp/agent-2.log"; fail "agent exit status $rc after SIGTERM"; }
+
+echo "--- SIGTERM while waiting for the first lists, which hang: a prompt exit too"
+fault '{"method": "GET", "watch": false, "path": "/(pods|profilingpolicies)$", "hang": 600, "times": 1000000}'
+curl -sf -X DELETE "$API_URL/_fake/requests" >/dev/null
+start_cluster_agent "$(free_port)" "$tmp/agent-3.log"
+wait_until 300 hung_list || { cat "$tmp/agent-3.log"; fail "the agent did not list"; }
+sigterm
+echo "agent exited $rc after SIGTERM in $took s, during its first lists"
+[[ $rc == 0 ]] || { cat "$tmp/agent-3.log"; fail "agent exit status $rc after SIGTERM"; }
+awk -v t="$took" 'BEGIN { exit !(t < 10) }' ||
+  fail "the agent took $took s to stop during its first lists"
+fault '{"clear": true}'
 
 echo "--- standalone: the same endpoints, without the cluster checks"
 port="$(free_port)"

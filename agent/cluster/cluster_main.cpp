@@ -158,6 +158,7 @@ int cluster_main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (stop.requested()) {
+    log::info("shutting down before the first lists", {{"signal", stop.signal()}});
     api_stop.stop();
     return 0;
   }
