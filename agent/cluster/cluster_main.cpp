@@ -13,6 +13,8 @@
 #include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_flags.h"
 #include "agent/runtime/agent_runtime.h"
+#include "agent/runtime/clock.h"
+#include "agent/runtime/health.h"
 #include "common/cli.h"
 #include "common/config.h"
 #include "common/kube/api_client.h"
@@ -31,9 +33,9 @@ namespace {
 // informers keep trying (a late list triggers a re-selection).
 constexpr auto kSyncTimeout = std::chrono::seconds(30);
 
-// How long a node report request may stay without progress. cpprestsdk applies it to the
-// sending and the answering phase apart, so a write to an API server that stopped answering
-// takes up to twice this; a shutdown then waits at most that long for the writer.
+// How long a node report or Lease request may stay without progress. cpprestsdk applies it to
+// the sending and the answering phase apart, so a write to an API server that stopped answering
+// fails after up to twice this, and the writer's next Lease renewal is not held up behind it.
 constexpr auto kReportRequestTimeout = std::chrono::seconds(3);
 
 struct Args {
@@ -117,14 +119,17 @@ int cluster_main(int argc, char** argv) {
   }
   const std::string server = config->server;
   const std::string user_agent = std::string("sonde-agent/") + kVersion;
-  kube::ApiClient client(*config, {.user_agent = user_agent});
-  // The report writer retries with its own backoff, and a write in flight cannot be
-  // interrupted: short single attempts keep SIGTERM during an API outage from waiting out
-  // the shared client's retries (minutes) before the agent exits.
+  // Fired once the main loop ends (SIGTERM, SIGINT): it cancels every API call in flight, rate
+  // limit wait and retry sleep of both clients, so a hung API server cannot hold up the exit
+  // by a request timeout (30 s) times the retries. Declared before the clients that take it.
+  kube::StopSignal api_stop;
+  kube::ApiClient client(*config, {.user_agent = user_agent, .stop = &api_stop});
+  // The report writer retries with its own backoff: single short attempts.
   kube::ApiClient report_client(std::move(config).value(),
                                 {.user_agent = user_agent,
                                  .request_timeout = kReportRequestTimeout,
-                                 .retry = {.max_attempts = 1}});
+                                 .retry = {.max_attempts = 1},
+                                 .stop = &api_stop});
 
   // The selector may ask for a re-selection before the runtime exists (the first lists) and
   // after it is gone (informers stopping): the pointer says whether there is one to ask.
@@ -144,12 +149,18 @@ int cluster_main(int argc, char** argv) {
              {"namespace", ns},
              {"policy_namespace", args->watch_namespace.empty() ? "(all)" : args->watch_namespace},
              {"server", server}});
+  const uint64_t informers_started_ns = monotonic_ns();
   policies.start();
   pods.start();
   const auto deadline = StopSignals::Clock::now() + kSyncTimeout;
   while (!(policies.has_synced() && pods.has_synced()) && !stop.requested() &&
          StopSignals::Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (stop.requested()) {
+    log::info("shutting down before the first lists", {{"signal", stop.signal()}});
+    api_stop.stop();
+    return 0;
   }
   if (!policies.has_synced() || !pods.has_synced()) {
     log::warn("policies or pods not listed yet; starting with what is known",
@@ -180,17 +191,23 @@ int cluster_main(int argc, char** argv) {
         policy_selection_family(selector.policies(), node)};
   });
 
+  // Not ready until both caches listed once: until then selections miss policies or pods.
+  rt.health().add_gate(
+      "informers", HealthRegistry::Probe::kReadiness,
+      [&policies, &pods] { return policies.has_synced() && pods.has_synced(); },
+      "policies and pods not listed yet", informers_started_ns);
+
   const AgentFacts facts = read_agent_facts();
   NodeReportWriter writer(report_client, args->node_name, ns, [&] {
     return report_status(facts, build_policy_reports(selector.policies(), rt.outcomes()));
   });
-  kube::StopSignal writer_stop;
-  std::thread writer_thread([&] { writer.run(writer_stop); });
+  writer.report_health(rt.health());
+  std::thread writer_thread([&] { writer.run(api_stop); });
 
   Status st = rt.run(stop);
 
-  // Everything that calls into the runtime stops before it goes.
-  writer_stop.stop();
+  // Everything that calls into the runtime stops before it goes; nothing waits for the API.
+  api_stop.stop();
   writer_thread.join();
   runtime_ptr.store(nullptr);
   policies.stop();

@@ -212,6 +212,13 @@ Status NodeReportWriter::renew_lease() {
   return ok_status();
 }
 
+void NodeReportWriter::report_health(HealthRegistry& health) {
+  health_ = &health;
+  loop_check_ = health.add("node-report-writer", HealthRegistry::Probe::kLiveness, kLoopStaleAfter);
+  lease_check_ = health.add("node-lease", HealthRegistry::Probe::kReadiness,
+                            options_.lease_duration, "Lease not renewed");
+}
+
 void NodeReportWriter::run(kube::StopSignal& stop) {
   // One backoff per object: a report the server refuses must not starve the Lease.
   struct Task {
@@ -237,11 +244,13 @@ void NodeReportWriter::run(kube::StopSignal& stop) {
   kube::SteadyTime last_renewal{};
   bool renewed = false;
   while (!stop.stopped()) {
+    if (health_) health_->beat(loop_check_);
     const auto now = clock_.now();
     if ((!renewed || now - last_renewal >= options_.renew_interval) && now >= lease.next_attempt) {
       if (lease.retry(now, renew_lease(), "node Lease")) {
         last_renewal = now;
         renewed = true;
+        if (health_) health_->beat(lease_check_);
       }
     }
     crd::NodeReportStatus status = source_();

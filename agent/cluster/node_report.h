@@ -12,6 +12,7 @@
 
 #include "agent/cluster/policy_selector.h"
 #include "agent/runtime/agent_runtime.h"
+#include "agent/runtime/health.h"
 #include "common/crd/node_report.h"
 #include "common/kube/api_client.h"
 #include "common/kube/clock.h"
@@ -73,6 +74,16 @@ class NodeReportWriter {
 
   void run(kube::StopSignal& stop);
 
+  // Reports to `health` (before run(); it must outlive the writer), as the kubelet's node lease
+  // and sync loop would: readiness fails when the Lease was not renewed for lease_duration (the
+  // API server does not take it: a restart would not help, and the operator counts the node
+  // stale from the Lease), liveness when run()'s loop has not turned for kLoopStaleAfter, far
+  // more than the longest an iteration's bounded requests take (one Node read and up to
+  // 2 x 5 read-write attempts per object, each within the client's timeout: with the agent's
+  // 3 s, about 2 minutes).
+  static constexpr std::chrono::minutes kLoopStaleAfter{5};
+  void report_health(HealthRegistry& health);
+
   // Writes the report with `status` now.
   Status write(const crd::NodeReportStatus& status);
   // Renews (or creates) the node Lease now.
@@ -102,6 +113,9 @@ class NodeReportWriter {
   std::string lease_rv_;
   std::atomic<uint64_t> writes_{0};
   std::atomic<uint64_t> lease_renewals_{0};
+  HealthRegistry* health_ = nullptr;
+  HealthRegistry::CheckId loop_check_ = 0;
+  HealthRegistry::CheckId lease_check_ = 0;
 };
 
 }  // namespace sonde::agent

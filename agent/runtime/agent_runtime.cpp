@@ -115,6 +115,15 @@ struct AgentRuntime::Impl {
   mutable std::mutex outcomes_mu;
   std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
 
+  HealthRegistry health;
+  HealthRegistry::CheckId event_thread_check =
+      health.add("event-thread", HealthRegistry::Probe::kLiveness, kEventThreadStaleAfter);
+  HealthRegistry::CheckId inspection_check =
+      health.add("inspection", HealthRegistry::Probe::kLiveness);
+  HealthRegistry::CheckId started_check = health.add("runtime", HealthRegistry::Probe::kReadiness);
+  std::string hung_files;              // the files that hung workers, on the event thread
+  bool inspections_exhausted = false;  // reported to `health`
+
   // Opening and parsing executables (tenants' files) happens here, off the event thread. Its
   // worker finishes the job in hand (or is abandoned) while what the job touches still exists.
   std::unique_ptr<InspectionQueue> inspections;
@@ -123,6 +132,7 @@ struct AgentRuntime::Impl {
 
 Status AgentRuntime::Impl::start(const PartsFactory& build) {
   route_libbpf_log();
+  health.set_problem(started_check, "starting: the first /proc scan has not run");
   node = options.node_name.empty() ? host_name() : options.node_name;
   // Events first, then the /proc scan (in run()): a process that starts in between is seen by
   // both (consider() is idempotent), one that exits in between sends an exit event.
@@ -144,6 +154,14 @@ Status AgentRuntime::Impl::start(const PartsFactory& build) {
   ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address));
   add_collector();
   for (const auto& f : features) f->add_routes(*server);
+  auto probe = [this](HealthRegistry::Probe p) {
+    return [this, p](const HttpRequest&) {
+      auto answer = health.check(p);
+      return HttpResponse{.status = answer.ok ? 200 : 503, .body = std::move(answer.body)};
+    };
+  };
+  server->add_route("/healthz", probe(HealthRegistry::Probe::kLiveness));
+  server->add_route("/readyz", probe(HealthRegistry::Probe::kReadiness));
   return ok_status();
 }
 
@@ -246,15 +264,27 @@ void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
   outcomes.erase(pid);
 }
 
-// A worker stuck on a file past the deadline is replaced; the file is not tried again.
+// A worker stuck on a file past the deadline is replaced; the file is not tried again. With
+// every worker stuck nothing is inspected any more, which only a restart undoes: liveness.
 void AgentRuntime::Impl::check_inspections() {
-  for (const auto& file : inspections->check()) {
+  const auto hung = inspections->check();
+  if (hung.empty() && inspections_exhausted) return;
+  const auto stats = inspections->stats();
+  for (const auto& file : hung) {
     log::warn("reading an executable hung; not instrumenting that file",
               {{"file", file},
                {"deadline_ms",
                 std::chrono::duration_cast<std::chrono::milliseconds>(options.inspection_deadline)
                     .count()},
-               {"stuck_workers", inspections->stats().stuck_workers}});
+               {"stuck_workers", stats.stuck_workers}});
+    hung_files += (hung_files.empty() ? "" : ", ") + file;
+  }
+  if (stats.exhausted && !inspections_exhausted) {
+    inspections_exhausted = true;
+    health.set_problem(inspection_check,
+                       "every inspection worker (" + std::to_string(stats.stuck_workers) +
+                           ") hung reading an executable, none is inspected any more; files: " +
+                           (hung_files.empty() ? "(none named)" : hung_files));
   }
 }
 
@@ -268,6 +298,8 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
   for (pid_t pid : proc.list_pids()) consider(pid, true);
   // The start-up line reports what the scan found; a hung file does not delay it past this.
   (void)inspections->drain(options.inspection_deadline);
+  health.beat(event_thread_check);
+  health.clear_problem(started_check);
   log::info("sonde-agent running", {{"version", kVersion},
                                     {"metrics", options.metrics_address},
                                     {"port", server->port()},
@@ -281,6 +313,7 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
   uint64_t next_rescan = clock.now_ns();
   uint64_t dropped_seen = events->dropped();
   while (!stop.requested()) {
+    health.beat(event_thread_check);
     RETURN_IF_ERROR(events->poll(200));
     while (!pending.empty()) {
       ProcessEvent e = std::move(pending.front());
@@ -308,6 +341,7 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
       next_sweep = clock.now_ns() + kSweepIntervalNs;
     }
   }
+  health.set_problem(started_check, "shutting down");
   log::info("shutting down", {{"signal", stop.signal()}});
   return ok_status();
 }
@@ -393,6 +427,10 @@ int AgentRuntime::metrics_port() const {
 
 void AgentRuntime::add_collector(MetricsServer::Collector collector) {
   impl_->server->add(std::move(collector));
+}
+
+HealthRegistry& AgentRuntime::health() {
+  return impl_->health;
 }
 
 }  // namespace sonde::agent

@@ -10,6 +10,11 @@
 // reads hang costs a worker, never the event loop). Exits and deselections are handled on the
 // event thread. request_reselect() and the report accessors may be called from any thread
 // (informer handlers, the report writer, the metrics server).
+//
+// Health (health.h) on the metrics port: /healthz fails when the event thread has not turned for
+// kEventThreadStaleAfter or every inspection worker hung (only a restart brings them back);
+// /readyz also waits for the first /proc scan, and for whatever the caller registers on
+// health() (in-cluster mode: the informers' first lists, the node Lease).
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +35,7 @@
 #include "agent/procevents/process_events.h"
 #include "agent/runtime/clock.h"
 #include "agent/runtime/feature.h"
+#include "agent/runtime/health.h"
 #include "agent/symbols/probe_target_cache.h"
 #include "common/config.h"
 #include "common/result.h"
@@ -92,6 +98,11 @@ using PartsFactory = std::function<Result<RuntimeParts>(const RuntimeServices&)>
 
 class AgentRuntime {
  public:
+  // The event thread beats once per iteration (every 200 ms when idle; a re-selection of every
+  // process reads only /proc): this much silence means it is stuck, e.g. in a /proc read of a
+  // process whose memory map is locked by a hung page fault.
+  static constexpr std::chrono::seconds kEventThreadStaleAfter{60};
+
   // Loads the BPF programs and starts serving /metrics. Fails with the step that failed.
   static Result<std::unique_ptr<AgentRuntime>> start(const RuntimeOptions& options,
                                                      Selector& selector);
@@ -113,6 +124,8 @@ class AgentRuntime {
   int metrics_port() const;
   // Adds series to /metrics: `collector` runs at every scrape, on the server's threads.
   void add_collector(MetricsServer::Collector collector);
+  // What /healthz and /readyz answer; callers add their own loops' checks.
+  HealthRegistry& health();
 
  private:
   struct Impl;

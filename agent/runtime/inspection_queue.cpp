@@ -129,7 +129,7 @@ std::vector<std::string> InspectionQueue::check() {
 
 InspectionQueue::Stats InspectionQueue::stats() const {
   std::lock_guard lock(shared_->mu);
-  return {shared_->jobs.size(), shared_->stuck_workers, shared_->refused};
+  return {shared_->jobs.size(), shared_->stuck_workers, shared_->refused, !shared_->current};
 }
 
 bool InspectionQueue::drain(Clock::duration timeout) {

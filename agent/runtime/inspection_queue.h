@@ -53,7 +53,8 @@ class InspectionQueue {
   struct Stats {
     size_t queued = 0;
     size_t stuck_workers = 0;
-    uint64_t refused = 0;  // jobs not run: full queue, stuck key, or no worker left
+    uint64_t refused = 0;    // jobs not run: full queue, stuck key, or no worker left
+    bool exhausted = false;  // max_stuck workers got stuck: no job runs any more
   };
   Stats stats() const;
 

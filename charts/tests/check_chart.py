@@ -112,6 +112,17 @@ def invariants(rendered, values_file):
                 fail(f"{name}: runAsNonRoot is not true")
     if checked == 0:
         fail("no containers rendered")
+    # The kubelet probes what each binary says of itself: /healthz restarts a binary whose loops
+    # stopped, /readyz holds a rollout until its caches listed; never /metrics, which answers
+    # whatever the loops do.
+    for kind in ("Deployment", "DaemonSet"):
+        for o in kinds.get(kind, []):
+            for c in o["spec"]["template"]["spec"]["containers"]:
+                for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+                    got = ((c.get(probe) or {}).get("httpGet") or {})
+                    if got.get("path") != path or got.get("port") != "metrics":
+                        fail(f'{kind}/{o["metadata"]["name"]}/{c["name"]}: {probe} is {got}, '
+                             f'want GET {path} on port metrics')
     # The agents watch the policies the operator watches (operator.watchNamespace).
     scope = (values.get("operator") or {}).get("watchNamespace") or ""
     for o in kinds.get("DaemonSet", []):

@@ -290,7 +290,7 @@ Result<Json> ApiClient::get(const ResourceType& type, const std::string& ns,
 }
 
 Result<ListPage> ApiClient::list(const ResourceType& type, const std::string& ns,
-                                 const ListOptions& options) {
+                                 const ListOptions& options, const CallOptions& call) {
   const std::string path =
       collection_path(type, ns) +
       query_string({{"labelSelector", options.label_selector},
@@ -298,7 +298,7 @@ Result<ListPage> ApiClient::list(const ResourceType& type, const std::string& ns
                     {"limit", options.limit > 0 ? std::to_string(options.limit) : ""},
                     {"continue", options.continue_token},
                     {"resourceVersion", options.resource_version}});
-  ASSIGN_OR_RETURN(Json body, json_call("GET", path, "", "", {}));
+  ASSIGN_OR_RETURN(Json body, json_call("GET", path, "", "", call));
   ListPage page;
   const Json& meta = body.contains("metadata") ? body["metadata"] : Json::object();
   page.resource_version = meta.value("resourceVersion", "");

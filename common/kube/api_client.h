@@ -137,8 +137,8 @@ class ApiClient {
 
   Result<Json> get(const ResourceType& type, const std::string& ns, const std::string& name,
                    const CallOptions& call = {});
-  Result<ListPage> list(const ResourceType& type, const std::string& ns,
-                        const ListOptions& options);
+  Result<ListPage> list(const ResourceType& type, const std::string& ns, const ListOptions& options,
+                        const CallOptions& call = {});
   Result<Json> create(const ResourceType& type, const std::string& ns, const Json& object,
                       const CallOptions& call = {});
   // PUT; when the object carries metadata.resourceVersion the server rejects a stale write

@@ -89,7 +89,9 @@ Status Reflector::list_and_replace(StopSignal& stop) {
   options.resource_version = kFromWatchCache;
   sink_.begin_list();
   while (!stop.stopped()) {
-    auto page = client_.list(type_, options_.ns, options);
+    // The stop cancels a list in flight (and its retries), as it does the watch: Informer::stop()
+    // must not wait out a request timeout times the retries against a hung server.
+    auto page = client_.list(type_, options_.ns, options, {.stop = &stop});
     if (!page.ok()) {
       if (is_gone(page.error()) && !options.continue_token.empty()) {
         // The continue token outlived the server's compaction window: start over unpaged,

@@ -22,8 +22,9 @@
 //    and retry; the backoff resets once a watch delivers again.
 //  - resourceVersion is opaque: stored and sent back, never compared or parsed.
 //
-// run() blocks on the calling thread until the StopSignal fires; the sink is called only from
-// that thread. stats() and last_resource_version() may be read from any thread.
+// run() blocks on the calling thread until the StopSignal fires, which ends a list or watch in
+// flight at once; the sink is called only from that thread. stats() and last_resource_version() may
+// be read from any thread.
 #pragma once
 
 #include <cstdint>

@@ -54,6 +54,7 @@ TEST(InspectionQueue, AbandonsAWorkerStuckPastTheDeadline) {
   auto st = q.stats();
   EXPECT_EQ(st.stuck_workers, 1u);
   EXPECT_EQ(st.refused, 1u);
+  EXPECT_FALSE(st.exhausted) << "a new worker carries on";
   release.set_value();  // the abandoned job finishes late, on its own thread
 }
 
@@ -64,9 +65,11 @@ TEST(InspectionQueue, StopsInspectingAfterTooManyStuckWorkers) {
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(q.push("hang" + std::to_string(i), [released] { released.wait(); }));
     ASSERT_TRUE(q.push("", [] {}));
+    EXPECT_FALSE(q.stats().exhausted);
     std::this_thread::sleep_for(milliseconds(60));
     EXPECT_EQ(q.check().size(), 1u);
   }
+  EXPECT_TRUE(q.stats().exhausted);
   EXPECT_FALSE(q.push("", [] {})) << "jobs accepted with every worker stuck";
   EXPECT_EQ(q.stats().stuck_workers, 2u);
   EXPECT_GE(q.stats().refused, 1u);

@@ -360,5 +360,32 @@ TEST_F(ReflectorTest, ASilentWatchIsReplacedWithinAMinute) {
   expect_converged();
 }
 
+// Stopping ends a list the server never answers at once, not after the request timeout (here
+// 30 s) times the client's retries: a shutdown during an API outage is not held up by a relist.
+TEST(ReflectorStop, EndsAListTheServerHangs) {
+  FakeApiServer fake;
+  ApiClientOptions options = test_client_options(/*attempts=*/5);
+  options.request_timeout = std::chrono::seconds(30);
+  ApiClient client(fake.client_config(), options);
+  fake.control(
+      "faults",
+      {{"method", "GET"}, {"path", kWidgetsPath}, {"watch", false}, {"hang", 600}, {"times", 100}});
+  RecordingSink sink;
+  Reflector reflector(client, kWidgets, test_reflector_options(), sink);
+  StopSignal stop;
+  std::thread thread([&] { reflector.run(stop); });
+  ASSERT_TRUE(eventually([&] { return requests_to(fake, kWidgetsPath, false).size() == 1; }))
+      << "the list was not sent";
+  const auto stopped_at = std::chrono::steady_clock::now();
+  stop.stop();
+  thread.join();
+  const auto took = std::chrono::steady_clock::now() - stopped_at;
+  EXPECT_LT(took, std::chrono::seconds(5))
+      << "the hung list held the stop for " << std::chrono::duration<double>(took).count() << " s";
+  EXPECT_EQ(sink.replaces(), 0);
+  EXPECT_EQ(requests_to(fake, kWidgetsPath, false).size(), 1u) << "retried after the stop";
+  fake.control("faults", {{"clear", true}});
+}
+
 }  // namespace
 }  // namespace sonde::kube::testing
