@@ -5,9 +5,10 @@
 # labelled sonde.dev/profile=true, and `sonde-agent --cluster` on the real kernel. Checks that
 # a cluster policy selecting namespaces by that label instruments the pods of both labelled
 # namespaces and not the third, that labelling and unlabelling the third attaches and
-# detaches its pod, that the node report's entry for the policy (by uid) counts them and,
-# when sonde-operator is in SONDE_BIN, that the policy's status (written through /status)
-# counts them and its Events are in "default". Nothing the binaries do is refused by the
+# detaches its pod, that the node report's entry for the policy (by uid) counts them and
+# names the namespace of a selected pod that is not Node.js (SymbolsNotFound) and, when
+# sonde-operator is in SONDE_BIN, that the policy's status (written through /status) counts
+# them, says Degraded with that pod, and its Events are in "default". Nothing the binaries do is refused by the
 # chart's RBAC. Needs root (cgroups, BPF) and helm.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -76,6 +77,16 @@ for ns in team-a team-b plain; do
 JSON
 )" >/dev/null || fail "cannot create pod $ns/web-1"
 done
+# A selected pod that is not Node.js: SymbolsNotFound, its example naming team-b.
+sleeper_id="$(new_id)"
+run_in_container sleeper "$sleeper_id" sleep 600
+kube POST /api/v1/namespaces/team-b/pods "$(cat <<JSON
+{"metadata": {"name": "sleeper", "namespace": "team-b", "labels": {"app": "web"}},
+ "spec": {"nodeName": "$node_name", "containers": [{"name": "app", "image": "app:1"}]},
+ "status": {"phase": "Running",
+            "containerStatuses": [{"name": "app", "ready": true, "containerID": "containerd://$sleeper_id"}]}}
+JSON
+)" >/dev/null || fail "cannot create pod team-b/sleeper"
 
 # --- the agent, and the operator when built
 port="$(free_port)"
@@ -115,7 +126,7 @@ for ns in team-a team-b; do
     { tail -20 "$tmp/agent.log"; fail "$ns/web-1 not instrumented: procs=$(procs "$ns")"; }
 done
 [[ -z "$(procs plain)" ]] || fail "plain/web-1 (namespace not labelled) was instrumented"
-echo "instrumented: team-a/web-1=$(procs team-a) team-b/web-1=$(procs team-b) plain/web-1=$(procs plain || true)(none)"
+echo "instrumented: team-a/web-1=$(procs team-a) team-b/web-1=$(procs team-b); plain/web-1 has no series"
 selection="$(curl -sf "http://127.0.0.1:$port/metrics" | grep '^sonde_policy_selection{' || true)"
 expect_contains "$selection" 'namespace="team-b",pod="web-1",container="app",policy="clusterprofilingpolicy/profiled-web"' \
   "sonde_policy_selection"
@@ -125,30 +136,41 @@ entry() {
     jq -c ".status.policies[] | select(.uid == \"$uid\") | [.observedGeneration, .matchedPods // 0, .instrumentedPods // 0, .nodejsProcesses // 0]"
 }
 entry_is() { [[ "$(entry)" == "$1" ]]; }
-wait_until 250 entry_is '[1,2,2,2]' ||
-  fail "report entry for the cluster policy: '$(entry || true)', want [1,2,2,2]"$'\n'"$(kube GET "$report_path" | jq -c .status)"
-echo "report entry: $(entry)"
+wait_until 250 entry_is '[1,3,2,2]' ||
+  fail "report entry for the cluster policy: '$(entry || true)', want [1,3,2,2]"$'\n'"$(kube GET "$report_path" | jq -c .status)"
+problems() {
+  kube GET "$report_path" |
+    jq -c ".status.policies[] | select(.uid == \"$uid\") | [.problems[]? | [.reason, .count, .namespace, .pod, .container]]"
+}
+problems_are() { [[ "$(problems)" == "$1" ]]; }
+wait_until 250 problems_are '[["SymbolsNotFound",1,"team-b","sleeper","app"]]' ||
+  fail "report problems for the cluster policy: '$(problems)'"
+echo "report entry: $(entry), problems $(problems)"
 
 status_of() { kube GET "$cpolicies/profiled-web" | jq -c "$1"; }
 status_is() { [[ "$(status_of "$1")" == "$2" ]]; }
 if $with_operator; then
-  wait_until 250 status_is '[.status.matchedPods, .status.instrumentedPods, .status.nodejsProcesses, .status.nodesReporting]' '[2,2,2,1]' ||
+  wait_until 250 status_is '[.status.matchedPods, .status.instrumentedPods, .status.nodejsProcesses, .status.nodesReporting]' '[3,2,2,1]' ||
     { tail -20 "$tmp/operator.log"; fail "cluster policy status: $(status_of .status)"; }
   wait_until 100 status_is '.status.conditions[] | select(.type == "Ready") | [.status, .reason]' '["True","AllNodesReporting"]' ||
     fail "cluster policy not Ready: $(status_of .status.conditions)"
+  wait_until 100 status_is '.status.conditions[] | select(.type == "Degraded") | [.status, .reason]' '["True","SymbolsNotFound"]' ||
+    fail "cluster policy not Degraded/SymbolsNotFound: $(status_of .status.conditions)"
+  expect_contains "$(status_of '.status.conditions[] | select(.type == "Degraded") | .message')" \
+    "team-b/sleeper/app on $node_name" "Degraded message"
   echo "status: $(status_of '.status | del(.conditions)')"
 fi
 
 echo "--- labelling the third namespace selects its pod; unlabelling releases it"
 kube PATCH /api/v1/namespaces/plain '{"metadata": {"labels": {"sonde.dev/profile": "true"}}}' >/dev/null
 wait_until 150 procs_is plain 1 || fail "plain/web-1 not instrumented once labelled: procs=$(procs plain)"
-wait_until 250 entry_is '[1,3,3,3]' || fail "report entry after labelling: '$(entry)', want [1,3,3,3]"
+wait_until 250 entry_is '[1,4,3,3]' || fail "report entry after labelling: '$(entry)', want [1,4,3,3]"
 if $with_operator; then
-  wait_until 250 status_is '.status.matchedPods' '3' || fail "status after labelling: $(status_of .status)"
+  wait_until 250 status_is '.status.matchedPods' '4' || fail "status after labelling: $(status_of .status)"
 fi
 kube PATCH /api/v1/namespaces/plain '{"metadata": {"labels": {"sonde.dev/profile": null}}}' >/dev/null
 wait_until 150 procs_is plain 0 || fail "plain/web-1 still instrumented once unlabelled: procs=$(procs plain)"
-wait_until 250 entry_is '[1,2,2,2]' || fail "report entry after unlabelling: '$(entry)', want [1,2,2,2]"
+wait_until 250 entry_is '[1,3,2,2]' || fail "report entry after unlabelling: '$(entry)', want [1,3,2,2]"
 procs_is team-a 1 || fail "team-a/web-1 lost its instrumentation: procs=$(procs team-a)"
 echo "plain/web-1: attached when labelled, detached when unlabelled"
 
