@@ -83,8 +83,8 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
   CLI::App app{
       "Runs the agent in a Kubernetes cluster (the default when started without arguments in a "
       "pod): watches ProfilingPolicies, ClusterProfilingPolicies and the pods of this node, "
-      "instruments the containers the "
-      "policies select, serves Prometheus metrics and writes this node's ProfilingNodeReport.",
+      "instruments the containers the policies select, serves Prometheus metrics and writes "
+      "this node's ProfilingNodeReport.",
       "sonde-agent --cluster"};
   app.add_option("--kubeconfig", a.kubeconfig,
                  "kubeconfig (default: in-cluster service account, then $KUBECONFIG, then "
