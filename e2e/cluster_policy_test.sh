@@ -46,16 +46,6 @@ kube() { kube_admin "$@"; }
 cpolicies=/apis/sonde.dev/v1alpha1/clusterprofilingpolicies
 report_path=/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports/$node_name
 
-run_in_container() {  # run_in_container NAME ID COMMAND...
-  local name="$1" id="$2"; shift 2
-  local cg="$cgroot/cri-containerd-$id.scope"
-  mkdir -p "$cg"
-  cgroups+=("$cg")
-  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$tmp/$name.out" 2>&1 &
-  pids+=("$!")
-  wait_until 50 grep -q "$id" "/proc/$!/cgroup" || fail "$name: not in container $id"
-}
-new_id() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 mkdir -p "$cgroot"
 
 # --- three namespaces, a Node.js pod named web-1 in each
