@@ -49,19 +49,7 @@ kube() { kube_admin "$@"; }
 policies=/apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies
 report_path=/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports/$node_name
 
-# --- "containers": a process exec'd inside a cgroup named like a containerd container
-run_in_container() {  # run_in_container NAME ID COMMAND...; sets LAST_PID
-  local name="$1" id="$2"; shift 2
-  local cg="$cgroot/cri-containerd-$id.scope"
-  mkdir -p "$cg"
-  cgroups+=("$cg")
-  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$tmp/$name.out" 2>&1 &
-  LAST_PID=$!
-  pids+=("$LAST_PID")
-  wait_until 50 grep -q "$id" "/proc/$LAST_PID/cgroup" ||
-    fail "$name: /proc/$LAST_PID/cgroup does not name container $id: $(cat "/proc/$LAST_PID/cgroup")"
-}
-new_id() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+# --- "containers": processes exec'd inside cgroups named like containerd containers (lib.sh)
 mkdir -p "$cgroot"
 web_id="$(new_id)" sleeper_id="$(new_id)" other_id="$(new_id)"
 run_in_container web "$web_id" /usr/bin/node "$blocker" periodic 0 100  # 10% blocked

@@ -78,17 +78,6 @@ mkdir -p "$tmp/bin"
 cp "$tmp/bin/gotls" "$tmp/bin/gotls-legacy"
 /usr/bin/python3 "$here/workloads/elf_set_symbol_size.py" "$tmp/bin/gotls-legacy" \
   'crypto/tls.(*Conn).Read' 0x40000000 >/dev/null || fail "patch gotls-legacy"
-new_id() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
-run_in_container() {  # run_in_container NAME ID COMMAND...; sets LAST_PID
-  local name="$1" id="$2"; shift 2
-  local cg="$cgroot/cri-containerd-$id.scope"
-  mkdir -p "$cg"
-  cgroups+=("$cg")
-  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >>"$tmp/$name.out" 2>&1 &
-  LAST_PID=$!
-  pids+=("$LAST_PID")
-  wait_until 50 grep -q "$id" "/proc/$LAST_PID/cgroup" || fail "$name: not in its cgroup"
-}
 mkdir -p "$cgroot"
 web1_id="$(new_id)" web2_id="$(new_id)" api_id="$(new_id)" client_id="$(new_id)" legacy_id="$(new_id)"
 run_in_container web-1 "$web1_id" /usr/bin/node "$blocker" periodic 0 600   # 60% blocked

@@ -10,6 +10,25 @@ wait_until() {
   return 1
 }
 
+# Fake containers for the in-cluster tests: a process exec'd inside a cgroup named like a
+# containerd container's, which the agent maps to a pod through the pod's containerStatuses.
+# The caller sets `cgroot` (an existing cgroup-v2 folder) and the arrays `pids` and `cgroups`
+# its cleanup kills and removes. run_in_container NAME ID COMMAND...: output appended to
+# $SONDE_E2E_TMP/NAME.out; sets LAST_PID.
+run_in_container() {
+  local name="$1" id="$2"; shift 2
+  local cg="$cgroot/cri-containerd-$id.scope"
+  mkdir -p "$cg"
+  cgroups+=("$cg")
+  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >>"$SONDE_E2E_TMP/$name.out" 2>&1 &
+  LAST_PID=$!
+  pids+=("$LAST_PID")
+  wait_until 50 grep -q "$id" "/proc/$LAST_PID/cgroup" ||
+    fail "$name: /proc/$LAST_PID/cgroup does not name container $id: $(cat "/proc/$LAST_PID/cgroup" 2>&1)"
+}
+# A random 64-hex container id.
+new_id() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
 # A free TCP port on loopback.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'

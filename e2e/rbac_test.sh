@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A verb missing from the chart's RBAC is caught before a real cluster: the fake API server
 # enforces the rendered Roles per service-account token. With `create` taken from the agent's
-# node-report Role and `update` from the operator's profilingpolicies/status rule, the agent
-# cannot write its ProfilingNodeReport and the operator cannot write policy status; both get
+# node-report Role and `update` from the operator's profilingpolicies/status and
+# clusterprofilingpolicies/status rules, the agent cannot write its ProfilingNodeReport and the
+# operator cannot write the status of either policy kind; both get
 # the real server's 403 and say so in their logs, and the e2e checks that rely on those writes
 # (cluster_agent_test.sh) would fail. Needs root (the agent loads BPF) and helm.
 set -euo pipefail
@@ -39,7 +40,11 @@ for d in docs:
                 "profilingpolicies/status" in rule["resources"] and "update" in rule["verbs"]:
             rule["verbs"].remove("update")
             removed.append("operator: update profilingpolicies/status")
-assert len(removed) == 2, "the chart's rules changed shape: %s" % removed
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "sonde-operator" and \
+                "clusterprofilingpolicies/status" in rule["resources"] and "update" in rule["verbs"]:
+            rule["verbs"].remove("update")
+            removed.append("operator: update clusterprofilingpolicies/status")
+assert len(removed) == 3, "the chart's rules changed shape: %s" % removed
 yaml.safe_dump_all(docs, open(sys.argv[2], "w"))
 print("removed from the chart's RBAC:", "; ".join(removed))
 PY
@@ -52,6 +57,11 @@ kube_admin POST /apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies '{
   "metadata": {"name": "web", "namespace": "shop"},
   "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
            "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null || fail "cannot create the policy"
+kube_admin POST /apis/sonde.dev/v1alpha1/clusterprofilingpolicies '{
+  "apiVersion": "sonde.dev/v1alpha1", "kind": "ClusterProfilingPolicy",
+  "metadata": {"name": "all-web"},
+  "spec": {"namespaceSelector": {}, "targets": [{"selector": {"matchLabels": {"app": "web"}}}],
+           "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null || fail "cannot create the cluster policy"
 
 echo "--- the agent without 'create' on its node report"
 port="$(free_port)"
@@ -84,4 +94,9 @@ wait_until 300 grep -q 'cannot update resource \\"profilingpolicies/status\\"' "
 echo "operator: $(grep -o 'profilingpolicies.sonde.dev \\"web\\" is forbidden[^,]*' "$tmp/operator.log" | head -1)"
 [[ "$(kube_admin GET /apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies/web | jq -c .status)" == null ]] ||
   fail "the policy has a status although the operator may not write it"
+wait_until 300 grep -q 'cannot update resource \\"clusterprofilingpolicies/status\\"' "$tmp/operator.log" ||
+  { tail -20 "$tmp/operator.log"; fail "the operator does not report the 403 on cluster policy status"; }
+[[ "$(kube_admin GET /apis/sonde.dev/v1alpha1/clusterprofilingpolicies/all-web | jq -c .status)" == null ]] ||
+  fail "the cluster policy has a status although the operator may not write it"
+echo "operator: $(grep -o 'clusterprofilingpolicies.sonde.dev \\"all-web\\" is forbidden[^,]*' "$tmp/operator.log" | head -1)"
 echo "PASS: missing RBAC verbs fail with 403 and are reported"

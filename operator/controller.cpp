@@ -3,6 +3,7 @@
 #include <set>
 #include <thread>
 
+#include "common/crd/profiling_policy.h"
 #include "common/log.h"
 #include "operator/policy_status.h"
 #include "operator/resources.h"
@@ -61,9 +62,15 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
        }});
 
   auto enqueue = [this](const ObjectPtr& o) { queue_.add(kube::key_of(*o)); };
-  policies_->add_handlers(
-      {enqueue, [this](const ObjectPtr&, const ObjectPtr& o) { queue_.add(kube::key_of(*o)); },
-       enqueue});
+  const kube::EventHandlers enqueue_handlers{
+      enqueue, [this](const ObjectPtr&, const ObjectPtr& o) { queue_.add(kube::key_of(*o)); },
+      enqueue};
+  policies_->add_handlers(enqueue_handlers);
+  if (options_.policy_namespace.empty()) {
+    cluster_policies_ = std::make_unique<kube::Informer>(
+        client_, kClusterProfilingPolicies, options_.reflector, kube::Transform{}, clock_);
+    cluster_policies_->add_handlers(enqueue_handlers);
+  }
   metrics_.set_policy_source([this] { return policy_series(); });
   metrics_.set_node_report_source([this] { return node_report_series(); });
 }
@@ -76,16 +83,19 @@ Controller::~Controller() {
   if (reports_thread_.joinable()) reports_thread_.join();
   leases_->stop();
   policies_->stop();
+  if (cluster_policies_) cluster_policies_->stop();
 }
 
 void Controller::start() {
   reports_thread_ = std::thread([this] { reports_->run(reports_stop_); });
   leases_->start();
   policies_->start();
+  if (cluster_policies_) cluster_policies_->start();
 }
 
 bool Controller::synced() const {
-  return policies_->has_synced() && leases_->has_synced() && index_.synced();
+  return policies_->has_synced() && (!cluster_policies_ || cluster_policies_->has_synced()) &&
+         leases_->has_synced() && index_.synced();
 }
 
 bool Controller::wait_for_sync(kube::Duration timeout) const {
@@ -94,11 +104,23 @@ bool Controller::wait_for_sync(kube::Duration timeout) const {
   if (!leases_->wait_for_sync(std::max(kube::Duration::zero(), deadline - clock_.now()))) {
     return false;
   }
-  return policies_->wait_for_sync(std::max(kube::Duration::zero(), deadline - clock_.now()));
+  if (!policies_->wait_for_sync(std::max(kube::Duration::zero(), deadline - clock_.now()))) {
+    return false;
+  }
+  return !cluster_policies_ || cluster_policies_->wait_for_sync(
+                                   std::max(kube::Duration::zero(), deadline - clock_.now()));
+}
+
+std::vector<ObjectPtr> Controller::all_policies() const {
+  std::vector<ObjectPtr> out = policies_->list();
+  if (cluster_policies_) {
+    for (auto& policy : cluster_policies_->list()) out.push_back(std::move(policy));
+  }
+  return out;
 }
 
 void Controller::enqueue_all_policies() {
-  for (const auto& policy : policies_->list()) queue_.add(kube::key_of(*policy));
+  for (const auto& policy : all_policies()) queue_.add(kube::key_of(*policy));
 }
 
 void Controller::enqueue_policies_with_uids(const std::vector<std::string>& uids) {
@@ -106,13 +128,16 @@ void Controller::enqueue_policies_with_uids(const std::vector<std::string>& uids
   // Entries name policies by uid; the queue works on namespace/name keys. An entry whose
   // policy is gone (or not listed yet) maps to nothing: the policy's own event enqueues it.
   const std::set<std::string> wanted(uids.begin(), uids.end());
-  for (const auto& policy : policies_->list()) {
+  for (const auto& policy : all_policies()) {
     if (wanted.count(kube::uid_of(*policy)) != 0) queue_.add(kube::key_of(*policy));
   }
 }
 
 Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
-  const ObjectPtr policy = policies_->get(key);
+  const bool cluster = key.find('/') == std::string::npos;
+  const crd::PolicyKind kind = cluster ? crd::PolicyKind::kCluster : crd::PolicyKind::kNamespaced;
+  if (cluster && !cluster_policies_) return Outcome::kDeleted;  // scoped: not ours
+  const ObjectPtr policy = cluster ? cluster_policies_->get(key) : policies_->get(key);
   if (policy == nullptr) return Outcome::kDeleted;
   std::vector<NodeEntry> entries = index_.entries_for(kube::uid_of(*policy));
   size_t stale = 0;
@@ -122,17 +147,18 @@ Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
     std::erase_if(entries, [&](const NodeEntry& e) { return stale_nodes.count(e.node) != 0; });
   }
   Json status = compute_status(*policy, entries, index_.nodes() - stale, stale,
-                               format_rfc3339(clock_.wall_now()));
+                               format_rfc3339(clock_.wall_now()), kind);
   if (policy->value("status", Json()) == status) return Outcome::kUnchanged;
   const std::vector<PolicyEvent> events = policy_events(policy->value("status", Json()), status);
   Json updated = *policy;
   updated["status"] = std::move(status);
   const auto [ns, name] = kube::split_key(key);
   kube::StopSignal* acting = acting_.load();
-  auto written = client_.replace(kProfilingPolicies, ns, name, updated, "status", {.stop = acting});
+  auto written = client_.replace(cluster ? kClusterProfilingPolicies : kProfilingPolicies, ns, name,
+                                 updated, "status", {.stop = acting});
   if (!written.ok()) {
     if (kube::is_not_found(written.error())) return Outcome::kDeleted;  // deleted meanwhile
-    return written.error().wrap("write status of ProfilingPolicy " + key);
+    return written.error().wrap(std::string("write status of ") + crd::kind_name(kind) + " " + key);
   }
   metrics_.status_written();
   for (const auto& event : events) metrics_.event_recorded(events_.record(*policy, event, acting));
@@ -210,10 +236,13 @@ void Controller::run_workers(kube::StopSignal& stop) {
 
 std::vector<PolicySeries> Controller::policy_series() const {
   std::vector<PolicySeries> out;
-  for (const auto& policy : policies_->list()) {
+  for (const auto& policy : all_policies()) {
     PolicySeries s;
     s.ns = kube::namespace_of(*policy);
-    s.name = kube::name_of(*policy);
+    // As the agents' sonde_policy_selection names them: a ProfilingPolicy's name cannot
+    // contain '/'.
+    s.name =
+        s.ns.empty() ? "clusterprofilingpolicy/" + kube::name_of(*policy) : kube::name_of(*policy);
     for (const auto& [node, entry, cut] : index_.entries_for(kube::uid_of(*policy))) {
       s.matched_pods += static_cast<double>(entry.matched_pods);
       s.instrumented_pods += static_cast<double>(entry.instrumented_pods);

@@ -1,6 +1,12 @@
-// Controller: turns ProfilingPolicies and ProfilingNodeReports into policy status.
+// Controller: turns ProfilingPolicies, ClusterProfilingPolicies and ProfilingNodeReports into
+// policy status.
 //
-// An informer caches policies (in one namespace or all); a reflector keeps a compact
+// An informer caches policies (in one namespace or all), another the ClusterProfilingPolicies
+// (only when not scoped to a namespace: a scoped operator has no cluster-wide permission, and
+// cluster policies are then neither honoured by the agents nor given a status). Queue keys are
+// "namespace/name" for a ProfilingPolicy, "name" for a ClusterProfilingPolicy (a name has no
+// '/'); both kinds get the same status and Events (a cluster policy's in the "default"
+// namespace, as kubectl records them). A reflector keeps a compact
 // ReportIndex of the agents' node reports (in the operator's namespace) and an informer the
 // agents' node Leases there, whose renewTime says which nodes are stale. Both put the keys of
 // affected policies on a WorkQueue. Workers — started only while this replica leads — reconcile one
@@ -34,7 +40,7 @@
 namespace sonde::op {
 
 struct ControllerOptions {
-  std::string policy_namespace;  // empty: every namespace
+  std::string policy_namespace;  // empty: every namespace, and ClusterProfilingPolicies
   std::string report_namespace;  // where agents write their ProfilingNodeReports
   int workers = 2;
   // A node whose agent has not renewed its node Lease for this long is not trusted (the agent
@@ -64,7 +70,8 @@ class Controller {
   void run_workers(kube::StopSignal& stop);
 
   enum class Outcome { kWritten, kUnchanged, kDeleted };
-  // One reconcile of "namespace/name"; exposed for tests.
+  // One reconcile of "namespace/name" (a ProfilingPolicy) or "name" (a
+  // ClusterProfilingPolicy); exposed for tests.
   Result<Outcome> reconcile(const std::string& key);
 
   // Empty when every worker is making progress; else which is stuck and since when.
@@ -76,6 +83,8 @@ class Controller {
   size_t queue_depth() const { return queue_.len(); }
 
  private:
+  // Every cached policy of both kinds.
+  std::vector<kube::ObjectPtr> all_policies() const;
   void enqueue_all_policies();
   void process(int worker, const std::string& key);
   void enqueue_policies_with_uids(const std::vector<std::string>& uids);
@@ -91,7 +100,8 @@ class Controller {
   std::map<int, std::pair<std::string, kube::SteadyTime>> busy_;  // worker -> key, since
   ReportIndex index_;
   std::unique_ptr<kube::Informer> policies_;
-  std::unique_ptr<kube::Informer> leases_;  // the agents' node Leases: liveness
+  std::unique_ptr<kube::Informer> cluster_policies_;  // null when scoped to a namespace
+  std::unique_ptr<kube::Informer> leases_;            // the agents' node Leases: liveness
   std::unique_ptr<kube::Reflector> reports_;
   kube::StopSignal reports_stop_;
   std::thread reports_thread_;

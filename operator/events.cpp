@@ -80,7 +80,10 @@ uint64_t EventRecorder::dropped() const {
 const char* EventRecorder::record(const Json& policy, const PolicyEvent& event,
                                   kube::StopSignal* stop) {
   const Json meta = policy.value("metadata", Json::object());
-  const std::string ns = meta.value("namespace", "");
+  // A cluster-scoped object's Events go in "default", as kubectl and client-go record them;
+  // their involvedObject has no namespace.
+  const std::string object_ns = meta.value("namespace", "");
+  const std::string ns = object_ns.empty() ? "default" : object_ns;
   const std::string name = meta.value("name", "");
   const std::string uid = meta.value("uid", ns + "/" + name);
   const std::string key = event.type + "\n" + event.reason + "\n" + event.message;
@@ -137,8 +140,9 @@ const char* EventRecorder::record(const Json& policy, const PolicyEvent& event,
                    {"metadata", {{"name", event_name}, {"namespace", ns}}},
                    {"involvedObject",
                     {{"apiVersion", policy.value("apiVersion", "sonde.dev/v1alpha1")},
-                     {"kind", policy.value("kind", "ProfilingPolicy")},
-                     {"namespace", ns},
+                     {"kind", policy.value("kind", object_ns.empty() ? "ClusterProfilingPolicy"
+                                                                     : "ProfilingPolicy")},
+                     {"namespace", object_ns},
                      {"name", name},
                      {"uid", meta.value("uid", "")},
                      {"resourceVersion", meta.value("resourceVersion", "")}}},
@@ -155,7 +159,7 @@ const char* EventRecorder::record(const Json& policy, const PolicyEvent& event,
         client_.create(kube::kEvents, ns, object, {.timeout = kEventWriteTimeout, .stop = stop});
   }
   if (!written.ok()) {
-    log::warn("writing an Event failed", {{"policy", ns + "/" + name},
+    log::warn("writing an Event failed", {{"policy", kube::make_key(object_ns, name)},
                                           {"reason", event.reason},
                                           {"error", written.error().message()}});
     return "failed";

@@ -1,4 +1,5 @@
-// Kubernetes Events (core/v1) about ProfilingPolicies: what `kubectl describe profilingpolicy`
+// Kubernetes Events (core/v1) about ProfilingPolicies and ClusterProfilingPolicies (those in the
+// "default" namespace, as kubectl records a cluster-scoped object's): what `kubectl describe`
 // and `kubectl get events` show when a policy's status changes in a way a user acts on.
 //
 // policy_events() decides which transitions matter, comparing the old and new status:

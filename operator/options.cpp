@@ -39,7 +39,8 @@ void add_operator_flags(CLI::App& app, OperatorOptions& options) {
   app.add_option("--kubeconfig", options.kubeconfig,
                  "kubeconfig (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)");
   app.add_option("--namespace", options.policy_namespace,
-                 "watch policies in this namespace only (default: all)");
+                 "watch ProfilingPolicies in this namespace only, and no ClusterProfilingPolicies "
+                 "(default: every namespace and the cluster policies)");
   app.add_option("--report-namespace", options.report_namespace,
                  "where agents write node reports (default: the operator's namespace)");
   app.add_option("--metrics-address", options.metrics_address, "/metrics, /healthz, /readyz")

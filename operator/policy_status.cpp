@@ -51,10 +51,10 @@ std::string format_rfc3339(kube::WallTime t) {
 }
 
 Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, size_t nodes_total,
-                    size_t stale_nodes, const std::string& now) {
+                    size_t stale_nodes, const std::string& now, crd::PolicyKind kind) {
   const int64_t generation = kube::generation_of(policy);
   const Json previous = policy.value("status", Json::object());
-  const auto spec = crd::parse_policy_spec(policy.value("spec", Json()));
+  const auto spec = crd::parse_policy_spec(policy.value("spec", Json()), kind);
 
   int64_t matched = 0, instrumented = 0, nodejs = 0, current = 0;
   std::map<std::string, int64_t> reason_counts;
@@ -75,8 +75,9 @@ Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, s
       }
       reason_counts[p.reason] += p.count;
       if (examples.size() < kMaxPodsInMessage && !p.pod.empty()) {
-        examples.push_back(p.pod + "/" + (p.container.empty() ? "?" : p.container) + " on " + node +
-                           ": " + (p.message.empty() ? p.reason : p.message));
+        examples.push_back((p.ns.empty() ? "" : p.ns + "/") + p.pod + "/" +
+                           (p.container.empty() ? "?" : p.container) + " on " + node + ": " +
+                           (p.message.empty() ? p.reason : p.message));
       }
     }
   }

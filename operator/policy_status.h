@@ -1,4 +1,5 @@
-// The status of a ProfilingPolicy, computed from the policy and its node report entries.
+// The status of a ProfilingPolicy or ClusterProfilingPolicy (the same for both kinds),
+// computed from the policy and its node report entries.
 // Pure functions (no I/O): the reconciler calls them, tests call them directly.
 //
 // Conditions (metav1.Condition shape):
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/crd/profiling_policy.h"
 #include "common/kube/clock.h"
 #include "common/kube/resource.h"
 #include "operator/report_index.h"
@@ -34,7 +36,8 @@ inline constexpr size_t kMaxPodsInMessage = 3;
 // whose report is too old to trust (their entries are not passed). `now`: RFC 3339 time for
 // new transitions.
 kube::Json compute_status(const kube::Json& policy, const std::vector<NodeEntry>& entries,
-                          size_t nodes_total, size_t stale_nodes, const std::string& now);
+                          size_t nodes_total, size_t stale_nodes, const std::string& now,
+                          crd::PolicyKind kind = crd::PolicyKind::kNamespaced);
 
 // RFC 3339, seconds precision, UTC.
 std::string format_rfc3339(kube::WallTime t);

@@ -5,6 +5,7 @@
 
 namespace sonde::op {
 
+using kube::kClusterProfilingPolicies;
 using kube::kProfilingNodeReports;
 using kube::kProfilingPolicies;
 

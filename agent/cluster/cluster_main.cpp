@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -47,12 +48,45 @@ struct Args {
   PyroscopeConfig pyroscope;
 };
 
+// The ClusterProfilingPolicy and Namespace informers that feed the selector, or none when
+// disabled (an agent scoped to one namespace: cluster policies are not honoured then).
+class ClusterPolicyInformers {
+ public:
+  ClusterPolicyInformers(kube::ApiClient& client, PolicySelector& selector, bool enabled) {
+    if (!enabled) return;
+    policies_ = std::make_unique<kube::Informer>(client, kube::kClusterProfilingPolicies,
+                                                 kube::ReflectorOptions{});
+    namespaces_ = std::make_unique<kube::Informer>(client, kube::kNamespaces,
+                                                   kube::ReflectorOptions{}, trim_namespace);
+    policies_->add_handlers(selector.cluster_policy_handlers());
+    namespaces_->add_handlers(selector.namespace_handlers());
+  }
+  void start() {
+    if (!policies_) return;
+    namespaces_->start();
+    policies_->start();
+  }
+  void stop() {
+    if (!policies_) return;
+    policies_->stop();
+    namespaces_->stop();
+  }
+  bool has_synced() const {
+    return !policies_ || (policies_->has_synced() && namespaces_->has_synced());
+  }
+
+ private:
+  std::unique_ptr<kube::Informer> policies_;
+  std::unique_ptr<kube::Informer> namespaces_;
+};
+
 // nullopt: go on; otherwise the exit code.
 std::optional<int> parse_args(int argc, char** argv, Args& a) {
   CLI::App app{
       "Runs the agent in a Kubernetes cluster (the default when started without arguments in a "
-      "pod): watches ProfilingPolicies and the pods of this node, instruments the containers the "
-      "policies select, serves Prometheus metrics and writes this node's ProfilingNodeReport.",
+      "pod): watches ProfilingPolicies, ClusterProfilingPolicies and the pods of this node, "
+      "instruments the containers the policies select, serves Prometheus metrics and writes "
+      "this node's ProfilingNodeReport.",
       "sonde-agent --cluster"};
   app.add_option("--kubeconfig", a.kubeconfig,
                  "kubeconfig (default: in-cluster service account, then $KUBECONFIG, then "
@@ -65,7 +99,8 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
       ->envname("POD_NAMESPACE");
   app.add_option("--watch-namespace", a.watch_namespace,
                  "watch ProfilingPolicies in this namespace only, as the operator does when "
-                 "scoped (default $SONDE_WATCH_NAMESPACE; empty: all)")
+                 "scoped, and no ClusterProfilingPolicies (default $SONDE_WATCH_NAMESPACE; "
+                 "empty: all, and ClusterProfilingPolicies)")
       ->envname("SONDE_WATCH_NAMESPACE");
   add_agent_flags(app, a.agent, "0.0.0.0:9464", "info");
   app.add_option("--pyroscope-url", a.pyroscope.url,
@@ -142,6 +177,9 @@ int cluster_main(int argc, char** argv) {
                       trim_pod);
   policies.add_handlers(selector.policy_handlers());
   pods.add_handlers(selector.pod_handlers());
+  // ClusterProfilingPolicies and the namespaces' labels they select by: cluster-wide reads an
+  // agent scoped to one namespace has no permission for (the chart grants none then).
+  ClusterPolicyInformers cluster_policies(client, selector, args->watch_namespace.empty());
 
   StopSignals stop;
   log::info("starting in-cluster mode",
@@ -152,9 +190,10 @@ int cluster_main(int argc, char** argv) {
   const uint64_t informers_started_ns = monotonic_ns();
   policies.start();
   pods.start();
+  cluster_policies.start();
   const auto deadline = StopSignals::Clock::now() + kSyncTimeout;
-  while (!(policies.has_synced() && pods.has_synced()) && !stop.requested() &&
-         StopSignals::Clock::now() < deadline) {
+  while (!(policies.has_synced() && pods.has_synced() && cluster_policies.has_synced()) &&
+         !stop.requested() && StopSignals::Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (stop.requested()) {
@@ -162,9 +201,11 @@ int cluster_main(int argc, char** argv) {
     api_stop.stop();
     return 0;
   }
-  if (!policies.has_synced() || !pods.has_synced()) {
+  if (!policies.has_synced() || !pods.has_synced() || !cluster_policies.has_synced()) {
     log::warn("policies or pods not listed yet; starting with what is known",
-              {{"policies_synced", policies.has_synced()}, {"pods_synced", pods.has_synced()}});
+              {{"policies_synced", policies.has_synced()},
+               {"cluster_policies_synced", cluster_policies.has_synced()},
+               {"pods_synced", pods.has_synced()}});
   }
 
   RuntimeOptions options;
@@ -194,7 +235,9 @@ int cluster_main(int argc, char** argv) {
   // Not ready until both caches listed once: until then selections miss policies or pods.
   rt.health().add_gate(
       "informers", HealthRegistry::Probe::kReadiness,
-      [&policies, &pods] { return policies.has_synced() && pods.has_synced(); },
+      [&policies, &pods, &cluster_policies] {
+        return policies.has_synced() && pods.has_synced() && cluster_policies.has_synced();
+      },
       "policies and pods not listed yet", informers_started_ns);
 
   const AgentFacts facts = read_agent_facts();
@@ -211,6 +254,7 @@ int cluster_main(int argc, char** argv) {
   writer_thread.join();
   runtime_ptr.store(nullptr);
   policies.stop();
+  cluster_policies.stop();
   pods.stop();
   if (!st.ok()) {
     log::error("agent stopped", {{"error", st.error().message()}});

@@ -30,11 +30,20 @@ std::string bounded(const std::string& message) {
   return valid_utf8(message, crd::kMaxProblemMessage);
 }
 
-// Adds one container to its reason's problem: counted, and the example if it is the first.
-void add_problem(std::map<std::string, crd::PolicyProblem>& problems, const std::string& reason,
-                 const SelectedContainer& c, const std::string& message) {
+// Adds one container to its reason's problem: counted, and the example if it is the first (its
+// namespace named for a cluster policy; a namespaced policy's pods are in its namespace).
+void add_problem(std::map<std::string, crd::PolicyProblem>& problems, const PolicyState& policy,
+                 const std::string& reason, const SelectedContainer& c,
+                 const std::string& message) {
   auto [it, inserted] = problems.try_emplace(reason);
-  if (inserted) it->second = {reason, 0, c.pod, c.container, bounded(message)};
+  if (inserted) {
+    it->second = {reason,
+                  0,
+                  c.pod,
+                  c.container,
+                  bounded(message),
+                  policy.id.kind == crd::PolicyKind::kCluster ? c.ns : ""};
+  }
   ++it->second.count;
 }
 
@@ -54,9 +63,9 @@ void add_container_problem(std::map<std::string, crd::PolicyProblem>& problems,
     }
   }
   if (kernel) {
-    add_problem(problems, "KernelUnsupported", c, kernel->message);
+    add_problem(problems, policy, "KernelUnsupported", c, kernel->message);
   } else if (symbols) {
-    add_problem(problems, "SymbolsNotFound", c, symbols->message);
+    add_problem(problems, policy, "SymbolsNotFound", c, symbols->message);
   }
 }
 
@@ -80,12 +89,13 @@ std::vector<crd::PolicyEntry> build_policy_reports(const std::vector<PolicyState
       problems[crd::kInvalidSpec] = {crd::kInvalidSpec, 1, "", "", bounded(policy.invalid)};
     }
     for (const auto& c : policy.over_limit) {
-      add_problem(problems, "LimitExceeded", c,
+      add_problem(problems, policy, "LimitExceeded", c,
                   "not instrumented: the policy selects more containers on this node than "
                   "limits.maxTargetsPerNode (" +
                       std::to_string(policy.max_targets_per_node) + ")");
     }
-    std::map<std::string, bool> pod_instrumented;  // pods with a container within the limit
+    // pods (namespace/name) with a container within the limit
+    std::map<std::string, bool> pod_instrumented;
     for (const auto& c : policy.containers) {
       static const std::vector<const ProcessOutcome*> kNone;
       auto it = c.container_id.empty() ? by_container.end() : by_container.find(c.container_id);
@@ -98,7 +108,7 @@ std::vector<crd::PolicyEntry> build_policy_reports(const std::vector<PolicyState
                (policy.cpu && o->cpu == State::kInstrumented);
       }
       if (!live) add_container_problem(problems, policy, c, procs);
-      auto [pod, inserted] = pod_instrumented.try_emplace(c.pod, live);
+      auto [pod, inserted] = pod_instrumented.try_emplace(c.ns + "/" + c.pod, live);
       if (!inserted) pod->second = pod->second && live;
     }
     for (const auto& [pod, ok] : pod_instrumented) r.instrumented_pods += ok ? 1 : 0;

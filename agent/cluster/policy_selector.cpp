@@ -71,10 +71,10 @@ std::string container_id_from_status(std::string_view id) {
   return out;
 }
 
-KnownPolicy parse_policy(const Json& policy) {
-  KnownPolicy p{.id = crd::policy_id(policy)};
+KnownPolicy parse_policy(const Json& policy, crd::PolicyKind kind) {
+  KnownPolicy p{.id = crd::policy_id(policy, kind)};
   const Json* spec = field(policy, "spec");
-  auto parsed = crd::parse_policy_spec(spec ? *spec : Json());
+  auto parsed = crd::parse_policy_spec(spec ? *spec : Json(), kind);
   if (parsed.ok()) {
     p.spec = std::move(parsed).value();
   } else {
@@ -116,6 +116,17 @@ PodInfo parse_pod(const Json& pod) {
     }
   }
   return info;
+}
+
+Json trim_namespace(Json ns) {
+  Json out = Json::object();
+  if (const Json* meta = field(ns, "metadata")) {
+    Json& m = out["metadata"] = Json::object();
+    for (const char* key : {"name", "uid", "resourceVersion", "labels"}) {
+      if (field(*meta, key)) m[key] = std::move(ns["metadata"][key]);
+    }
+  }
+  return out;
 }
 
 Json trim_pod(Json pod) {
@@ -166,9 +177,18 @@ bool matches_workload(const crd::WorkloadRef& w, const PodInfo& pod) {
   return false;
 }
 
-std::vector<PodContainer> selected_containers(const KnownPolicy& policy, const PodInfo& pod) {
+std::vector<PodContainer> selected_containers(const KnownPolicy& policy, const PodInfo& pod,
+                                              const Labels* namespace_labels) {
   std::vector<PodContainer> out;
-  if (!policy.spec || policy.spec->suspend || pod.ns != policy.id.ns || finished(pod)) return out;
+  if (!policy.spec || policy.spec->suspend || finished(pod)) return out;
+  if (policy.id.kind == crd::PolicyKind::kCluster) {
+    if (namespace_labels == nullptr || !policy.spec->namespace_selector ||
+        !policy.spec->namespace_selector->matches(*namespace_labels)) {
+      return out;
+    }
+  } else if (pod.ns != policy.id.ns) {
+    return out;
+  }
   const auto& targets = policy.spec->targets;
   const auto& excludes = policy.spec->excludes;
   for (const auto& c : pod.containers) {
@@ -184,15 +204,16 @@ std::vector<PodContainer> selected_containers(const KnownPolicy& policy, const P
 PolicySelector::PolicySelector(std::function<void()> on_change)
     : on_change_(std::move(on_change)) {}
 
-void PolicySelector::upsert_policy(const Json& policy) {
-  KnownPolicy spec = parse_policy(policy);
+void PolicySelector::upsert_policy(const Json& policy, crd::PolicyKind kind) {
+  KnownPolicy spec = parse_policy(policy, kind);
   {
     std::lock_guard lock(mu_);
     auto [it, inserted] = policies_.try_emplace(kube::key_of(policy));
     if (!inserted && it->second == spec) return;  // a status write: nothing to re-select
     if (!spec.invalid.empty() && (inserted || it->second.invalid != spec.invalid)) {
-      log::warn("policy selects nothing",
-                {{"policy", kube::key_of(policy)}, {"reason", spec.invalid}});
+      log::warn("policy selects nothing", {{"kind", crd::kind_name(kind)},
+                                           {"policy", kube::key_of(policy)},
+                                           {"reason", spec.invalid}});
     }
     it->second = std::move(spec);
     dirty_ = true;
@@ -204,6 +225,28 @@ void PolicySelector::remove_policy(const Json& policy) {
   {
     std::lock_guard lock(mu_);
     if (policies_.erase(kube::key_of(policy)) == 0) return;
+    dirty_ = true;
+  }
+  changed();
+}
+
+void PolicySelector::upsert_namespace(const Json& ns) {
+  Labels labels;
+  if (const Json* meta = field(ns, "metadata")) labels = string_map(field(*meta, "labels"));
+  {
+    std::lock_guard lock(mu_);
+    auto [it, inserted] = namespaces_.try_emplace(kube::name_of(ns));
+    if (!inserted && it->second == labels) return;  // e.g. an annotation or status change
+    it->second = std::move(labels);
+    dirty_ = true;
+  }
+  changed();
+}
+
+void PolicySelector::remove_namespace(const Json& ns) {
+  {
+    std::lock_guard lock(mu_);
+    if (namespaces_.erase(kube::name_of(ns)) == 0) return;
     dirty_ = true;
   }
   changed();
@@ -234,6 +277,19 @@ kube::EventHandlers PolicySelector::policy_handlers() {
   return {[this](const kube::ObjectPtr& o) { upsert_policy(*o); },
           [this](const kube::ObjectPtr&, const kube::ObjectPtr& o) { upsert_policy(*o); },
           [this](const kube::ObjectPtr& o) { remove_policy(*o); }};
+}
+
+kube::EventHandlers PolicySelector::cluster_policy_handlers() {
+  constexpr auto kCluster = crd::PolicyKind::kCluster;
+  return {[this](const kube::ObjectPtr& o) { upsert_policy(*o, kCluster); },
+          [this](const kube::ObjectPtr&, const kube::ObjectPtr& o) { upsert_policy(*o, kCluster); },
+          [this](const kube::ObjectPtr& o) { remove_policy(*o); }};
+}
+
+kube::EventHandlers PolicySelector::namespace_handlers() {
+  return {[this](const kube::ObjectPtr& o) { upsert_namespace(*o); },
+          [this](const kube::ObjectPtr&, const kube::ObjectPtr& o) { upsert_namespace(*o); },
+          [this](const kube::ObjectPtr& o) { remove_namespace(*o); }};
 }
 
 kube::EventHandlers PolicySelector::pod_handlers() {
@@ -272,18 +328,28 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
       st.suspended = policy.spec->suspend;
       st.max_targets_per_node = policy.spec->limits.max_targets_per_node;
     }
-    const std::string prefix = policy.id.ns + "/";
+    // A namespaced policy reads its namespace's pods, a cluster policy every pod (by
+    // namespace/name, so a namespace's labels are looked up once per run of its pods).
+    const bool cluster = policy.id.kind == crd::PolicyKind::kCluster;
+    const std::string prefix = cluster ? "" : policy.id.ns + "/";
+    const Labels* ns_labels = nullptr;
+    std::string ns_of_labels;
     for (auto it = pods_.lower_bound(prefix); it != pods_.end() && it->first.starts_with(prefix);
          ++it) {
       const PodInfo& pod = it->second;
-      auto containers = selected_containers(policy, pod);
+      if (cluster && (ns_labels == nullptr || ns_of_labels != pod.ns)) {
+        auto ns = namespaces_.find(pod.ns);
+        ns_labels = ns == namespaces_.end() ? nullptr : &ns->second;
+        ns_of_labels = pod.ns;
+      }
+      auto containers = selected_containers(policy, pod, ns_labels);
       if (containers.empty()) continue;
-      st.matched_pods.push_back(pod.name);
+      st.matched_pods.push_back(cluster ? pod.ns + "/" + pod.name : pod.name);
       for (auto& c : containers) {
         auto& list = static_cast<int64_t>(st.containers.size()) < st.max_targets_per_node
                          ? st.containers
                          : st.over_limit;
-        list.push_back({pod.name, c.name, c.container_id});
+        list.push_back({pod.name, c.name, c.container_id, pod.ns});
       }
     }
     if (!st.over_limit.empty()) {
@@ -296,7 +362,7 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
       for (const auto& c : st.containers) {
         if (c.container_id.empty()) continue;
         Selection& sel = plan.by_container_id[c.container_id];
-        sel.labels = {policy.id.ns, c.pod, c.container};
+        sel.labels = {c.ns, c.pod, c.container};
         sel.nodejs_event_loop = sel.nodejs_event_loop || st.nodejs_event_loop;
         sel.go_tls = sel.go_tls || st.go_tls;
         sel.cpu = sel.cpu || st.cpu;

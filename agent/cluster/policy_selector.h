@@ -1,16 +1,20 @@
 // PolicySelector: the in-cluster Selector. It answers "what to instrument in this process"
-// from the ProfilingPolicies it knows and the pods of this node, both fed by informers.
+// from the ProfilingPolicies and ClusterProfilingPolicies it knows, the namespaces' labels and
+// the pods of this node, all fed by informers.
 //
 // A process is mapped to its pod through its container id (from /proc/<pid>/cgroup) and the
-// pods' status.containerStatuses[].containerID. A policy selects containers of pods in its own
-// namespace: those its targets select minus those its excludes select, at most
+// pods' status.containerStatuses[].containerID. A ProfilingPolicy selects containers of pods in
+// its own namespace, a ClusterProfilingPolicy those of pods in the namespaces whose labels its
+// namespaceSelector matches (a namespace not known yet is not matched; a namespace's labels
+// changing re-selects): those its targets select minus those its excludes select, at most
 // limits.maxTargetsPerNode of them (the rest are reported as LimitExceeded). A container
-// selected by several policies gets every instrumentation any of them asks for. A suspended
-// policy, or one whose spec crd::parse_policy_spec() rejects, selects nothing.
+// selected by several policies, of either kind, gets every instrumentation any of them asks
+// for (the highest CPU frequency) and counts in each one's report entry. A suspended policy,
+// or one whose spec crd::parse_policy_spec() rejects, selects nothing.
 //
-// Policies are known by namespace/name (one object at a time has a name) and reported by uid:
-// a policy re-created under its old name replaces the old one here, and its report entry is a
-// new one.
+// Policies are known by namespace/name, cluster policies by name (one object at a time has a
+// name; the two never collide as a namespaced key has a '/') and reported by uid: a policy
+// re-created under its old name replaces the old one here, and its report entry is a new one.
 //
 // The selection is recomputed lazily, at the first select() or snapshot after a change, so an
 // informer's initial list of N objects costs one recomputation, not N.
@@ -36,8 +40,8 @@
 
 namespace sonde::agent {
 
-// What the agent knows of a ProfilingPolicy: its identity and, when crd::parse_policy_spec()
-// accepts it, its spec.
+// What the agent knows of a ProfilingPolicy or ClusterProfilingPolicy (id.kind): its identity
+// and, when crd::parse_policy_spec() accepts it, its spec.
 struct KnownPolicy {
   crd::PolicyId id;
   std::optional<crd::PolicySpec> spec;  // empty: the spec cannot be applied, see `invalid`
@@ -72,8 +76,11 @@ struct SelectedContainer {
   std::string pod;
   std::string container;
   std::string container_id;  // empty while the container has not started
+  std::string ns;            // the pod's namespace
   bool operator==(const SelectedContainer&) const = default;
 };
+
+using Labels = std::map<std::string, std::string>;
 
 // What one policy selects on this node, for the node report.
 struct PolicyState {
@@ -84,13 +91,16 @@ struct PolicyState {
   bool suspended = false;
   std::string invalid;  // why the agent cannot apply the spec
   int64_t max_targets_per_node = 0;
-  std::vector<std::string> matched_pods;      // sorted pod names
+  std::vector<std::string> matched_pods;      // sorted pod names (namespace/name: cluster kind)
   std::vector<SelectedContainer> containers;  // instrumented ones, within the limit
   std::vector<SelectedContainer> over_limit;  // selected beyond limits.maxTargetsPerNode
 };
 
-KnownPolicy parse_policy(const kube::Json& policy);
+KnownPolicy parse_policy(const kube::Json& policy,
+                         crd::PolicyKind kind = crd::PolicyKind::kNamespaced);
 PodInfo parse_pod(const kube::Json& pod);
+// The informer Transform for namespaces: keeps only the name, uid, resourceVersion, labels.
+kube::Json trim_namespace(kube::Json ns);
 // The informer Transform for pods: keeps only the fields parse_pod() and the informer read.
 kube::Json trim_pod(kube::Json pod);
 // "containerd://<id>", "cri-o://<id>", "docker://<id>" → the 64-hex id (lower case); "" for
@@ -102,8 +112,10 @@ std::string container_id_from_status(std::string_view container_id);
 // "<name>-<scheduled time>".
 bool matches_workload(const crd::WorkloadRef& workload, const PodInfo& pod);
 // The pod's containers `policy` selects, in the pod's order (none when it is invalid or
-// suspended, or the pod is of another namespace).
-std::vector<PodContainer> selected_containers(const KnownPolicy& policy, const PodInfo& pod);
+// suspended, or the pod is of another namespace: for a ClusterProfilingPolicy, one whose
+// labels, `namespace_labels`, its namespaceSelector does not match, or null, unknown).
+std::vector<PodContainer> selected_containers(const KnownPolicy& policy, const PodInfo& pod,
+                                              const Labels* namespace_labels = nullptr);
 
 class PolicySelector final : public Selector {
  public:
@@ -111,18 +123,24 @@ class PolicySelector final : public Selector {
   // request_reselect()).
   explicit PolicySelector(std::function<void()> on_change = {});
 
-  void upsert_policy(const kube::Json& policy);
+  void upsert_policy(const kube::Json& policy, crd::PolicyKind kind = crd::PolicyKind::kNamespaced);
   void remove_policy(const kube::Json& policy);
+  void upsert_namespace(const kube::Json& ns);
+  void remove_namespace(const kube::Json& ns);
   void upsert_pod(const kube::Json& pod);
   void remove_pod(const kube::Json& pod);
 
-  // Handlers that feed this selector, for the policy and the pod informers.
+  // Handlers that feed this selector, for the ProfilingPolicy, ClusterProfilingPolicy,
+  // Namespace and Pod informers.
   kube::EventHandlers policy_handlers();
+  kube::EventHandlers cluster_policy_handlers();
+  kube::EventHandlers namespace_handlers();
   kube::EventHandlers pod_handlers();
 
   std::optional<Selection> select(const ProcessInfo& process) override;
 
-  // Every known policy (sorted by namespace/name) and what it selects on this node.
+  // Every known policy (sorted by key: cluster policies' names and namespace/name) and what
+  // it selects on this node.
   std::vector<PolicyState> policies();
 
  private:
@@ -135,7 +153,8 @@ class PolicySelector final : public Selector {
 
   const std::function<void()> on_change_;
   std::mutex mu_;
-  std::map<std::string, KnownPolicy> policies_;  // by namespace/name
+  std::map<std::string, KnownPolicy> policies_;  // by namespace/name; cluster ones by name
+  std::map<std::string, Labels> namespaces_;     // by name
   std::map<std::string, PodInfo> pods_;          // by namespace/name
   bool dirty_ = true;
   Plan plan_;

@@ -3,8 +3,10 @@
 //
 //   sonde_policy_selection{namespace, pod, container, policy, node} 1
 //
-// one series per container a ProfilingPolicy selects on this node (within its
-// maxTargetsPerNode), whether or not anything in it could be instrumented. Joined on
+// one series per container a policy selects on this node (within its maxTargetsPerNode),
+// whether or not anything in it could be instrumented. `namespace` is the pod's; `policy` is a
+// ProfilingPolicy's name, or "clusterprofilingpolicy/<name>" for a ClusterProfilingPolicy
+// (kubectl's kind/name; a ProfilingPolicy's name cannot contain '/'). Joined on
 // (namespace, pod, container) with the agent's per-container counters, e.g.
 // container_nodejs_event_loop_blocked_time_seconds_total, it gives policy-level figures as a
 // sum of per-container rates: an agent restart or a pod leaving never turns into a spike, as

@@ -131,6 +131,24 @@ def invariants(rendered, values_file):
             if (env.get("SONDE_WATCH_NAMESPACE") or "") != scope:
                 fail(f'DaemonSet/{o["metadata"]["name"]}/{c["name"]}: SONDE_WATCH_NAMESPACE is '
                      f'{env.get("SONDE_WATCH_NAMESPACE")!r}, operator.watchNamespace is {scope!r}')
+    # ClusterProfilingPolicies (and the Namespaces they select by) only when not scoped: a
+    # scoped install has no cluster-wide reach. Read, and the operator's /status, never create.
+    want = {} if scope else {
+        "agent": {"clusterprofilingpolicies": {"get", "list", "watch"},
+                  "namespaces": {"get", "list", "watch"}},
+        "operator": {"clusterprofilingpolicies": {"get", "list", "watch"},
+                     "clusterprofilingpolicies/status": {"get", "update", "patch"}}}
+    for o in kinds.get("ClusterRole", []) + kinds.get("Role", []):
+        name = o["metadata"]["name"]
+        got = {}
+        for rule in o.get("rules") or []:
+            for res in rule.get("resources") or []:
+                if res.startswith("clusterprofilingpolicies") or res == "namespaces":
+                    got.setdefault(res, set()).update(rule.get("verbs") or [])
+        expected = want.get(name.rsplit("-", 1)[-1], {}) if o["kind"] == "ClusterRole" else {}
+        if got != expected:
+            fail(f'{o["kind"]}/{name}: cluster-policy and namespace rules {got}, want {expected} '
+                 f'(operator.watchNamespace={scope!r})')
     for kind in ("PodMonitor", "ServiceMonitor"):
         for o in kinds.get(kind, []):
             eps = o["spec"].get("podMetricsEndpoints") or o["spec"].get("endpoints")

@@ -42,6 +42,7 @@ bool known_reason(const std::string& reason) {
 
 Json problem_json(const PolicyProblem& p) {
   Json out = {{"reason", p.reason}, {"count", p.count}};
+  if (!p.ns.empty()) out["namespace"] = p.ns;
   if (!p.pod.empty()) out["pod"] = p.pod;
   if (!p.container.empty()) out["container"] = p.container;
   if (!p.message.empty()) out["message"] = p.message;
@@ -91,6 +92,7 @@ size_t member_size(const char* key, size_t value_size, bool first = false) {
 size_t problem_size(const PolicyProblem& p) {
   size_t n = 2 + member_size("reason", string_size(p.reason), true) +
              member_size("count", number_size(p.count));
+  if (!p.ns.empty()) n += member_size("namespace", string_size(p.ns));
   if (!p.pod.empty()) n += member_size("pod", string_size(p.pod));
   if (!p.container.empty()) n += member_size("container", string_size(p.container));
   if (!p.message.empty()) n += member_size("message", string_size(p.message));
@@ -141,6 +143,7 @@ Result<PolicyEntry> parse_entry(const Json& json, const std::string& at) {
       ASSIGN_OR_RETURN(p.reason, text(pj, "reason", p_at, 64));
       if (!known_reason(p.reason)) return Error(p_at + ".reason: unknown \"" + p.reason + "\"");
       ASSIGN_OR_RETURN(p.count, count(pj, "count", p_at));
+      ASSIGN_OR_RETURN(p.ns, text(pj, "namespace", p_at, kMaxNamespaceName));
       ASSIGN_OR_RETURN(p.pod, text(pj, "pod", p_at, kMaxPodName));
       ASSIGN_OR_RETURN(p.container, text(pj, "container", p_at, kMaxContainerName));
       ASSIGN_OR_RETURN(p.message, text(pj, "message", p_at, kMaxProblemMessage));
@@ -257,6 +260,7 @@ void bound_report(NodeReportStatus& status, size_t max_bytes) {
   };
   for (auto& e : entries) {
     for (auto& p : e.problems) {
+      bound_text(p.ns, kMaxNamespaceName);
       bound_text(p.pod, kMaxPodName);
       bound_text(p.container, kMaxContainerName);
       bound_text(p.message, kMaxProblemMessage);
@@ -279,7 +283,10 @@ void bound_report(NodeReportStatus& status, size_t max_bytes) {
       if (problems.empty()) continue;
       if (pass == 0) {
         for (auto& p : problems) {
-          if (p.pod.empty() && p.container.empty() && p.message.empty()) continue;
+          if (p.ns.empty() && p.pod.empty() && p.container.empty() && p.message.empty()) {
+            continue;
+          }
+          p.ns.clear();
           p.pod.clear();
           p.container.clear();
           p.message.clear();

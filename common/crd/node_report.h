@@ -33,6 +33,7 @@ using kube::Json;
 inline constexpr size_t kMaxReportPolicies = 5000;
 inline constexpr size_t kMaxReportBytes = 1024 * 1024;
 inline constexpr size_t kMaxProblemMessage = 512;
+inline constexpr size_t kMaxNamespaceName = 63;
 inline constexpr size_t kMaxPodName = 253;
 inline constexpr size_t kMaxContainerName = 63;
 inline constexpr size_t kMaxUid = 36;          // Kubernetes uids are UUIDs
@@ -44,15 +45,18 @@ inline constexpr const char* kProblemReasons[] = {
     "SymbolsNotFound", "LimitExceeded", "KernelUnsupported", "Conflicting", "InvalidSpec"};
 inline constexpr const char* kInvalidSpec = "InvalidSpec";
 
-// The containers of one reason: how many, and one of them as an example (pod, container,
-// message; all empty once bound_report() has cut the example, or for InvalidSpec's pod and
-// container).
+// The containers of one reason: how many, and one of them as an example (namespace, pod,
+// container, message; all empty once bound_report() has cut the example, or for InvalidSpec's
+// pod and container).
 struct PolicyProblem {
   std::string reason;  // one of kProblemReasons
   int64_t count = 0;   // containers (1 for InvalidSpec)
-  std::string pod;     // the pod's name; its namespace is the policy's
+  std::string pod;     // the pod's name
   std::string container;
   std::string message;  // at most kMaxProblemMessage bytes of UTF-8
+  // The pod's namespace, in a ClusterProfilingPolicy's entry; empty in a ProfilingPolicy's
+  // (the pod is in the policy's namespace).
+  std::string ns;
   bool operator==(const PolicyProblem&) const = default;
 };
 

@@ -205,14 +205,27 @@ bool LabelSelector::matches(const std::map<std::string, std::string>& labels) co
   return true;
 }
 
-PolicyId policy_id(const Json& policy) {
-  return {kube::namespace_of(policy), kube::name_of(policy), kube::uid_of(policy),
-          kube::generation_of(policy)};
+const char* kind_name(PolicyKind kind) {
+  return kind == PolicyKind::kCluster ? "ClusterProfilingPolicy" : "ProfilingPolicy";
 }
 
-Result<PolicySpec> parse_policy_spec(const Json& json) {
+PolicyId policy_id(const Json& policy, PolicyKind kind) {
+  return {kind == PolicyKind::kCluster ? "" : kube::namespace_of(policy), kube::name_of(policy),
+          kube::uid_of(policy), kube::generation_of(policy), kind};
+}
+
+Result<PolicySpec> parse_policy_spec(const Json& json, PolicyKind kind) {
   if (!json.is_object()) return Error("spec: required, an object");
   PolicySpec spec;
+  if (kind == PolicyKind::kCluster) {
+    const Json* selector = field(json, "namespaceSelector");
+    if (selector == nullptr) {
+      return Error(
+          "spec.namespaceSelector: required, a label selector on namespaces ({} selects every "
+          "namespace)");
+    }
+    ASSIGN_OR_RETURN(spec.namespace_selector, parse_selector(*selector, "spec.namespaceSelector"));
+  }
   ASSIGN_OR_RETURN(spec.targets, parse_selections(json, "targets"));
   if (spec.targets.empty()) return Error("spec.targets: at least one target is required");
   ASSIGN_OR_RETURN(spec.excludes, parse_selections(json, "excludes"));
@@ -270,6 +283,7 @@ Json to_json(const PolicySpec& spec) {
                 {"maxUprobesPerNode", spec.limits.max_uprobes_per_node}}},
               {"suspend", spec.suspend}};
   if (!spec.excludes.empty()) out["excludes"] = selections_json(spec.excludes);
+  if (spec.namespace_selector) out["namespaceSelector"] = selector_json(*spec.namespace_selector);
   return out;
 }
 

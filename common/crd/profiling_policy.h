@@ -1,7 +1,10 @@
-// ProfilingPolicy (crds/profilingpolicies.sonde.dev.yaml, sonde.dev/v1alpha1) as typed C++:
-// the one parser, validator and serializer of a policy's spec, linked by the operator (which
-// reports a spec it rejects as Accepted=False/InvalidSpec) and the agent (which selects
-// nothing for such a spec and says so in its node report).
+// ProfilingPolicy (crds/profilingpolicies.sonde.dev.yaml) and ClusterProfilingPolicy
+// (crds/clusterprofilingpolicies.sonde.dev.yaml), sonde.dev/v1alpha1, as typed C++: the one
+// parser, validator and serializer of both kinds' spec, linked by the operator (which reports
+// a spec it rejects as Accepted=False/InvalidSpec) and the agent (which selects nothing for
+// such a spec and says so in its node report). The two kinds share the spec; the cluster-scoped
+// one adds a required spec.namespaceSelector (which namespaces' pods targets and excludes
+// apply to; {} is every namespace), the namespaced one applies to its own namespace.
 //
 // parse_policy_spec() accepts exactly what the CRD's OpenAPI schema and CEL rules accept,
 // and additionally rejects what they cannot express (a label selector's empty key). The table
@@ -78,8 +81,20 @@ struct PolicyLimits {
   bool operator==(const PolicyLimits&) const = default;
 };
 
+// Which of the two kinds a policy object is.
+enum class PolicyKind {
+  kNamespaced,  // ProfilingPolicy: pods of the policy's namespace
+  kCluster,     // ClusterProfilingPolicy: pods of the namespaces namespaceSelector selects
+};
+// "ProfilingPolicy" or "ClusterProfilingPolicy".
+const char* kind_name(PolicyKind kind);
+
 // spec. Bounds are the schema's (kMax* below).
 struct PolicySpec {
+  // ClusterProfilingPolicy only (required there; {} selects every namespace): the namespaces,
+  // by their labels, whose pods targets and excludes apply to. Always empty for a
+  // ProfilingPolicy (its schema has no such field; the API server prunes it).
+  std::optional<LabelSelector> namespace_selector;
   std::vector<PodSelection> targets;  // 1..kMaxSelections
   std::vector<PodSelection> excludes;
   Instrumentations instrumentations;  // at least one
@@ -96,20 +111,22 @@ inline constexpr size_t kMaxContainerNames = 64;
 // The identity of a policy object. uid tells apart a policy deleted and re-created under the
 // same name; generation is the spec version the agents report back.
 struct PolicyId {
-  std::string ns;
+  std::string ns;  // empty for a ClusterProfilingPolicy
   std::string name;
   std::string uid;
   int64_t generation = 0;
+  PolicyKind kind = PolicyKind::kNamespaced;
   bool operator==(const PolicyId&) const = default;
 };
 
-PolicyId policy_id(const Json& policy);
+PolicyId policy_id(const Json& policy, PolicyKind kind = PolicyKind::kNamespaced);
 
-// The spec of a policy object or an error that names the field at fault, e.g.
+// The spec of a policy object of `kind` or an error that names the field at fault, e.g.
 // "spec.targets[1].selector.matchExpressions[0].values: required for operator In".
-Result<PolicySpec> parse_policy_spec(const Json& spec);
+Result<PolicySpec> parse_policy_spec(const Json& spec, PolicyKind kind = PolicyKind::kNamespaced);
 
-// The spec as the API would hold it (defaults filled in); parse_policy_spec(to_json(s)) == s.
+// The spec as the API would hold it (defaults filled in); parse_policy_spec(to_json(s), k) == s
+// for the kind k that `s` is of (namespace_selector set: kCluster).
 Json to_json(const PolicySpec& spec);
 
 }  // namespace sonde::crd

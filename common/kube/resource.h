@@ -26,6 +26,7 @@ struct ResourceType {
 };
 
 inline const ResourceType kPods{"", "v1", "pods", true};
+inline const ResourceType kNamespaces{"", "v1", "namespaces", false};
 inline const ResourceType kLeases{"coordination.k8s.io", "v1", "leases", true};
 inline const ResourceType kEvents{"", "v1", "events", true};
 

@@ -7,6 +7,8 @@
 namespace sonde::kube {
 
 inline const ResourceType kProfilingPolicies{"sonde.dev", "v1alpha1", "profilingpolicies", true};
+inline const ResourceType kClusterProfilingPolicies{"sonde.dev", "v1alpha1",
+                                                    "clusterprofilingpolicies", false};
 inline const ResourceType kProfilingNodeReports{"sonde.dev", "v1alpha1", "profilingnodereports",
                                                 true};
 

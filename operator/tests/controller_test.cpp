@@ -1,7 +1,9 @@
 // The controller against the fake API server: policy create, change and delete drive status
 // (counts, observedGeneration, Accepted/Ready/Degraded), status is written only when it
 // changes, policy-level metrics come from the node reports, transitions that matter are told
-// as Kubernetes Events (once, aggregated), and a stuck worker makes the controller unhealthy.
+// as Kubernetes Events (once, aggregated), ClusterProfilingPolicies get the same status and
+// Events (in "default") unless the operator is scoped to a namespace, and a stuck worker makes
+// the controller unhealthy.
 #include "operator/controller.h"
 
 #include <gtest/gtest.h>
@@ -334,6 +336,117 @@ TEST_F(ControllerTest, AnInvalidSpecIsAWarningEvent) {
   const auto [type, count, message] = events_of("bad")["InvalidSpec"];
   EXPECT_EQ(type, "Warning");
   EXPECT_NE(message.find("values: required for operator In"), std::string::npos) << message;
+}
+
+Json make_cluster_policy(const std::string& name) {
+  Json policy = make_policy("", name);
+  policy["kind"] = "ClusterProfilingPolicy";
+  policy["metadata"].erase("namespace");
+  policy["spec"]["namespaceSelector"] = {{"matchLabels", {{"sonde.dev/profile", "true"}}}};
+  return policy;
+}
+
+TEST_F(ControllerTest, AClusterPolicyGetsTheSameStatusAndEventsInDefault) {
+  start();
+  auto created = client_.create(kClusterProfilingPolicies, "", make_cluster_policy("all-web"));
+  ASSERT_TRUE(created.ok()) << created.error().message();
+  const std::string uid = kube::uid_of(*created);
+  auto get_cluster = [&] {
+    auto p = client_.get(kClusterProfilingPolicies, "", "all-web");
+    return p.ok() ? *p : Json();
+  };
+  ASSERT_TRUE(
+      eventually([&] { return condition_reason(get_cluster(), "Ready") == "False/NoAgents"; }));
+  EXPECT_EQ(condition_reason(get_cluster(), "Accepted"), "True/Valid");
+
+  // Its entries are keyed by uid like any policy's; an example names the pod's namespace.
+  put_report("n1", {report_entry(uid, 1, 2, 2)});
+  put_report("n2", {report_entry(uid, 1, 3, 2,
+                                 {{{"reason", "SymbolsNotFound"},
+                                   {"count", 1},
+                                   {"namespace", "team-b"},
+                                   {"pod", "web-7"},
+                                   {"container", "app"},
+                                   {"message", "uv__io_poll not found"}}})});
+  ASSERT_TRUE(eventually([&] { return get_cluster()["status"]["nodesReporting"] == 2; }));
+  const Json policy = get_cluster();
+  EXPECT_EQ(policy["status"]["matchedPods"], 5);
+  EXPECT_EQ(policy["status"]["instrumentedPods"], 4);
+  EXPECT_EQ(condition_reason(policy, "Ready"), "True/AllNodesReporting");
+  EXPECT_EQ(condition_reason(policy, "Degraded"), "True/SymbolsNotFound");
+  EXPECT_NE((*condition_of(policy, "Degraded"))["message"].get<std::string>().find(
+                "team-b/web-7/app on n2"),
+            std::string::npos)
+      << policy["status"].dump();
+  // Written through /status, as for the namespaced kind.
+  bool through_status = false;
+  for (const auto& r : fake_.requests()) {
+    through_status =
+        through_status ||
+        (r["method"] == "PUT" && r["status"] == 200 &&
+         r["path"] == "/apis/sonde.dev/v1alpha1/clusterprofilingpolicies/all-web/status");
+  }
+  EXPECT_TRUE(through_status);
+
+  // Events about a cluster-scoped object are in "default", naming it without a namespace.
+  auto has_event = [&](const std::string& reason) {
+    auto page = client_.list(kube::kEvents, "default", {});
+    if (!page.ok()) return false;
+    for (const auto& e : page->items) {
+      if (e["involvedObject"]["name"] == "all-web" && e["reason"] == reason) {
+        EXPECT_EQ(e["involvedObject"]["kind"], "ClusterProfilingPolicy");
+        EXPECT_EQ(e["involvedObject"]["namespace"], "");
+        EXPECT_EQ(e["involvedObject"]["uid"], uid);
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(eventually([&] { return has_event("SymbolsNotFound"); }));
+  EXPECT_TRUE(has_event("NoAgents"));
+
+  // A cluster policy the agents cannot apply (no namespaceSelector, stored before the CRD
+  // required it) is Accepted=False/InvalidSpec.
+  fake_.control("crds", {{"enforce", false}});
+  Json bad = make_cluster_policy("bad");
+  bad["spec"].erase("namespaceSelector");
+  ASSERT_TRUE(client_.create(kClusterProfilingPolicies, "", bad).ok());
+  ASSERT_TRUE(eventually([&] {
+    auto p = client_.get(kClusterProfilingPolicies, "", "bad");
+    return p.ok() && condition_reason(*p, "Accepted") == "False/InvalidSpec";
+  }));
+
+  // Its series are named as the agents name it in sonde_policy_selection.
+  bool series = false;
+  for (const auto& s : controller_->policy_series()) {
+    series = series ||
+             (s.ns.empty() && s.name == "clusterprofilingpolicy/all-web" && s.matched_pods == 5);
+  }
+  EXPECT_TRUE(series);
+}
+
+TEST_F(ControllerTest, AnOperatorScopedToANamespaceLeavesClusterPoliciesAlone) {
+  ControllerOptions options;
+  options.report_namespace = "sonde-system";
+  options.policy_namespace = "team-a";
+  controller_ = std::make_unique<Controller>(client_, options, metrics_);
+  ASSERT_TRUE(client_.create(kClusterProfilingPolicies, "", make_cluster_policy("all-web")).ok());
+  fake_.clear_requests();
+  start();
+  create_policy("web");
+  ASSERT_TRUE(eventually([&] { return get("web").contains("status"); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Not watched, not written: the operator never asks for the kind.
+  for (const auto& r : fake_.requests()) {
+    EXPECT_EQ(r["path"].get<std::string>().find("clusterprofilingpolicies"), std::string::npos)
+        << r.dump();
+  }
+  auto cluster = client_.get(kClusterProfilingPolicies, "", "all-web");
+  ASSERT_TRUE(cluster.ok());
+  EXPECT_FALSE(cluster->contains("status"));
+  auto outcome = controller_->reconcile("all-web");
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_EQ(*outcome, Controller::Outcome::kDeleted);
 }
 
 TEST_F(ControllerTest, AWorkerStuckOnOnePolicyMakesTheControllerUnhealthy) {

@@ -1,7 +1,8 @@
-// libFuzzer target for what the agent reads from API objects: ProfilingPolicy and Pod JSON
-// (parse_policy, parse_pod, trim_pod) and the selection computed from them. The input is a
-// JSON object {"policies": [...], "pods": [...]}. Any crash, sanitizer report or hang is a
-// bug, and so is trim_pod() dropping a field the selection reads.
+// libFuzzer target for what the agent reads from API objects: ProfilingPolicy,
+// ClusterProfilingPolicy, Namespace and Pod JSON (parse_policy, parse_pod, trim_pod,
+// trim_namespace) and the selection computed from them. The input is a JSON object
+// {"policies": [...], "clusterPolicies": [...], "namespaces": [...], "pods": [...]}. Any crash,
+// sanitizer report or hang is a bug, and so is trim_pod() dropping a field the selection reads.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -23,8 +24,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const auto& c : sonde::agent::parse_pod(pod).containers) ids.push_back(c.container_id);
     }
   }
+  if (auto namespaces = input.find("namespaces");
+      namespaces != input.end() && namespaces->is_array()) {
+    for (const Json& ns : *namespaces) selector.upsert_namespace(sonde::agent::trim_namespace(ns));
+  }
   if (auto policies = input.find("policies"); policies != input.end() && policies->is_array()) {
     for (const Json& policy : *policies) selector.upsert_policy(policy);
+  }
+  if (auto policies = input.find("clusterPolicies");
+      policies != input.end() && policies->is_array()) {
+    for (const Json& policy : *policies) {
+      selector.upsert_policy(policy, sonde::crd::PolicyKind::kCluster);
+    }
   }
   for (const auto& id : ids) {
     sonde::agent::ProcessInfo p;

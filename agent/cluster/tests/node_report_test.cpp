@@ -68,6 +68,34 @@ TEST(BuildPolicyReports, NonNodeContainerIsSymbolsNotFound) {
                                 "no Node.js symbols (napi_module_register) in /usr/bin/sleep"}));
 }
 
+// A ClusterProfilingPolicy's pods are of several namespaces: two pods of the same name are
+// two pods, and a problem's example names its namespace.
+TEST(BuildPolicyReports, AClusterPolicysPodsAreToldApartByNamespace) {
+  PolicyState p;
+  p.id = {"", "all-web", "cu1", 2, crd::PolicyKind::kCluster};
+  p.nodejs_event_loop = true;
+  p.max_targets_per_node = 100;
+  p.matched_pods = {"team-a/web-1", "team-b/web-1"};
+  p.containers = {{"web-1", "app", cid('a'), "team-a"}, {"web-1", "app", cid('b'), "team-b"}};
+  std::vector<ProcessOutcome> outcomes = {
+      outcome(1, cid('a'), State::kInstrumented),
+      outcome(2, cid('b'), State::kSymbolsNotFound, "no Node.js symbols in /usr/bin/sleep"),
+  };
+  auto r = build_policy_reports({p}, outcomes)[0];
+  EXPECT_EQ(r.uid, "cu1");
+  EXPECT_EQ(r.matched_pods, 2);
+  EXPECT_EQ(r.instrumented_pods, 1);
+  EXPECT_EQ(r.nodejs_processes, 1);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0], (crd::PolicyProblem{"SymbolsNotFound", 1, "web-1", "app",
+                                               "no Node.js symbols in /usr/bin/sleep", "team-b"}));
+  // A namespaced policy's example leaves the namespace out (it is the policy's).
+  auto namespaced = build_policy_reports(
+      {web_policy()}, {outcome(1, cid('a'), State::kSymbolsNotFound, "no symbols")})[0];
+  ASSERT_FALSE(namespaced.problems.empty());
+  EXPECT_EQ(namespaced.problems[0].ns, "");
+}
+
 TEST(BuildPolicyReports, KernelRefusalOutranksMissingSymbols) {
   std::vector<ProcessOutcome> outcomes = {
       outcome(1, cid('a'), State::kSymbolsNotFound, "no symbols"),

@@ -413,5 +413,185 @@ TEST_F(PolicySelectorTest, ARecreatedPolicyIsReportedUnderItsNewUid) {
   EXPECT_FALSE(selector.select(process_in(cid('a'))));
 }
 
+// --- ClusterProfilingPolicies
+
+Json cluster_policy(const std::string& name, Json namespace_selector, Json spec) {
+  spec["namespaceSelector"] = std::move(namespace_selector);
+  return {{"metadata", {{"name", name}, {"uid", "cu-" + name}, {"generation", 3}}}, {"spec", spec}};
+}
+
+Json ns_object(const std::string& name, Json labels) {
+  labels["kubernetes.io/metadata.name"] = name;
+  return {{"metadata", {{"name", name}, {"uid", "ns-" + name}, {"labels", labels}}},
+          {"status", {{"phase", "Active"}}}};
+}
+
+Json web_targets() {
+  return {{"targets", {{{"selector", {{"matchLabels", {{"app", "web"}}}}}}}},
+          {"instrumentations", nodejs()}};
+}
+
+TEST(TrimNamespace, KeepsNameAndLabels) {
+  Json full = ns_object("team-a", {{"profile", "yes"}});
+  full["metadata"]["annotations"] = {{"big", std::string(1000, 'x')}};
+  full["metadata"]["resourceVersion"] = "x7";
+  full["spec"] = {{"finalizers", {"kubernetes"}}};
+  Json trimmed = trim_namespace(full);
+  EXPECT_EQ(
+      trimmed,
+      (Json{{"metadata",
+             {{"name", "team-a"},
+              {"uid", "ns-team-a"},
+              {"resourceVersion", "x7"},
+              {"labels", {{"profile", "yes"}, {"kubernetes.io/metadata.name", "team-a"}}}}}}));
+}
+
+TEST(ParsePolicy, AClusterPolicyNeedsANamespaceSelector) {
+  KnownPolicy ok =
+      parse_policy(cluster_policy("all", Json::object(), web_targets()), crd::PolicyKind::kCluster);
+  EXPECT_TRUE(ok.spec) << ok.invalid;
+  EXPECT_EQ(ok.id, (crd::PolicyId{"", "all", "cu-all", 3, crd::PolicyKind::kCluster}));
+  Json no_selector = cluster_policy("all", Json::object(), web_targets());
+  no_selector["spec"].erase("namespaceSelector");
+  KnownPolicy bad = parse_policy(no_selector, crd::PolicyKind::kCluster);
+  EXPECT_FALSE(bad.spec);
+  EXPECT_EQ(bad.invalid.rfind("spec.namespaceSelector: required", 0), 0u) << bad.invalid;
+}
+
+TEST_F(PolicySelectorTest, ClusterPolicySelectsPodsOfNamespacesMatchingItsSelector) {
+  selector.upsert_namespace(ns_object("team-a", {{"sonde.dev/profile", "true"}}));
+  selector.upsert_namespace(ns_object("team-b", {{"sonde.dev/profile", "true"}}));
+  selector.upsert_namespace(ns_object("other", {}));
+  selector.upsert_pod(
+      pod("team-a", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}}));
+  selector.upsert_pod(
+      pod("team-b", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('b')}}));
+  selector.upsert_pod(
+      pod("other", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('c')}}));
+  selector.upsert_pod(pod("team-a", "db-0", {{"app", "db"}}, {{"db", "containerd://" + cid('d')}}));
+  // A pod of a namespace the agent has not seen (yet) is not selected, even by {}.
+  selector.upsert_pod(
+      pod("unseen", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('e')}}));
+  selector.upsert_policy(
+      cluster_policy("profiled", {{"matchLabels", {{"sonde.dev/profile", "true"}}}}, web_targets()),
+      crd::PolicyKind::kCluster);
+
+  auto a = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(a->nodejs_event_loop);
+  EXPECT_EQ(a->labels, (ContainerLabels{"team-a", "web-1", "app"}));
+  auto b = selector.select(process_in(cid('b')));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->labels, (ContainerLabels{"team-b", "web-1", "app"}));
+  EXPECT_FALSE(selector.select(process_in(cid('c'))));  // namespace not labelled
+  EXPECT_FALSE(selector.select(process_in(cid('d'))));  // pod labels do not match
+  EXPECT_FALSE(selector.select(process_in(cid('e'))));  // namespace unknown
+
+  auto states = selector.policies();
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].id.kind, crd::PolicyKind::kCluster);
+  EXPECT_EQ(states[0].id.uid, "cu-profiled");
+  EXPECT_EQ(states[0].matched_pods, (std::vector<std::string>{"team-a/web-1", "team-b/web-1"}));
+  ASSERT_EQ(states[0].containers.size(), 2u);
+  EXPECT_EQ(states[0].containers[1], (SelectedContainer{"web-1", "app", cid('b'), "team-b"}));
+
+  // {} selects every namespace the agent knows; the automatic name label picks one.
+  selector.upsert_policy(cluster_policy("profiled", Json::object(), web_targets()),
+                         crd::PolicyKind::kCluster);
+  EXPECT_TRUE(selector.select(process_in(cid('c'))));
+  EXPECT_FALSE(selector.select(process_in(cid('e'))));
+  selector.upsert_policy(
+      cluster_policy("profiled", {{"matchLabels", {{"kubernetes.io/metadata.name", "other"}}}},
+                     web_targets()),
+      crd::PolicyKind::kCluster);
+  EXPECT_TRUE(selector.select(process_in(cid('c'))));
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+}
+
+TEST_F(PolicySelectorTest, ANamespacesLabelsChangingReselects) {
+  selector.upsert_namespace(ns_object("team-a", {}));
+  selector.upsert_pod(
+      pod("team-a", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}}));
+  selector.upsert_policy(
+      cluster_policy(
+          "profiled",
+          {{"matchExpressions", {{{"key", "tier"}, {"operator", "In"}, {"values", {"gold"}}}}}},
+          web_targets()),
+      crd::PolicyKind::kCluster);
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  const int before = changes;
+  selector.upsert_namespace(ns_object("team-a", {{"tier", "gold"}}));
+  EXPECT_EQ(changes, before + 1);
+  EXPECT_TRUE(selector.select(process_in(cid('a'))));
+  // The same labels again (an annotation changed): nothing to re-select.
+  Json annotated = ns_object("team-a", {{"tier", "gold"}});
+  annotated["metadata"]["annotations"] = {{"note", "x"}};
+  selector.upsert_namespace(annotated);
+  EXPECT_EQ(changes, before + 1);
+  selector.upsert_namespace(ns_object("team-a", {{"tier", "silver"}}));
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  selector.upsert_namespace(ns_object("team-a", {{"tier", "gold"}}));
+  EXPECT_TRUE(selector.select(process_in(cid('a'))));
+  selector.remove_namespace(ns_object("team-a", {}));
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  EXPECT_EQ(changes, before + 4);
+}
+
+TEST_F(PolicySelectorTest, APodSelectedByBothKindsGetsEveryInstrumentationAndCountsInBoth) {
+  selector.upsert_namespace(ns_object("shop", {{"profile", "yes"}}));
+  selector.upsert_pod(
+      pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}}));
+  // The namespaced policy asks for the event loop and CPU at 19 Hz, the cluster one for Go TLS
+  // and CPU at 99 Hz, under the same name as the namespaced one.
+  selector.upsert_policy(
+      policy("shop", "web",
+             {{"targets", {{{"selector", Json::object()}}}},
+              {"instrumentations",
+               {{"nodejsEventLoop", Json::object()}, {"cpu", {{"frequencyHz", 19}}}}}}));
+  selector.upsert_policy(
+      cluster_policy(
+          "web", {{"matchLabels", {{"profile", "yes"}}}},
+          {{"targets", {{{"selector", {{"matchLabels", {{"app", "web"}}}}}}}},
+           {"instrumentations", {{"goTLS", Json::object()}, {"cpu", {{"frequencyHz", 99}}}}}}),
+      crd::PolicyKind::kCluster);
+  auto s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->nodejs_event_loop);
+  EXPECT_TRUE(s->go_tls);
+  EXPECT_TRUE(s->cpu);
+  EXPECT_EQ(s->cpu_frequency_hz, 99u);
+  EXPECT_EQ(s->labels, (ContainerLabels{"shop", "web-1", "app"}));
+  auto states = selector.policies();
+  ASSERT_EQ(states.size(), 2u);  // "shop/web" and "web" are two policies
+  for (const auto& st : states) {
+    EXPECT_EQ(st.containers.size(), 1u) << st.id.name;
+    EXPECT_EQ(st.matched_pods.size(), 1u) << st.id.name;
+  }
+  // Removing the cluster policy leaves the namespaced one's choice.
+  selector.remove_policy(cluster_policy("web", Json::object(), Json::object()));
+  s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->go_tls);
+  EXPECT_EQ(s->cpu_frequency_hz, 19u);
+  ASSERT_EQ(selector.policies().size(), 1u);
+  EXPECT_EQ(selector.policies()[0].id.kind, crd::PolicyKind::kNamespaced);
+}
+
+TEST_F(PolicySelectorTest, ASuspendedOrInvalidClusterPolicySelectsNothing) {
+  selector.upsert_namespace(ns_object("shop", {}));
+  selector.upsert_pod(
+      pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}}));
+  Json suspended = web_targets();
+  suspended["suspend"] = true;
+  selector.upsert_policy(cluster_policy("p", Json::object(), suspended), crd::PolicyKind::kCluster);
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  EXPECT_TRUE(selector.policies()[0].suspended);
+  Json invalid = cluster_policy("p", Json::object(), web_targets());
+  invalid["spec"]["namespaceSelector"] = "everything";
+  selector.upsert_policy(invalid, crd::PolicyKind::kCluster);
+  EXPECT_FALSE(selector.select(process_in(cid('a'))));
+  EXPECT_EQ(selector.policies()[0].invalid, "spec.namespaceSelector: must be an object");
+}
+
 }  // namespace
 }  // namespace sonde::agent

@@ -75,5 +75,23 @@ TEST(PolicySelectionFamily, NoPolicyNoSeries) {
   EXPECT_TRUE(policy_selection_family(selector.policies(), "n1").metric.empty());
 }
 
+TEST(PolicySelectionFamily, AClusterPolicyIsNamedByKindAndItsPodsByTheirNamespace) {
+  PolicySelector selector;
+  Json ns = {{"metadata", {{"name", "shop"}, {"labels", {{"profile", "yes"}}}}}};
+  selector.upsert_namespace(ns);
+  selector.upsert_pod(pod("web-1", "web", 'a'));
+  selector.upsert_policy({{"metadata", {{"name", "web"}, {"uid", "cu"}}},
+                          {"spec",
+                           {{"namespaceSelector", {{"matchLabels", {{"profile", "yes"}}}}},
+                            {"targets", {{{"selector", Json::object()}, {"containers", {"app"}}}}},
+                            {"instrumentations", {{"goTLS", Json::object()}}}}}},
+                         crd::PolicyKind::kCluster);
+  const std::string text = exposition(policy_selection_family(selector.policies(), "n1"));
+  EXPECT_NE(text.find("sonde_policy_selection{namespace=\"shop\",pod=\"web-1\",container=\"app\","
+                      "policy=\"clusterprofilingpolicy/web\",node=\"n1\"} 1"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace sonde::agent

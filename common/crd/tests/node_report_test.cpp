@@ -47,6 +47,28 @@ TEST(NodeReportTest, AnEntryThatSelectsNothingIsOnlyItsUidAndGeneration) {
   EXPECT_FALSE(j.contains("heartbeatTime"));
 }
 
+TEST(NodeReportTest, AClusterPolicysProblemNamesThePodsNamespace) {
+  NodeReportStatus s = sample();
+  s.policies.push_back(
+      {.uid = "0-uid",
+       .observed_generation = 2,
+       .matched_pods = 1,
+       .problems = {{"SymbolsNotFound", 1, "api-1", "app", "no uv__io_poll", "team-a"}}});
+  const Json j = to_json(s);
+  EXPECT_EQ(j["policies"][2]["problems"][0]["namespace"], "team-a");
+  EXPECT_FALSE(j["policies"][0]["problems"][0].contains("namespace"));
+  EXPECT_EQ(serialized_size(s), j.dump().size());
+  auto parsed = parse_node_report_status(j);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  EXPECT_EQ(*parsed, s);
+  // The namespace is part of the example: cut with it.
+  bound_report(s, serialized_size(s) - 1);
+  EXPECT_EQ(s.policies[0].uid, "0-uid");
+  EXPECT_EQ(s.policies[0].problems[0].ns, "team-a") << "the first entry is cut last";
+  bound_report(s, 10);
+  EXPECT_TRUE(s.policies[0].problems.empty());
+}
+
 TEST(NodeReportTest, ParseErrorsNameTheField) {
   auto no_uid =
       parse_node_report_status(Json::parse(R"({"policies": [{"observedGeneration": 1}]})"));
@@ -105,9 +127,9 @@ TEST(NodeReportTest, TheLargestPossibleReportStaysUnderTheBudget) {
                   .instrumented_pods = kMaxCount,
                   .nodejs_processes = kMaxCount};
     for (const char* reason : kProblemReasons) {
-      e.problems.push_back({reason, kMaxCount, std::string(kMaxPodName, 'p'),
-                            std::string(kMaxContainerName, 'c'),
-                            std::string(kMaxProblemMessage, 'm')});
+      e.problems.push_back(
+          {reason, kMaxCount, std::string(kMaxPodName, 'p'), std::string(kMaxContainerName, 'c'),
+           std::string(kMaxProblemMessage, 'm'), std::string(kMaxNamespaceName, 's')});
     }
     s.policies.push_back(std::move(e));
   }

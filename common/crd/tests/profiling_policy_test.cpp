@@ -17,9 +17,13 @@ Json table_cases() {
 TEST(ProfilingPolicyTest, AgreesWithTheCrdSchemaOnTheValidationTable) {
   const Json cases = table_cases();
   ASSERT_GT(cases.size(), 20u);
-  size_t valid = 0;
+  size_t valid = 0, cluster = 0;
   for (const auto& c : cases) {
-    auto parsed = parse_policy_spec(c["spec"]);
+    const PolicyKind kind = c.value("kind", "ProfilingPolicy") == "ClusterProfilingPolicy"
+                                ? PolicyKind::kCluster
+                                : PolicyKind::kNamespaced;
+    cluster += kind == PolicyKind::kCluster ? 1 : 0;
+    auto parsed = parse_policy_spec(c["spec"], kind);
     EXPECT_EQ(parsed.ok(), c["valid"].get<bool>())
         << c["name"] << ": " << (parsed.ok() ? "accepted" : parsed.error().message());
     if (!parsed.ok()) {
@@ -28,10 +32,12 @@ TEST(ProfilingPolicyTest, AgreesWithTheCrdSchemaOnTheValidationTable) {
       continue;
     }
     ++valid;
-    auto again = parse_policy_spec(to_json(*parsed));
+    EXPECT_EQ(parsed->namespace_selector.has_value(), kind == PolicyKind::kCluster) << c["name"];
+    auto again = parse_policy_spec(to_json(*parsed), kind);
     ASSERT_TRUE(again.ok()) << c["name"] << ": " << again.error().message();
     EXPECT_EQ(*again, *parsed) << c["name"];
   }
+  EXPECT_GT(cluster, 5u);
   EXPECT_GT(valid, 3u);
   EXPECT_LT(valid, cases.size());
 }
@@ -102,6 +108,58 @@ TEST(ProfilingPolicyTest, PolicyIdReadsTheObjectsIdentity) {
   const Json policy = {
       {"metadata", {{"namespace", "shop"}, {"name", "p"}, {"uid", "u-1"}, {"generation", 4}}}};
   EXPECT_EQ(policy_id(policy), (PolicyId{"shop", "p", "u-1", 4}));
+  const Json cluster = {{"metadata", {{"name", "all"}, {"uid", "u-2"}, {"generation", 2}}}};
+  EXPECT_EQ(policy_id(cluster, PolicyKind::kCluster),
+            (PolicyId{"", "all", "u-2", 2, PolicyKind::kCluster}));
+  EXPECT_STREQ(kind_name(PolicyKind::kCluster), "ClusterProfilingPolicy");
+  EXPECT_STREQ(kind_name(PolicyKind::kNamespaced), "ProfilingPolicy");
+}
+
+TEST(ClusterProfilingPolicyTest, SharesTheSpecAndRequiresANamespaceSelector) {
+  const Json spec = Json::parse(R"({
+    "namespaceSelector": {"matchLabels": {"team": "a"},
+                          "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod"]}]},
+    "targets": [{"selector": {"matchLabels": {"app": "web"}}}],
+    "instrumentations": {"nodejsEventLoop": {}}})");
+  auto parsed = parse_policy_spec(spec, PolicyKind::kCluster);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message();
+  ASSERT_TRUE(parsed->namespace_selector.has_value());
+  EXPECT_TRUE(parsed->namespace_selector->matches({{"team", "a"}, {"env", "prod"}}));
+  EXPECT_FALSE(parsed->namespace_selector->matches({{"team", "a"}, {"env", "dev"}}));
+  // The rest is ProfilingPolicy's spec, parsed by the same code.
+  Json namespaced = spec;
+  namespaced.erase("namespaceSelector");
+  auto same = parse_policy_spec(namespaced);
+  ASSERT_TRUE(same.ok());
+  PolicySpec without = *parsed;
+  without.namespace_selector.reset();
+  EXPECT_EQ(without, *same);
+  // Serialized with the selector, read back equal.
+  const Json out = to_json(*parsed);
+  EXPECT_EQ(out["namespaceSelector"]["matchLabels"]["team"], "a");
+  auto again = parse_policy_spec(out, PolicyKind::kCluster);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *parsed);
+  // {} is every namespace; a missing selector is an error naming the field.
+  Json all = namespaced;
+  all["namespaceSelector"] = Json::object();
+  auto every = parse_policy_spec(all, PolicyKind::kCluster);
+  ASSERT_TRUE(every.ok());
+  EXPECT_TRUE(every->namespace_selector->matches({{"anything", "x"}}));
+  auto missing = parse_policy_spec(namespaced, PolicyKind::kCluster);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message().rfind("spec.namespaceSelector: required", 0), 0u)
+      << missing.error().message();
+  Json bad = namespaced;
+  bad["namespaceSelector"] = {{"matchExpressions", {{{"key", "team"}, {"operator", "In"}}}}};
+  auto in = parse_policy_spec(bad, PolicyKind::kCluster);
+  ASSERT_FALSE(in.ok());
+  EXPECT_EQ(in.error().message(),
+            "spec.namespaceSelector.matchExpressions[0].values: required for operator In");
+  // A namespaced policy ignores the field (its schema prunes it).
+  auto pruned = parse_policy_spec(spec);
+  ASSERT_TRUE(pruned.ok());
+  EXPECT_FALSE(pruned->namespace_selector.has_value());
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ CEL_RULES = {
 
 
 def load_crds(folder):
-    """{plural: {"group", "version", "kind", "schema"}} for every CRD YAML in `folder`."""
+    """{plural: {"group", "version", "kind", "scope", "status", "schema"}} for every CRD YAML in
+    `folder` (status: whether it has a status subresource)."""
     crds = {}
     for path in sorted(glob.glob(os.path.join(folder, "*.yaml"))):
         with open(path) as f:
@@ -62,7 +63,8 @@ def load_crds(folder):
         for version in spec["versions"]:
             crds[spec["names"]["plural"]] = {
                 "group": spec["group"], "version": version["name"],
-                "kind": spec["names"]["kind"],
+                "kind": spec["names"]["kind"], "scope": spec.get("scope", "Namespaced"),
+                "status": "status" in (version.get("subresources") or {}),
                 "schema": version["schema"]["openAPIV3Schema"]}
     return crds
 

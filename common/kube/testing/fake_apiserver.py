@@ -19,6 +19,10 @@ latest state, `limit` ignored (the whole collection in one response) unless /_fa
 "watch_cache" is false, which serves them like etcd (paged). A continue token together with a
 resourceVersion is refused (400), as the real server does.
 
+Cluster-scoped resources (nodes, namespaces, ...; a custom resource whose CRD says
+scope: Cluster) have only cluster paths: a namespaced path answers 404, as on a real server.
+Namespaces get the kubernetes.io/metadata.name label the real server sets.
+
 Field selectors are limited to the fields the real server supports per resource
 (FIELD_SELECTORS: metadata.name and metadata.namespace everywhere, pods: spec.nodeName,
 status.phase, ...); any other field answers 400 BadRequest "field label not supported".
@@ -89,7 +93,9 @@ KINDS = {
     "nodes": "Node",
     "leases": "Lease",
     "events": "Event",
+    "namespaces": "Namespace",
     "profilingpolicies": "ProfilingPolicy",
+    "clusterprofilingpolicies": "ClusterProfilingPolicy",
     "profilingnodereports": "ProfilingNodeReport",
     "podmonitors": "PodMonitor",
     "customresourcedefinitions": "CustomResourceDefinition",
@@ -121,6 +127,26 @@ def unsupported_field(plural, selector):
         if key not in allowed:
             return key
     return None
+
+
+# Built-in resources that are cluster-scoped (custom resources: their CRD's spec.scope).
+CLUSTER_SCOPED = {"nodes", "namespaces", "customresourcedefinitions", "clusterroles",
+                  "clusterrolebindings", "persistentvolumes", "storageclasses", "priorityclasses"}
+
+# The label the real server puts on every namespace (NamespaceDefaultLabelName, 1.21+).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def cluster_scoped(plural):
+    crd = STATE.crds.get(plural)
+    return crd["scope"] == "Cluster" if crd is not None else plural in CLUSTER_SCOPED
+
+
+def label_namespace(gvr, obj):
+    """A namespace carries its name as a label, whatever a write says, as on a real server."""
+    if gvr == ("", "v1", "namespaces"):
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("labels", {})[NAMESPACE_NAME_LABEL] = meta.get("name", "")
 
 
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -323,7 +349,7 @@ class State:
         self.history = []    # (rev, gvr, type, old, new), ordered by rev
         self.history_revs = []
         self.compacted = 0   # history at or below this revision is gone
-        self.status_subresources = {"profilingpolicies", "pods"}
+        self.status_subresources = {"profilingpolicies", "pods", "namespaces"}
         self.split_events = False
         self.bookmark_interval = 0.0
         self.faults = []
@@ -364,7 +390,8 @@ def parse_path(path):
     else:
         return None
     namespace = None
-    if len(rest) >= 3 and rest[0] == "namespaces":
+    if len(rest) >= 3 and rest[0] == "namespaces" and not (
+            len(rest) == 3 and rest[2] in ("status", "finalize")):
         namespace, rest = rest[1], rest[2:]
     if not rest or len(rest) > 3:
         return None
@@ -487,6 +514,9 @@ class Handler(BaseHTTPRequestHandler):
             if self.apply_fault(url.path, query):
                 return
             route = parse_path(url.path)
+            if route is not None and route["namespace"] is not None and \
+                    cluster_scoped(route["gvr"][2]):
+                route = None  # a cluster-scoped resource has no namespaced path
             if route is None:
                 return self.send_status(404, "NotFound", "the server could not find the requested resource")
             if not self.authorize(route, query):
@@ -876,6 +906,7 @@ class Handler(BaseHTTPRequestHandler):
             body, invalid = schema_checked(gvr, body, None)
             if invalid:
                 return self.send_status(*invalid)
+            label_namespace(gvr, body)
             meta = body["metadata"]
             meta["uid"] = str(uuid.uuid4())
             meta["generation"] = 1
@@ -929,6 +960,7 @@ class Handler(BaseHTTPRequestHandler):
                         meta[field] = proposed["metadata"][field]
                     elif field in meta:
                         meta.pop(field)
+                label_namespace(gvr, new)
                 spec_changed = {k: v for k, v in new.items() if k not in ("metadata", "status")} != \
                     {k: v for k, v in old.items() if k not in ("metadata", "status")}
                 if spec_changed:
@@ -997,6 +1029,7 @@ def main():
                         help="folder of CRD YAMLs whose schemas are enforced (default: crds/)")
     args = parser.parse_args()
     STATE.crds = crd_schema.load_crds(args.crds)
+    STATE.status_subresources |= {plural for plural, crd in STATE.crds.items() if crd["status"]}
     Handler.required_token = args.token
     if args.rbac:
         import yaml  # Debian python3-yaml; only needed for --rbac
