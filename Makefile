@@ -11,12 +11,12 @@ CMAKE_GEN := -G Ninja
 
 SOURCES = $(shell git ls-files '*.cpp' '*.h' '*.c' 2>/dev/null | grep -v '^bpf/vmlinux')
 
-.PHONY: help deps build test-build test unit-test fuzz e2e chart-test image image-test image-test-if-engine run bench fmt fmt-check lint clean
+.PHONY: help deps build test-build test unit-test fuzz e2e chart-test image image-test image-test-if-engine run bench fmt fmt-check tidy lint clean
 
 help:
 	@echo "make deps       install the Debian packages (root, idempotent)"
 	@echo "make build      build $(BUILD)/bin/sonde-agent and $(BUILD)/bin/sonde-operator"
-	@echo "make test       ASan+UBSan build, unit + kernel (bpf) tests, fuzzers, e2e, format check"
+	@echo "make test       ASan+UBSan build, unit + kernel (bpf) tests, fuzzers, e2e, format, clang-tidy"
 	@echo "make unit-test  | make fuzz | make e2e | make chart-test   the parts of make test"
 	@echo "make image      container image localhost/sonde:<chart appVersion> (podman or docker)"
 	@echo "make image-test build the image and run it as the chart does (part of make test)"
@@ -57,7 +57,7 @@ chart-test:
 
 # The image test needs a container engine (`make deps` installs podman); without one it says
 # so and is skipped.
-test: unit-test fuzz e2e chart-test image-test-if-engine fmt-check
+test: unit-test fuzz e2e chart-test image-test-if-engine fmt-check tidy
 
 image:
 	@scripts/image.sh
@@ -84,9 +84,16 @@ fmt:
 fmt-check:
 	@clang-format --dry-run -Werror $(SOURCES) && echo "fmt-check: clean"
 
-lint: fmt-check
-	cmake -S . -B $(TEST_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DSONDE_SANITIZE=ON
-	run-clang-tidy -quiet -p $(TEST_BUILD) $$(git ls-files '*.cpp' | grep -v -e '^bench/' -e '/fuzz/')
+# clang-tidy (.clang-tidy: warnings are errors) on the product's sources, with the test build's
+# compile commands; tests, fuzzers and benchmarks are checked by running them.
+TIDY_SOURCES = $(shell git ls-files '*.cpp' 2>/dev/null | grep -v -e '^bench/' -e '/fuzz/' -e '/tests/' -e '/testing/')
+tidy: test-build
+	@run-clang-tidy -quiet -j $(JOBS) -p $(TEST_BUILD) $(TIDY_SOURCES) >$(TEST_BUILD)/tidy.log 2>&1 \
+	  && echo "tidy: clean ($(words $(TIDY_SOURCES)) files)" \
+	  || { grep -E -A3 'error:|warning:' $(TEST_BUILD)/tidy.log | grep -v 'warnings generated'; \
+	       echo "tidy: findings above (whole log: $(TEST_BUILD)/tidy.log)"; exit 1; }
+
+lint: fmt-check tidy
 
 clean:
 	rm -rf build

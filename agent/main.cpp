@@ -38,7 +38,7 @@ void usage(FILE* out) {
                      "Kubernetes (see 'sonde-agent --standalone --help').\n"
                      "\n"
                      "Commands:\n");
-  for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
+  for (const auto& c : kCommands) (void)std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
   (void)std::fprintf(out,
                      "\n"
                      "Options:\n"

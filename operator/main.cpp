@@ -21,7 +21,7 @@ using namespace sonde;
 
 std::string default_identity() {
   char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
+  if (gethostname(host, sizeof(host) - 1) != 0) (void)std::snprintf(host, sizeof(host), "unknown");
   return std::string(host) + "_" + std::to_string(getpid());
 }
 
@@ -147,9 +147,7 @@ int run(const op::OperatorOptions& options) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int operator_main(int argc, char** argv) {
   op::OperatorOptions options;
   CLI::App app{
       "Reconciles ProfilingPolicy objects into status from the agents' ProfilingNodeReports, "
@@ -160,4 +158,17 @@ int main(int argc, char** argv) {
   if (auto exit_code = cli::parse(app, argc, argv)) return *exit_code;
   cli::apply(options.log);
   return run(options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return operator_main(argc, argv);
+  } catch (const std::exception& e) {
+    (void)std::fprintf(stderr, "sonde-operator: %s\n", e.what());
+  } catch (...) {
+    (void)std::fprintf(stderr, "sonde-operator: unknown exception\n");
+  }
+  return 1;
 }

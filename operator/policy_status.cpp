@@ -46,7 +46,7 @@ std::string format_rfc3339(kube::WallTime t) {
   std::tm utc{};
   gmtime_r(&seconds, &utc);
   char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  (void)std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &utc);
   return buf;
 }
 

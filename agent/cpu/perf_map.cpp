@@ -13,7 +13,7 @@
 namespace sonde::agent::cpu {
 namespace {
 
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadChunk = size_t{64} * 1024;
 
 bool parse_hex(std::string_view& text, uint64_t& out) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out, 16);

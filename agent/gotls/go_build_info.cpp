@@ -101,7 +101,7 @@ Result<GoVersion> go_build_version(const symbols::ElfFile& elf) {
     bool be = flags & kFlagBigEndian;
     // The version's string header: {data pointer, length}.
     uint64_t header_addr = read_uint(data.data() + 16, ptr_size, be);
-    auto header = bytes_at(elf, header_addr, 2u * ptr_size);
+    auto header = bytes_at(elf, header_addr, uint64_t{2} * ptr_size);
     if (!header) return Error(".go.buildinfo: version string header outside the file");
     uint64_t str_addr = read_uint(header->data(), ptr_size, be);
     uint64_t len = read_uint(header->data() + ptr_size, ptr_size, be);

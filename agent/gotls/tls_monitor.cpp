@@ -26,6 +26,8 @@ constexpr size_t kMaxVerdicts = 4096;
 constexpr bool same_buckets() {
   constexpr uint64_t kKernelNs[] = SONDE_GOTLS_BUCKET_BOUNDS_NS;
   for (size_t i = 0; i < kTlsDurationBuckets.size(); ++i) {
+    // Positive values, and std::lround is not constexpr.
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     if (static_cast<uint64_t>(kTlsDurationBuckets[i] * 1e9 + 0.5) != kKernelNs[i]) return false;
   }
   return true;

@@ -64,8 +64,8 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
     // From the faulting page to the end: truncation invalidates everything past the new end,
     // so one replacement ends this mapping's faults (and adds at most one VMA split).
     const uintptr_t page = addr & ~(g_page_size - 1);
-    void* zeros = ::mmap(reinterpret_cast<void*>(page), end - page, PROT_READ,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    void* zeros = ::mmap(reinterpret_cast<void*>(page),  // NOLINT(performance-no-int-to-ptr)
+                         end - page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (zeros == MAP_FAILED) break;
     slot.faulted.store(true, std::memory_order_release);
     errno = saved_errno;

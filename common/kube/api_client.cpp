@@ -392,7 +392,7 @@ Status ApiClient::watch(const ResourceType& type, const std::string& ns,
       keep_going = on_event(std::move(event));
       return keep_going;
     };
-    std::vector<uint8_t> chunk(64 * 1024);
+    std::vector<uint8_t> chunk(size_t{64} * 1024);
     using Traits = concurrency::streams::streambuf<uint8_t>::traits;
     while (keep_going && !guard.fired()) {
       size_t available = buffer.in_avail();
