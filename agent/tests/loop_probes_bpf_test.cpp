@@ -83,13 +83,20 @@ class LoopProbesTest : public ::testing::TestWithParam<Source> {
     return loop;
   }
 
+  static constexpr int kIdleAfterMs = 800;
+
   // Runs the blocker, tracked from its exec, from its "ready" (set-up done) to a moment after
   // "blocking done".
   Measured measure(const std::string& kind, int count, int ms, const LoopProbes::Start& start,
                    const std::vector<std::string>& node_flags = {}) {
     std::vector<std::string> argv = {kNode};
     argv.insert(argv.end(), node_flags.begin(), node_flags.end());
-    for (auto a : {kBlocker, kind, std::to_string(count), std::to_string(ms), std::string("0")}) {
+    // It idles kIdleAfterMs after "blocking done" before it exits, so the reading below (200 ms
+    // after that line) ends in its idle wait: Node's own count stops at that line too, and
+    // the exit's tear-down (busy until the main thread dies, tens of ms at times) is in
+    // neither.
+    for (auto a : {kBlocker, kind, std::to_string(count), std::to_string(ms),
+                   std::to_string(kIdleAfterMs)}) {
       argv.push_back(a);
     }
     ChildProcess node(argv);
