@@ -207,7 +207,9 @@ ElfSection ElfFile::section(size_t index) const {
 std::optional<ElfSection> ElfFile::find_section(std::string_view name) const {
   for (size_t i = 1; i < section_count_; ++i) {
     ElfSection s = section(i);
-    if (s.name == name) return s;
+    // An SHT_NULL header is inactive and its other fields are undefined: parse() did not check
+    // its range, so it is never handed out (a crafted one pointed far past the file).
+    if (s.type != SHT_NULL && s.name == name) return s;
   }
   return std::nullopt;
 }

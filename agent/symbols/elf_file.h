@@ -131,6 +131,8 @@ class ElfFile {
 
   size_t section_count() const { return section_count_; }
   ElfSection section(size_t index) const;  // index < section_count()
+  // The first active section (not SHT_NULL) so named: its range lies inside the file unless it
+  // is SHT_NOBITS.
   std::optional<ElfSection> find_section(std::string_view name) const;
 
   size_t segment_count() const { return segment_count_; }

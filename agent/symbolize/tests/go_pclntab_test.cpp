@@ -10,6 +10,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -306,6 +307,34 @@ TEST(GoPclntabIndex, SameAnswersWithAndWithoutIndex) {
       ASSERT_EQ(a[k].line, b[k].line) << std::hex << pc;
     }
   }
+}
+
+// An inactive (SHT_NULL) header named .gopclntab whose range points far past the file: the ELF
+// reader does not check inactive headers, so the table must not come from it (the fuzzer found
+// the out-of-bounds read this was). The real table is still found through its symbol.
+TEST(GoBinaryLocate, InactiveSectionHeaderIsNotTheTable) {
+  std::vector<uint8_t> bytes = testing::read_file(SONDE_GO_TEST_BINARY);
+  auto pclntab = readelf_section(SONDE_GO_TEST_BINARY, ".gopclntab");
+  ASSERT_TRUE(pclntab);
+  auto u64 = [&](size_t at) {
+    uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    return v;
+  };
+  const uint64_t shoff = u64(0x28);
+  const uint16_t shnum = static_cast<uint16_t>(bytes[0x3c] | bytes[0x3d] << 8);
+  size_t header = 0;
+  for (size_t i = 1; i < shnum && header == 0; ++i) {
+    const size_t at = shoff + i * 64;
+    if (u64(at + 24) == pclntab->offset && u64(at + 32) == pclntab->size) header = at;
+  }
+  ASSERT_NE(header, 0u);
+  std::fill(bytes.begin() + header + 4, bytes.begin() + header + 8, 0);  // sh_type = SHT_NULL
+  const uint64_t far = uint64_t{1} << 49;
+  std::memcpy(bytes.data() + header + 24, &far, sizeof far);  // sh_offset
+  auto located = GoBinary::from_bytes(bytes);
+  ASSERT_TRUE(located.ok()) << located.error().message();
+  EXPECT_EQ((*located)->found_by(), GoBinary::Found::kSymbol);
 }
 
 TEST(GoBinaryLocate, NonGoBinaryIsAnError) {
