@@ -19,11 +19,15 @@ ParseOutcome parse_args(CLI::App& app, const std::vector<std::string>& args) {
     outcome.out = std::string(e.what()) + "\n";
     outcome.exit_code = 0;
   } catch (const CLI::ParseError& e) {
-    outcome.err = app.get_name() + ": " + e.what() + "\nRun '" + app.get_name() +
-                  " --help' for the options.\n";
+    outcome.err = usage_error(app, e.what());
     outcome.exit_code = 2;
   }
   return outcome;
+}
+
+std::string usage_error(const CLI::App& app, const std::string& message) {
+  return app.get_name() + ": " + message + "\nRun '" + app.get_name() +
+         " --help' for the options.\n";
 }
 
 std::optional<int> parse(CLI::App& app, int argc, char** argv) {

@@ -21,6 +21,10 @@ struct ParseOutcome {
 };
 ParseOutcome parse_args(CLI::App& app, const std::vector<std::string>& args);
 
+// "<command>: <message>" and the pointer to --help: what a usage error prints, also for checks
+// a command makes itself after parsing.
+std::string usage_error(const CLI::App& app, const std::string& message);
+
 // The same on argv (argv[0] is skipped), printing what it says.
 std::optional<int> parse(CLI::App& app, int argc, char** argv);
 

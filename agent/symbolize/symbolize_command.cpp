@@ -76,8 +76,7 @@ SymbolizeOutput run_symbolize(const std::vector<std::string>& args) {
     return result;
   }
   auto usage_error = [&](const std::string& message) {
-    result.err = "sonde-agent symbolize: " + message + "\nRun 'sonde-agent symbolize --help' " +
-                 "for the options.\n";
+    result.err = cli::usage_error(app, message);
     result.exit_code = 2;
     return result;
   };
