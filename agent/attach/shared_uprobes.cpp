@@ -1,7 +1,5 @@
 #include "agent/attach/shared_uprobes.h"
 
-#include <vector>
-
 namespace sonde::agent {
 
 bool SharedUprobes::Key::operator<(const Key& o) const {
@@ -13,9 +11,21 @@ bool SharedUprobes::Key::operator<(const Key& o) const {
   return fields(*this) < fields(o);
 }
 
+SharedUprobes::SharedUprobes() : detacher_([this] { detach_unused(); }) {}
+
+SharedUprobes::~SharedUprobes() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  detacher_.join();
+}
+
 Status SharedUprobes::acquire(const Key& key, const std::string& path, pid_t pid,
                               const AttachFn& attach) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  changed_.wait(lock, [&] { return !detaching_.contains(key); });
   auto it = by_key_.find(key);
   if (it == by_key_.end()) {
     ASSIGN_OR_RETURN(auto attachment, attach(path, key.file_offset));
@@ -28,7 +38,7 @@ Status SharedUprobes::acquire(const Key& key, const std::string& path, pid_t pid
 }
 
 void SharedUprobes::release(pid_t pid) {
-  std::vector<std::unique_ptr<Attachment>> unused;
+  bool more = false;
   {
     std::lock_guard lock(mu_);
     auto p = by_pid_.find(pid);
@@ -38,19 +48,56 @@ void SharedUprobes::release(pid_t pid) {
       if (it == by_key_.end()) continue;
       it->second.users.erase(pid);
       if (it->second.users.empty()) {
-        unused.push_back(std::move(it->second.attachment));
-        by_key_.erase(it);
+        unused_.push_back(key);
+        more = true;
       }
     }
     by_pid_.erase(p);
   }
-  // Detaching (a syscall per link) happens outside the lock.
-  unused.clear();
+  if (more) changed_.notify_all();
+}
+
+void SharedUprobes::flush() {
+  std::unique_lock lock(mu_);
+  // The round in progress took what was unused when it started; what was released since
+  // waits for the next one.
+  const uint64_t until = detach_rounds_ + (in_round_ ? 1 : 0) + (unused_.empty() ? 0 : 1);
+  changed_.wait(lock, [&] { return detach_rounds_ >= until || stopping_; });
+}
+
+void SharedUprobes::detach_unused() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    changed_.wait(lock, [&] { return stopping_ || !unused_.empty(); });
+    std::vector<std::unique_ptr<Attachment>> doomed;
+    if (stopping_) {
+      for (auto& [key, shared] : by_key_) doomed.push_back(std::move(shared.attachment));
+      by_key_.clear();
+      by_pid_.clear();
+    }
+    for (const Key& key : unused_) {
+      auto it = by_key_.find(key);
+      if (it == by_key_.end() || !it->second.users.empty()) continue;  // taken over since
+      doomed.push_back(std::move(it->second.attachment));
+      detaching_.insert(key);
+      by_key_.erase(it);
+    }
+    unused_.clear();
+    in_round_ = true;
+    lock.unlock();
+    doomed.clear();  // a grace period per link, outside the lock
+    lock.lock();
+    detaching_.clear();
+    in_round_ = false;
+    ++detach_rounds_;
+    changed_.notify_all();
+    if (stopping_) return;
+  }
 }
 
 size_t SharedUprobes::size() const {
   std::lock_guard lock(mu_);
-  return by_key_.size();
+  return by_key_.size() + detaching_.size();
 }
 
 uint64_t SharedUprobes::attach_count() const {

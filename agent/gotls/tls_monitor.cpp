@@ -342,8 +342,7 @@ void TlsMonitor::finish_locked(pid_t pid) {
   if (it == processes_.end()) return;
   Counters final_counts;
   add_counts(probes_.take(static_cast<uint32_t>(pid)), final_counts);
-  // Detaching can take hundreds of milliseconds: the grace period starts after it.
-  uprobes_.release(pid);
+  uprobes_.release(pid);  // detached later, on SharedUprobes' own thread
   containers_.finished(it->second.labels, final_counts, clock_.now_ns());
   processes_.erase(it);
 }

@@ -6,6 +6,8 @@
 #include <deque>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include "agent/cpu/cpu_feature.h"
 #include "agent/discovery/candidate.h"
@@ -91,8 +93,10 @@ struct AgentRuntime::Impl {
   Status start(const PartsFactory& build);
   Status run(const StopSignals& stop);
   void consider(pid_t pid, bool running);
+  using ExitSlot = std::shared_ptr<std::optional<uint64_t>>;
   void instrument(ProcessInfo info, const Selection& selection, bool running,
-                  const std::vector<Feature*>& on_worker, ProcessOutcome out);
+                  const std::vector<Feature*>& on_worker, ProcessOutcome out, const ExitSlot& exit);
+  void finish_inspection(pid_t pid, const ExitSlot& exit, std::optional<ProcessOutcome> out);
   void exited(pid_t pid, uint64_t timestamp_ns);
   void reselect();
   void check_inspections();
@@ -114,6 +118,14 @@ struct AgentRuntime::Impl {
   std::atomic<bool> reselect_requested{false};
   mutable std::mutex outcomes_mu;
   std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
+  // Inspections queued or running, by pid (under outcomes_mu). An exit that comes meanwhile
+  // writes its time into the jobs' shared slot and ends the entry (a new process with the pid
+  // starts a new one), so the worker releases what it instrumented after the exit was handled.
+  struct Inspecting {
+    int jobs = 0;
+    ExitSlot exit = std::make_shared<std::optional<uint64_t>>();
+  };
+  std::map<pid_t, Inspecting> inspecting;
 
   HealthRegistry health;
   HealthRegistry::CheckId event_thread_check =
@@ -228,40 +240,81 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
   }
   auto mapping = proc.exe_mapping(pid);
   std::string key = mapping.ok() ? mapping->file : "";
+  ExitSlot exit;
+  {
+    std::lock_guard lock(outcomes_mu);
+    auto& entry = inspecting[pid];
+    ++entry.jobs;
+    exit = entry.exit;
+  }
   bool queued = inspections->push(
-      key, [this, info = *info, sel = *selection, running, on_worker, out]() mutable {
-        instrument(std::move(info), sel, running, on_worker, std::move(out));
+      key, [this, info = *info, sel = *selection, running, on_worker, out, exit]() mutable {
+        instrument(std::move(info), sel, running, on_worker, std::move(out), exit);
       });
   if (!queued) {
     log::debug("process not inspected", {{"pid", pid}, {"exe", info->exe}, {"file", key}});
-    record(std::move(out));  // what the event thread did (CPU sampling) still holds
+    finish_inspection(pid, exit, std::move(out));  // what the event thread did (CPU sampling)
   }
+}
+
+// The last step of an inspection: the outcome is recorded, unless the process exited while it
+// was inspected; then what the features did for it meanwhile is released (the exit event was
+// handled before it). `out` is empty for a process found gone.
+void AgentRuntime::Impl::finish_inspection(pid_t pid, const ExitSlot& exit,
+                                           std::optional<ProcessOutcome> out) {
+  std::optional<uint64_t> exited_ns;
+  {
+    std::lock_guard lock(outcomes_mu);
+    exited_ns = *exit;
+    auto it = inspecting.find(pid);
+    if (it != inspecting.end() && it->second.exit == exit && --it->second.jobs == 0) {
+      inspecting.erase(it);
+    }
+    if (!exited_ns) {
+      if (out) outcomes[pid] = std::move(*out);
+      return;
+    }
+  }
+  for (const auto& f : features) f->release(pid, *exited_ns);
 }
 
 // On the inspection worker: the features that read the executable, with it opened once.
 void AgentRuntime::Impl::instrument(ProcessInfo info, const Selection& selection, bool running,
-                                    const std::vector<Feature*>& on_worker, ProcessOutcome out) {
+                                    const std::vector<Feature*>& on_worker, ProcessOutcome out,
+                                    const ExitSlot& exit) {
   const pid_t pid = info.pid;
   auto c = open_candidate(proc, std::move(info), running);
   if (!c.ok()) {
-    if (is_gone(c.error())) return;
-    log::debug("cannot open executable", {{"pid", pid}, {"error", c.error().message()}});
-    record(std::move(out));
+    if (!is_gone(c.error())) {
+      log::debug("cannot open executable", {{"pid", pid}, {"error", c.error().message()}});
+      finish_inspection(pid, exit, std::move(out));
+    } else {
+      finish_inspection(pid, exit, std::nullopt);
+    }
     return;
   }
   (void)cache.resolve(c->binary, all_names);
   for (Feature* f : on_worker) {
     FeatureResult r = f->instrument(*c, selection);
-    if (r.gone) return;
+    if (r.gone) {
+      finish_inspection(pid, exit, std::nullopt);
+      return;
+    }
     merge(out, *f, std::move(r));
   }
-  record(std::move(out));
+  finish_inspection(pid, exit, std::move(out));
 }
 
 void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
+  {
+    std::lock_guard lock(outcomes_mu);
+    outcomes.erase(pid);
+    if (auto it = inspecting.find(pid); it != inspecting.end()) {
+      *it->second.exit = timestamp_ns;
+      inspecting.erase(it);
+    }
+  }
   for (const auto& f : features) f->release(pid, timestamp_ns);
-  std::lock_guard lock(outcomes_mu);
-  outcomes.erase(pid);
 }
 
 // A worker stuck on a file past the deadline is replaced; the file is not tried again. With

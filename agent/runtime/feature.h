@@ -10,13 +10,15 @@
 //                 executable opened once for every feature (Candidate).
 //   instrument()  on the inspection worker (it reads tenants' files; may take long).
 //   release()     the process exited or is no longer selected: fold its counters, detach.
-//                 Called for processes the feature never tracked too: then a no-op.
+//                 Called for processes the feature never tracked too: then a no-op. On the
+//                 event thread; on the worker too, after instrument(), for a process whose
+//                 exit came while it was being instrumented.
 //   sweep()       every few seconds: processes that vanished without an exit event.
 // select()/instrument() are called again for a process they already track (a re-selection, an
 // exec): the feature recognizes an unchanged process and re-instruments a new program.
 //
-// Thread-safety: instrument() runs on the worker while the event thread calls release() and the
-// metrics server collect(); a feature locks what they share.
+// Thread-safety: instrument() and release() run on the worker while the event thread calls
+// release() and the metrics server collect(); a feature locks what they share.
 #pragma once
 
 #include <prometheus/metric_family.h>

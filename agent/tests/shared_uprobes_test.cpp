@@ -2,16 +2,35 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cerrno>
+#include <future>
+#include <thread>
 
 namespace sonde::agent {
 namespace {
 
-// Counts live attachments so the test sees when one is detached.
+// Counts live attachments so the test sees when one is detached (on the detach thread).
 struct CountingAttachment : Attachment {
-  explicit CountingAttachment(int& live) : live_(live) { ++live_; }
+  explicit CountingAttachment(std::atomic<int>& live) : live_(live) { ++live_; }
   ~CountingAttachment() override { --live_; }
-  int& live_;
+  std::atomic<int>& live_;
+};
+
+// An attachment whose detach takes until the test says so, like a link's close waiting for
+// the kernel's grace period; it says when the detach began and records when it ended.
+struct SlowAttachment : Attachment {
+  SlowAttachment(std::shared_future<void> go, std::atomic<bool>& began,
+                 std::vector<std::string>& log)
+      : go_(std::move(go)), began_(began), log_(log) {}
+  ~SlowAttachment() override {
+    began_ = true;
+    go_.wait();
+    log_.push_back("detached");
+  }
+  std::shared_future<void> go_;
+  std::atomic<bool>& began_;
+  std::vector<std::string>& log_;
 };
 
 class SharedUprobesTest : public ::testing::Test {
@@ -37,7 +56,7 @@ class SharedUprobesTest : public ::testing::Test {
 
   SharedUprobes uprobes_;
   std::vector<std::string> paths_;
-  int live_ = 0;
+  std::atomic<int> live_ = 0;
   bool fail_next_ = false;
 };
 
@@ -54,8 +73,10 @@ TEST_F(SharedUprobesTest, OneAttachmentPerKeySharedByPids) {
   EXPECT_EQ(paths_[0], "/proc/100/exe");  // attached through the first user's path
 
   for (pid_t pid = 100; pid < 149; ++pid) uprobes_.release(pid);
+  uprobes_.flush();
   EXPECT_EQ(live_, 1) << "still used by pid 149";
   uprobes_.release(149);
+  uprobes_.flush();
   EXPECT_EQ(live_, 0);
   EXPECT_EQ(uprobes_.size(), 0u);
 }
@@ -69,8 +90,10 @@ TEST_F(SharedUprobesTest, DifferentFilesOffsetsOrProgramsAreDifferentAttachments
   ASSERT_TRUE(uprobes_.acquire(other, "d", 2, attach_fn()).ok());
   EXPECT_EQ(live_, 4);
   uprobes_.release(1);
+  uprobes_.flush();
   EXPECT_EQ(live_, 2);
   uprobes_.release(2);
+  uprobes_.flush();
   EXPECT_EQ(live_, 0);
 }
 
@@ -89,7 +112,47 @@ TEST_F(SharedUprobesTest, FailedAttachRecordsNothingAndTheNextUserRetries) {
 TEST_F(SharedUprobesTest, ReleasingAnUnknownPidIsHarmless) {
   ASSERT_TRUE(uprobes_.acquire(key(7, 0x40), "a", 1, attach_fn()).ok());
   uprobes_.release(99);
+  uprobes_.flush();
   EXPECT_EQ(live_, 1);
+}
+
+// The caller of release() (the event thread) does not wait for a detach; a new process of the
+// file takes over an attachment not detached yet, and one that comes while its attachment is
+// being detached waits, so two links never fire for one site.
+TEST_F(SharedUprobesTest, DetachesOffTheCallerAndNeverTwoLinksForOneSite) {
+  std::promise<void> go;
+  const std::shared_future<void> detach_may_end = go.get_future().share();
+  std::atomic<bool> detach_began = false;
+  std::vector<std::string> log;  // ordered by SharedUprobes' lock: see the comment at the end
+  auto slow = [&](const std::string&, uint64_t) -> Result<std::unique_ptr<Attachment>> {
+    log.emplace_back("attached");
+    return std::unique_ptr<Attachment>(new SlowAttachment(detach_may_end, detach_began, log));
+  };
+  ASSERT_TRUE(uprobes_.acquire(key(7, 0x40), "a", 1, slow).ok());
+  ASSERT_TRUE(uprobes_.acquire(key(8, 0x40), "b", 2, attach_fn()).ok());
+  uprobes_.release(1);  // returns although the detach cannot end yet
+  while (!detach_began) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  // Released while the detach thread is busy, and taken over before it gets to it.
+  uprobes_.release(2);
+  ASSERT_TRUE(uprobes_.acquire(key(8, 0x40), "b", 3, attach_fn()).ok());
+  EXPECT_EQ(uprobes_.attach_count(), 2u) << "pid 3 took over key 8's attachment";
+
+  // A new process of key 7's file while its old link is still being detached.
+  auto again =
+      std::async(std::launch::async, [&] { return uprobes_.acquire(key(7, 0x40), "a", 4, slow); });
+  EXPECT_EQ(again.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "attached while the site's old link was still being detached";
+  go.set_value();
+  ASSERT_TRUE(again.get().ok());
+  // The detach thread wrote "detached" before it took the lock to say it was done; the new
+  // attach happened under the lock after that.
+  EXPECT_EQ(log, (std::vector<std::string>{"attached", "detached", "attached"}));
+  EXPECT_EQ(uprobes_.attach_count(), 3u);
+  uprobes_.flush();
+  EXPECT_EQ(live_, 1) << "key 8's attachment, used by pid 3";
+  uprobes_.release(4);  // the new key-7 attachment writes to `log` when detached: before it goes
+  uprobes_.flush();
 }
 
 }  // namespace

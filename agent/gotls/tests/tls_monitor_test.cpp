@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -21,11 +22,11 @@ using testing::FakeClock;
 
 class FakeAttachment final : public Attachment {
  public:
-  explicit FakeAttachment(int& alive) : alive_(alive) { ++alive_; }
-  ~FakeAttachment() override { --alive_; }
+  explicit FakeAttachment(std::atomic<int>& alive) : alive_(alive) { ++alive_; }
+  ~FakeAttachment() override { --alive_; }  // on SharedUprobes' detach thread
 
  private:
-  int& alive_;
+  std::atomic<int>& alive_;
 };
 
 // The kernel's per-process counts as a table the test writes.
@@ -68,7 +69,7 @@ class FakeCounters final : public TlsCounters {
   }
 
   std::map<uint32_t, Counts> table;
-  int attachments = 0;
+  std::atomic<int> attachments = 0;
   bool filtering = false;
   std::set<uint64_t> allowed;
   size_t max_cgroups = 4096;
@@ -138,7 +139,8 @@ TEST_F(TlsMonitorTest, AttributesCountsAndFoldsThemAtExit) {
   EXPECT_EQ(monitor_.snapshot().at(kApi).processes, 1u);
   monitor_.exited(100);
   EXPECT_FALSE(kernel_.counting(100));  // taken from the kernel
-  EXPECT_EQ(kernel_.attachments, 0);    // its uprobes released
+  uprobes_.flush();
+  EXPECT_EQ(kernel_.attachments, 0);  // its uprobes released
   EXPECT_EQ(requests(kApi), 3u);
   EXPECT_EQ(monitor_.snapshot().at(kApi).read_bytes, 300u);
   EXPECT_EQ(monitor_.snapshot().at(kApi).processes, 0u);

@@ -16,6 +16,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -98,8 +99,14 @@ class FakeFeature final : public Feature {
     return answer_locked(process.pid);
   }
   FeatureResult instrument(const Candidate& c, const Selection&) override {
+    std::shared_future<void> gate;
+    {
+      std::lock_guard lock(mu_);
+      calls_.push_back({true, c.info.pid, c.running, c.info.exe});
+      if (c.info.pid == held_) gate = gate_;
+    }
+    if (gate.valid()) gate.wait();
     std::lock_guard lock(mu_);
-    calls_.push_back({true, c.info.pid, c.running, c.info.exe});
     return answer_locked(c.info.pid);
   }
   void release(pid_t pid, uint64_t end_ns) override {
@@ -122,6 +129,14 @@ class FakeFeature final : public Feature {
   }
   void add_routes(MetricsServer&) override {}
 
+  // instrument() of `pid` records its call, then waits until the returned promise is set.
+  std::promise<void> hold(pid_t pid) {
+    std::lock_guard lock(mu_);
+    std::promise<void> go;
+    held_ = pid;
+    gate_ = go.get_future().share();
+    return go;
+  }
   // What the feature answers for pid (kInstrumented unless set).
   void answer(pid_t pid, FeatureResult r) {
     std::lock_guard lock(mu_);
@@ -167,6 +182,8 @@ class FakeFeature final : public Feature {
   std::map<pid_t, FeatureResult> answers_;
   std::set<pid_t> tracked_;
   int sweeps_ = 0;
+  pid_t held_ = 0;
+  std::shared_future<void> gate_;
 };
 
 // Selects the pids the test names.
@@ -385,6 +402,29 @@ TEST_F(AgentRuntimeTest, AnExitReleasesTheProcessFromEveryFeatureAtItsExitTime) 
                  .timestamp_ns = 5});
   settle();
   for (FakeFeature* f : features_) EXPECT_EQ(f->releases_of(other.pid()).size(), 1u);
+}
+
+// The exit event is handled on the event thread while the worker is still instrumenting: what
+// the worker instruments after that is released by the worker, and no outcome stays behind for
+// a process that is gone (it would be reported as instrumented, and its probes kept).
+TEST_F(AgentRuntimeTest, AnExitDuringInstrumentationIsReleasedAfterIt) {
+  auto p = std::make_unique<ChildProcess>(std::vector<std::string>{"/bin/sleep", "1000"});
+  const pid_t pid = p->pid();
+  selector_.set(pid, selection(true, false, false));
+  start();
+  std::promise<void> go = a().hold(pid);
+  run();
+  ASSERT_TRUE(eventually([&] { return !a().calls_for(pid).empty(); }));  // in instrument()
+  p.reset();
+  events_->send(
+      {.kind = ProcessEvent::Kind::kExit, .pid = static_cast<uint32_t>(pid), .timestamp_ns = 42});
+  ASSERT_TRUE(eventually([&] { return a().releases_of(pid).size() == 1; }));
+  go.set_value();
+  ASSERT_TRUE(eventually([&] { return a().releases_of(pid).size() == 2; }));
+  settle();
+  EXPECT_EQ(a().releases_of(pid), (std::vector<uint64_t>{42, 42}));  // both at its exit time
+  EXPECT_EQ(a().tracked(), 0u);
+  EXPECT_FALSE(outcome(pid));
 }
 
 TEST_F(AgentRuntimeTest, AnExecIsConsideredAgainWithTheNewProgram) {
