@@ -6,7 +6,10 @@
 # rendered, the scraped pod's namespace/pod/container as target labels) and loading the chart's
 # rules as rendered.
 #
-# Checks: the workloads' series keep their own namespace/pod/container (no exported_*); the
+# The agent runs as in a pod: its own cgroup and a private cgroup namespace.
+#
+# Checks: the workloads' series keep their own namespace/pod/container (no exported_*); the Go
+# TLS cgroup filter is on (the kernel names the selected containers' cgroups); the
 # policy-level blocked time (per-container rates joined with sonde_policy_selection) shows no
 # spike across an agent restart and a pod leaving, where a summed counter does; every query of
 # every dashboard panel and every rule returns series (e2e/dashboard_queries.py prints each),
@@ -132,8 +135,14 @@ kube POST "/apis/coordination.k8s.io/v1/namespaces/$report_ns/leases" \
 
 # --- the agent, the operator, Prometheus
 agent_port="$(free_port)" op_port="$(free_port)" prom_port="$(free_port)"
+# Like a pod, the agent runs in a cgroup of its own with a private cgroup namespace: to it, every
+# workload's /proc/<pid>/cgroup reads "0::/../cri-containerd-<id>.scope" (checked below).
+agent_cgroup="$cgroot/agent-pod"
+mkdir -p "$agent_cgroup"
+cgroups+=("$agent_cgroup")
 start_cluster_agent() {
-  "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
+  bash -c 'echo $$ >"$0/cgroup.procs" && exec unshare --cgroup "$@"' "$agent_cgroup" \
+    "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
     --metrics-address "127.0.0.1:$agent_port" >>"$tmp/agent.log" 2>&1 &
   AGENT_PID=$!
   wait_until 300 curl -sf "http://127.0.0.1:$agent_port/metrics" ||
@@ -176,7 +185,10 @@ within_seconds 60 has_series 'container_nodejs_event_loop_blocked_time_seconds_t
   fail "no Node.js series for shop/web-2 in Prometheus: $(curl -s "http://127.0.0.1:$agent_port/metrics" | grep -v '^#' | head -30)"
 within_seconds 60 has_series 'container_go_tls_requests_total{namespace="shop",pod="client-1"}' ||
   fail "no Go TLS series for shop/client-1 in Prometheus; the agent's verdicts: $(curl -s "http://127.0.0.1:$agent_port/metrics" | grep '^sonde_agent_gotls_binaries')"
-# Cluster mode: the kernel counts Go TLS only in the selected containers' cgroups.
+# Cluster mode: the kernel counts Go TLS only in the selected containers' cgroups, named by the
+# kernel: /proc cannot name them to an agent in a private cgroup namespace.
+seen="$(nsenter --target "$AGENT_PID" --cgroup cat "/proc/$web1_pid/cgroup")"
+[[ "$seen" == *"0::/../"* ]] || fail "the agent is not in a private cgroup namespace: it reads $seen"
 filter="$(curl -sf "http://127.0.0.1:$agent_port/metrics" | awk '/^sonde_agent_gotls_cgroup_filter / { print $2 }')"
 [[ "$filter" == 1 ]] || fail "the Go TLS cgroup filter is not on ($filter): $(grep -i 'cgroup' "$tmp/agent.log" | tail -3)"
 

@@ -63,16 +63,6 @@ std::string container_id_from_cgroup(std::string_view text) {
   return {};
 }
 
-std::optional<std::string_view> cgroup2_path(std::string_view text) {
-  while (!text.empty()) {
-    auto eol = text.find('\n');
-    std::string_view line = text.substr(0, eol);
-    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
-    if (line.starts_with("0::")) return line.substr(3);
-  }
-  return std::nullopt;
-}
-
 std::optional<std::string> cgroup2_mount(std::string_view text) {
   while (!text.empty()) {
     auto eol = text.find('\n');
@@ -210,22 +200,6 @@ Result<ProcessInfo> ProcReader::read(pid_t pid) const {
   ASSIGN_OR_RETURN(auto cgroup, read_text(dir + "/cgroup"));
   info.container_id = container_id_from_cgroup(cgroup);
   return info;
-}
-
-Result<uint64_t> ProcReader::cgroup_id(pid_t pid, const std::string& cgroup2_root) const {
-  const std::string file = root_ + "/" + std::to_string(pid) + "/cgroup";
-  ASSIGN_OR_RETURN(auto text, read_text(file));
-  auto path = cgroup2_path(text);
-  if (!path) return Error(file + " has no cgroup v2 entry (a cgroup v1 host)");
-  if (!path->starts_with("/") || path->find("/..") != std::string_view::npos) {
-    return Error(file + ": cgroup " + std::string(*path) +
-                 " is outside the agent's cgroup namespace (give the agent the host's)");
-  }
-  const std::string dir = cgroup2_root + std::string(*path);
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return errno_error("stat " + dir, errno);
-  if (!S_ISDIR(st.st_mode)) return Error(dir + " is not a cgroup directory");
-  return static_cast<uint64_t>(st.st_ino);
 }
 
 Result<BlockedSyscall> ProcReader::syscall_of(pid_t pid, pid_t tid) const {

@@ -60,14 +60,6 @@ class ProcReader {
   // Base address of the first mapping of the executable (for position-independent binaries).
   Result<uint64_t> exe_load_base(pid_t pid) const;
 
-  // The cgroup v2 id of the process's cgroup, what bpf_get_current_cgroup_id() returns in its
-  // threads: the inode number of its directory under `cgroup2_root` (where the agent mounts the
-  // v2 hierarchy, cgroup2_mount()). An Error when the process has no v2 cgroup (a v1-only
-  // host) or one the agent cannot name: a path outside the agent's own cgroup namespace
-  // ("/../..", an agent in a container with a private cgroup namespace) would resolve to
-  // another directory, so it is refused, never guessed.
-  Result<uint64_t> cgroup_id(pid_t pid, const std::string& cgroup2_root) const;
-
  private:
   std::string root_;
 };
@@ -76,10 +68,6 @@ class ProcReader {
 // .../<id>), CRI-O (crio-<id>.scope), Docker (docker-<id>.scope or /docker/<id>), Podman
 // (libpod-<id>.scope), cgroup v1 and v2. Empty when the process is in no container.
 std::string container_id_from_cgroup(std::string_view cgroup_text);
-
-// The path of the cgroup v2 line ("0::<path>") of /proc/<pid>/cgroup text, nullopt when there
-// is none.
-std::optional<std::string_view> cgroup2_path(std::string_view cgroup_text);
 
 // Where the cgroup v2 hierarchy is mounted, from `mounts` text (/proc/self/mounts): the first
 // cgroup2 mount ("/sys/fs/cgroup", ".../unified" on hybrid hosts), nullopt when there is none.

@@ -19,8 +19,8 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
     std::ifstream in(proc.root() + "/self/mounts");
     std::stringstream mounts;
     mounts << in.rdbuf();
-    if (auto root = cgroup2_mount(mounts.str())) {
-      f->monitor_->filter_by_cgroup(*root);
+    if (cgroup2_mount(mounts.str())) {
+      f->monitor_->filter_by_cgroup();
     } else {
       log::warn("no cgroup v2 hierarchy: Go TLS counts every process of instrumented binaries",
                 {{"mounts", proc.root() + "/self/mounts"}});

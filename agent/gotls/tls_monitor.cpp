@@ -366,22 +366,22 @@ void TlsMonitor::sweep() {
   untracked_seen_ = std::move(untracked);
 }
 
-void TlsMonitor::filter_by_cgroup(std::string cgroup2_root) {
+void TlsMonitor::filter_by_cgroup() {
   std::lock_guard lock(mu_);
-  cgroup2_root_ = std::move(cgroup2_root);
+  filtering_ = true;
   probes_.filter_by_cgroup(true);
-  log::info("Go TLS counts only selected containers' cgroups", {{"cgroup2", cgroup2_root_}});
+  log::info("Go TLS counts only selected containers' cgroups");
 }
 
 bool TlsMonitor::filtering_by_cgroup() const {
   std::lock_guard lock(mu_);
-  return !cgroup2_root_.empty();
+  return filtering_;
 }
 
 void TlsMonitor::admit(const ProcessInfo& process) {
   std::lock_guard lock(mu_);
-  if (cgroup2_root_.empty()) return;
-  auto id = proc_.cgroup_id(process.pid, cgroup2_root_);
+  if (!filtering_) return;
+  auto id = probes_.cgroup_of(process.pid, process.start_time);
   if (!id.ok()) {
     if (is_gone(id.error())) return;
     stop_filtering_locked(id.error().message());
@@ -420,7 +420,7 @@ void TlsMonitor::stop_filtering_locked(const std::string& why) {
   for (const auto& [id, n] : admitted_cgroups_) probes_.disallow_cgroup(id);
   admitted_cgroups_.clear();
   admitted_.clear();
-  cgroup2_root_.clear();
+  filtering_ = false;
 }
 
 std::map<ContainerLabels, TlsMonitor::ContainerStats> TlsMonitor::snapshot() {

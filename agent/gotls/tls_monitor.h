@@ -80,15 +80,16 @@ class TlsMonitor {
   // were never tracked for two sweeps in a row (unselected, or exited unseen).
   void sweep();
 
-  // From now on the kernel counts only processes of admitted cgroups (cgroup v2, mounted at
-  // cgroup2_root). Call it before any process is considered.
-  void filter_by_cgroup(std::string cgroup2_root);
-  // With the filter on: the cgroup of `process` (selected for Go TLS) is counted while the
-  // process lives (until exited() or a sweep finds it gone). Called before consider(), when the
-  // process is selected, so that the container's processes are counted from their first call.
-  // A cgroup the agent cannot name, or a full cgroup map, turns the filter off for good, with a
-  // warning: every process of an instrumented file is counted again (and unselected ones
-  // discarded here), rather than a selected process silently never counted.
+  // From now on the kernel counts only processes of admitted cgroups (cgroup v2). Call it
+  // before any process is considered.
+  void filter_by_cgroup();
+  // With the filter on: the cgroup of `process` (selected for Go TLS; named by the kernel,
+  // TlsCounters::cgroup_of) is counted while the process lives (until exited() or a sweep
+  // finds it gone). Called before consider(), when the process is selected, so that the
+  // container's processes are counted from their first call. A cgroup the kernel cannot name
+  // (a kernel without per-process task iterators), or a full cgroup map, turns the filter off
+  // for good, with a warning: every process of an instrumented file is counted again (and
+  // unselected ones discarded here), rather than a selected process silently never counted.
   void admit(const ProcessInfo& process);
   bool filtering_by_cgroup() const;
 
@@ -180,7 +181,7 @@ class TlsMonitor {
     uint64_t start_time;
     uint64_t cgroup_id;
   };
-  std::string cgroup2_root_;  // empty: no filter
+  bool filtering_ = false;
   std::map<pid_t, Admission> admitted_;
   std::map<uint64_t, size_t> admitted_cgroups_;  // cgroup id → admitted processes in it
 };

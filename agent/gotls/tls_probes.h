@@ -59,6 +59,10 @@ class TlsCounters {
   virtual void filter_by_cgroup(bool on) = 0;
   virtual Status allow_cgroup(uint64_t cgroup_id) = 0;
   virtual void disallow_cgroup(uint64_t cgroup_id) = 0;
+  // The cgroup (v2 id) the filter sees for process `pid` (the agent's pid namespace), which
+  // started at `start_time` (clock ticks since boot, as /proc/<pid>/stat says), read from the
+  // kernel: right in any cgroup namespace. An error is_gone() when no such process exists.
+  virtual Result<uint64_t> cgroup_of(pid_t pid, uint64_t start_time) const = 0;
   // The counts of every process the kernel counts now, by tgid.
   virtual std::map<uint32_t, Counts> counts() const = 0;
   // Whether the kernel counts tgid (one map lookup).
@@ -80,6 +84,7 @@ class TlsProbes final : public TlsCounters {
   void filter_by_cgroup(bool on) override;
   Status allow_cgroup(uint64_t cgroup_id) override;
   void disallow_cgroup(uint64_t cgroup_id) override;
+  Result<uint64_t> cgroup_of(pid_t pid, uint64_t start_time) const override;
   std::map<uint32_t, Counts> counts() const override;
   bool counting(uint32_t tgid) const override;
   Counts take(uint32_t tgid) override;

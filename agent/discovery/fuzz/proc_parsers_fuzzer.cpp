@@ -11,7 +11,6 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)sonde::agent::container_id_from_cgroup(text);
-  (void)sonde::agent::cgroup2_path(text);
   (void)sonde::agent::cgroup2_mount(text);
   (void)sonde::agent::parse_stat_start_time(text);
   (void)sonde::agent::parse_syscall(text);

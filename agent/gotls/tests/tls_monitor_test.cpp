@@ -5,11 +5,11 @@
 #include "agent/gotls/tls_monitor.h"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "agent/runtime/tests/fake_clock.h"
@@ -43,6 +43,12 @@ class FakeCounters final : public TlsCounters {
     return ok_status();
   }
   void disallow_cgroup(uint64_t id) override { allowed.erase(id); }
+  Result<uint64_t> cgroup_of(pid_t pid, uint64_t start_time) const override {
+    if (cgroup_error) return *cgroup_error;
+    auto it = cgroups.find(pid);
+    if (it == cgroups.end() || it->second.first != start_time) return Error("gone", ESRCH);
+    return it->second.second;
+  }
   std::map<uint32_t, Counts> counts() const override { return table; }
   bool counting(uint32_t tgid) const override { return table.contains(tgid); }
   Counts take(uint32_t tgid) override {
@@ -72,6 +78,8 @@ class FakeCounters final : public TlsCounters {
   std::atomic<int> attachments = 0;
   bool filtering = false;
   std::set<uint64_t> allowed;
+  std::map<pid_t, std::pair<uint64_t, uint64_t>> cgroups;  // pid → (start time, cgroup id)
+  std::optional<Error> cgroup_error;                       // what every cgroup_of() answers
   size_t max_cgroups = 4096;
 };
 
@@ -102,13 +110,9 @@ class TlsMonitorTest : public ::testing::Test {
     std::ofstream(dir / "stat") << pid << " (api) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
                                 << start_time << " 0 0\n";
   }
-  // Puts pid in the fixture cgroup v2 tree's `cgroup` (a path such as "/pods/a"); returns its id.
-  uint64_t set_cgroup(pid_t pid, const std::string& cgroup) {
-    std::filesystem::create_directories(cgroup_dir_.path().string() + cgroup);
-    std::ofstream(proc_dir_.path() / std::to_string(pid) / "cgroup") << "0::" << cgroup << "\n";
-    struct stat st {};
-    EXPECT_EQ(stat((cgroup_dir_.path().string() + cgroup).c_str(), &st), 0);
-    return st.st_ino;
+  // Puts the process `c` in the cgroup with id `cgroup`, as the kernel would say.
+  void set_cgroup(const Candidate& c, uint64_t cgroup) {
+    kernel_.cgroups[c.info.pid] = {c.info.start_time, cgroup};
   }
   void set_gone(pid_t pid) { std::filesystem::remove_all(proc_dir_.path() / std::to_string(pid)); }
 
@@ -121,7 +125,6 @@ class TlsMonitorTest : public ::testing::Test {
   }
 
   symbols::testing::TempDir proc_dir_;
-  symbols::testing::TempDir cgroup_dir_;
   ProcReader proc_{proc_dir_.path().string()};
   symbols::ProbeTargetCache cache_{64};
   SharedUprobes uprobes_;
@@ -209,15 +212,16 @@ TEST_F(TlsMonitorTest, DiscardsCountsOfProcessesNeverTracked) {
 // The filter counts a cgroup while an admitted process of it lives: two processes of one pod
 // share its entry, the last one to go removes it, and another pod's cgroup is never allowed.
 TEST_F(TlsMonitorTest, TheCgroupFilterCountsACgroupWhileAnAdmittedProcessOfItLives) {
-  monitor_.filter_by_cgroup(cgroup_dir_.path().string());
+  monitor_.filter_by_cgroup();
   EXPECT_TRUE(kernel_.filtering);
   EXPECT_TRUE(monitor_.filtering_by_cgroup());
   Candidate a1 = process(100, 7);
   Candidate a2 = process(101, 8);
-  process(200, 9);
-  const uint64_t pod_a = set_cgroup(100, "/kubepods/pod-a/c1");
-  ASSERT_EQ(set_cgroup(101, "/kubepods/pod-a/c1"), pod_a);
-  const uint64_t pod_b = set_cgroup(200, "/kubepods/pod-b/c1");
+  Candidate b = process(200, 9);
+  const uint64_t pod_a = 5001, pod_b = 5002;
+  set_cgroup(a1, pod_a);
+  set_cgroup(a2, pod_a);
+  set_cgroup(b, pod_b);
   monitor_.admit(a1.info);
   monitor_.admit(a2.info);
   monitor_.admit(a1.info);  // again (a re-selection): still one admission
@@ -232,18 +236,21 @@ TEST_F(TlsMonitorTest, TheCgroupFilterCountsACgroupWhileAnAdmittedProcessOfItLiv
   EXPECT_TRUE(monitor_.filtering_by_cgroup());
 }
 
-// A cgroup the agent cannot name would be a wrong id, and the process would silently never be
-// counted: the filter goes off instead, and every process is counted again.
-TEST_F(TlsMonitorTest, ACgroupOutsideTheAgentsNamespaceTurnsTheFilterOff) {
-  monitor_.filter_by_cgroup(cgroup_dir_.path().string());
+// A process the kernel no longer has (or a later one under its pid: another start time) is
+// not admitted; a kernel that cannot name cgroups turns the filter off rather than leave a
+// selected process silently never counted.
+TEST_F(TlsMonitorTest, AGoneProcessIsNotAdmittedAndAKernelThatCannotSayTurnsTheFilterOff) {
+  monitor_.filter_by_cgroup();
   Candidate a = process(100, 7);
-  monitor_.admit(a.info);  // no cgroup file: it reads as gone, nothing changes
+  monitor_.admit(a.info);  // the kernel has no such process: gone, nothing changes
   EXPECT_TRUE(monitor_.filtering_by_cgroup());
-  process(101, 8);
-  set_cgroup(100, "/kubepods/pod-a/c1");
+  kernel_.cgroups[100] = {6, 5001};  // pid 100, but an earlier process
   monitor_.admit(a.info);
-  ASSERT_EQ(kernel_.allowed.size(), 1u);
-  std::ofstream(proc_dir_.path() / "101" / "cgroup") << "0::/../../kubepods/pod-b/c1\n";
+  EXPECT_TRUE(kernel_.allowed.empty());
+  set_cgroup(a, 5001);
+  monitor_.admit(a.info);
+  ASSERT_EQ(kernel_.allowed, std::set<uint64_t>{5001});
+  kernel_.cgroup_error = Error("open a task iterator: Invalid argument", EINVAL);
   monitor_.admit(process(101, 8).info);
   EXPECT_FALSE(monitor_.filtering_by_cgroup());
   EXPECT_FALSE(kernel_.filtering);
@@ -251,12 +258,12 @@ TEST_F(TlsMonitorTest, ACgroupOutsideTheAgentsNamespaceTurnsTheFilterOff) {
 }
 
 TEST_F(TlsMonitorTest, AFullCgroupMapTurnsTheFilterOff) {
-  monitor_.filter_by_cgroup(cgroup_dir_.path().string());
+  monitor_.filter_by_cgroup();
   kernel_.max_cgroups = 1;
   Candidate a = process(100, 7);
   Candidate b = process(200, 9);
-  set_cgroup(100, "/kubepods/pod-a/c1");
-  set_cgroup(200, "/kubepods/pod-b/c1");
+  set_cgroup(a, 5001);
+  set_cgroup(b, 5002);
   monitor_.admit(a.info);
   EXPECT_TRUE(kernel_.filtering);
   monitor_.admit(b.info);

@@ -142,20 +142,23 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   EXPECT_FALSE(probes_->counting(static_cast<uint32_t>(unfiltered)));
   EXPECT_EQ(monitor.discarded_processes(), 1u);
 
-  // Filter on, with one admitted process (a selected container's) in `selected`: the agent
-  // names its cgroup from /proc/<pid>/cgroup as the inode of its directory, which must be the
-  // kernel's bpf_get_current_cgroup_id(), or the client below would not be counted.
-  monitor.filter_by_cgroup(root);
+  // Filter on, with one admitted process (a selected container's) in `selected`: the kernel
+  // names its cgroup (the task iterator), which must be the inode of the cgroup's directory and
+  // what bpf_get_current_cgroup_id() says in the client below, or it would not be counted.
+  monitor.filter_by_cgroup();
   ChildProcess member(
       {"/bin/sh", "-c", "echo $$ > '" + selected + "/cgroup.procs' && echo in && exec sleep 1000"});
   ASSERT_TRUE(member.wait_for_line("in", 20s));
   struct stat st {};
   ASSERT_EQ(stat(selected.c_str(), &st), 0);
-  auto member_id = proc.cgroup_id(member.pid(), root);
-  ASSERT_TRUE(member_id.ok()) << member_id.error().message();
-  EXPECT_EQ(*member_id, st.st_ino);
   auto member_info = proc.read(member.pid());
   ASSERT_TRUE(member_info.ok());
+  auto member_id = probes_->cgroup_of(member.pid(), member_info->start_time);
+  ASSERT_TRUE(member_id.ok()) << member_id.error().message();
+  EXPECT_EQ(*member_id, st.st_ino);
+  auto stale = probes_->cgroup_of(member.pid(), member_info->start_time + 1);
+  ASSERT_FALSE(stale.ok()) << "another start time is another process";
+  EXPECT_TRUE(is_gone(stale.error())) << stale.error().message();
   monitor.admit(*member_info);
   ASSERT_TRUE(monitor.filtering_by_cgroup());
 
