@@ -21,11 +21,7 @@ node_name="e2e-node"
 report_ns="sonde-system"
 
 [[ $EUID -eq 0 ]] || fail "needs root (cgroups and BPF)"
-if [[ -d /sys/fs/cgroup/unified ]]; then
-  cgroot=/sys/fs/cgroup/unified/sonde-e2e  # hybrid hierarchy: cgroup v2 beside v1
-else
-  cgroot=/sys/fs/cgroup/sonde-e2e
-fi
+cgroot="$(cgroup_v2_dir sonde-e2e)"
 
 pids=() cgroups=() api_pid="" op_pid=""
 cleanup() {

@@ -20,11 +20,7 @@ node_name="e2e-node"
 report_ns="sonde-system"
 
 [[ $EUID -eq 0 ]] || fail "needs root (cgroups and BPF)"
-if [[ -d /sys/fs/cgroup/unified ]]; then
-  cgroot=/sys/fs/cgroup/unified/sonde-e2e-cpolicy
-else
-  cgroot=/sys/fs/cgroup/sonde-e2e-cpolicy
-fi
+cgroot="$(cgroup_v2_dir sonde-e2e-cpolicy)"
 
 pids=() cgroups=() api_pid="" op_pid=""
 cleanup() {

@@ -27,11 +27,7 @@ report_ns="sonde-system"
 [[ $EUID -eq 0 ]] || fail "needs root (cgroups and BPF)"
 command -v helm >/dev/null || fail "helm not found (make deps)"
 [[ -x "$SONDE_BIN/sonde-operator" ]] || fail "no sonde-operator in $SONDE_BIN"
-if [[ -d /sys/fs/cgroup/unified ]]; then
-  cgroot=/sys/fs/cgroup/unified/sonde-e2e-dash  # hybrid hierarchy: cgroup v2 beside v1
-else
-  cgroot=/sys/fs/cgroup/sonde-e2e-dash
-fi
+cgroot="$(cgroup_v2_dir sonde-e2e-dash)"
 
 pids=() cgroups=() api_pid="" op_pid=""
 cleanup() {

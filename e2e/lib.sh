@@ -12,6 +12,11 @@ wait_until() {
 
 # Fake containers for the in-cluster tests: a process exec'd inside a cgroup named like a
 # containerd container's, which the agent maps to a pod through the pod's containerStatuses.
+# cgroup_v2_dir NAME: where a test's cgroup-v2 folder NAME goes (/sys/fs/cgroup/unified on a
+# hybrid hierarchy, cgroup v2 beside v1).
+cgroup_v2_dir() {
+  if [[ -d /sys/fs/cgroup/unified ]]; then echo "/sys/fs/cgroup/unified/$1"; else echo "/sys/fs/cgroup/$1"; fi
+}
 # The caller sets `cgroot` (an existing cgroup-v2 folder) and the arrays `pids` and `cgroups`
 # its cleanup kills and removes. run_in_container NAME ID COMMAND...: output appended to
 # $SONDE_E2E_TMP/NAME.out; sets LAST_PID.
