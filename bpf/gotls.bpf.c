@@ -20,7 +20,7 @@
  * Processes are counted from their first call, per tgid, without waiting for user space: the
  * probes are per file, and user space attributes a tgid to its container when it learns of
  * it. When `filter_by_cgroup` is set, only processes of the cgroups in `allowed_cgroups` start
- * being counted; user space names a process's cgroup through the process_cgroup iterator.
+ * being counted; user space names a process's cgroup through bpf/process_cgroup.bpf.c.
  */
 #include "vmlinux.h"
 
@@ -388,19 +388,3 @@ int tls_read_return_ret(struct pt_regs* ctx) {
   return 0;
 }
 #endif
-
-/* The cgroup of one process, as the filter above sees it (its default-hierarchy cgroup), read by
- * user space through a task iterator opened for that process (Linux 6.1 and later). /proc
- * cannot give this id to an agent in a private cgroup namespace (a pod's): there the process's
- * cgroup path starts with "/.." and names no directory the agent can see. */
-SEC("iter/task")
-int process_cgroup(struct bpf_iter__task* ctx) {
-  struct task_struct* task = ctx->task;
-  if (!task || task->pid != task->tgid) return 0; /* the leader: once per process */
-  struct sonde_gotls_process_cgroup out = {
-      .cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id),
-      .start_boottime_ns = task->start_boottime,
-  };
-  bpf_seq_write(ctx->meta->seq, &out, sizeof out);
-  return 0;
-}

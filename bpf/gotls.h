@@ -85,11 +85,4 @@ enum sonde_gotls_counter {
 #define SONDE_GOTLS_MAX_INFLIGHT 65536
 #define SONDE_GOTLS_MAX_CGROUPS 4096
 
-/* What the process_cgroup task iterator writes for a process: the cgroup the filter above sees
- * for it, and when it started (to tell it from a later process with the same pid). */
-struct sonde_gotls_process_cgroup {
-  __u64 cgroup_id;         /* bpf_get_current_cgroup_id() in the process */
-  __u64 start_boottime_ns; /* /proc/<pid>/stat's start time, in ns */
-};
-
 #endif

@@ -17,7 +17,9 @@
 #include <optional>
 #include <sstream>
 
+#include "agent/discovery/proc_reader.h"
 #include "agent/kernel/bpf_helpers.h"
+#include "agent/kernel/process_cgroups.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
 
@@ -287,6 +289,27 @@ Check process_events_check() {
   return c;
 }
 
+// The kernel names a process's cgroup (a task iterator for one process): what the Go TLS cgroup
+// filter and the CPU sampler's per-container selection use in cluster mode.
+Check process_cgroup_check() {
+  Check c{.name = "process cgroup iterator"};
+  auto self = ProcReader().read(getpid());
+  auto cgroups = ProcessCgroups::load();
+  auto id = !cgroups.ok() ? Result<uint64_t>(cgroups.error())
+            : !self.ok()  ? Result<uint64_t>(self.error())
+                          : (*cgroups)->cgroup_of(getpid(), self->start_time);
+  if (!id.ok()) {
+    c.verdict = Verdict::kWarn;
+    c.detail = id.error().message();
+    c.fix =
+        "needs Linux 6.1+; without it the cluster agent counts Go TLS in every process of an "
+        "instrumented binary and samples selected processes only, not what they fork";
+    return c;
+  }
+  c.detail = "names this process's cgroup: id " + std::to_string(*id);
+  return c;
+}
+
 // Never called: the uprobe check places its probe here, so no code that runs is touched.
 [[gnu::noinline, gnu::used]] void uprobe_check_target() {
   asm volatile("");
@@ -507,6 +530,7 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
     checks.push_back(map_type_check("percpu_array", BPF_MAP_TYPE_PERCPU_ARRAY, caps));
     checks.push_back(uprobe_creation_check(o));
     checks.push_back(process_events_check());
+    checks.push_back(process_cgroup_check());
     checks.push_back(event_loop_hook_check());
     libbpf_set_print(previous);
   }

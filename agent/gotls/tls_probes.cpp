@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstddef>
-#include <string>
 
 #include "agent/kernel/bpf_helpers.h"
 #include "gotls.skel.h"
@@ -96,6 +95,13 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load() {
   if (int err = gotls_bpf__load(self->skel_.get()); err) {
     return errno_error("go tls probes: load BPF programs (run 'sonde-agent doctor')", -err);
   }
+  // Only the cgroup filter needs it: without it the filter turns off, saying why.
+  auto cgroups = ProcessCgroups::load();
+  if (cgroups.ok()) {
+    self->cgroups_ = std::move(cgroups).value();
+  } else {
+    self->cgroups_error_ = cgroups.error();
+  }
   return self;
 }
 
@@ -139,26 +145,8 @@ void TlsProbes::disallow_cgroup(uint64_t cgroup_id) {
 }
 
 Result<uint64_t> TlsProbes::cgroup_of(pid_t pid, uint64_t start_time) const {
-  const std::string what = "cgroup of process " + std::to_string(pid);
-  bpf_iter_link_info info{};
-  info.task.pid = static_cast<uint32_t>(pid);
-  LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof info);
-  bpf_link* raw = bpf_program__attach_iter(skel_->progs.process_cgroup, &opts);
-  if (raw == nullptr) return errno_error(what + ": open a task iterator", errno);
-  const BpfLink link(raw);
-  const int fd = bpf_iter_create(bpf_link__fd(raw));
-  if (fd < 0) return errno_error(what + ": start the task iterator", errno);
-  sonde_gotls_process_cgroup out{};
-  const ssize_t n = read(fd, &out, sizeof out);
-  const int read_errno = errno;
-  close(fd);
-  if (n < 0) return errno_error(what + ": read the task iterator", read_errno);
-  // /proc's start time is the kernel's in ns divided down to clock ticks (nsec_to_clock_t).
-  const auto ns_per_tick = static_cast<uint64_t>(1'000'000'000 / sysconf(_SC_CLK_TCK));
-  if (n != sizeof out || out.start_boottime_ns / ns_per_tick != start_time) {
-    return Error(what + ": no such process", ESRCH);
-  }
-  return out.cgroup_id;
+  if (!cgroups_) return *cgroups_error_;
+  return cgroups_->cgroup_of(pid, start_time);
 }
 
 std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {

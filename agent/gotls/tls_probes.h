@@ -21,10 +21,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/kernel/bpf_helpers.h"
+#include "agent/kernel/process_cgroups.h"
 #include "common/result.h"
 #include "gotls.h"
 
@@ -61,7 +63,8 @@ class TlsCounters {
   virtual void disallow_cgroup(uint64_t cgroup_id) = 0;
   // The cgroup (v2 id) the filter sees for process `pid` (the agent's pid namespace), which
   // started at `start_time` (clock ticks since boot, as /proc/<pid>/stat says), read from the
-  // kernel: right in any cgroup namespace. An error is_gone() when no such process exists.
+  // kernel (ProcessCgroups): right in any cgroup namespace. An error is_gone() when no such
+  // process exists.
   virtual Result<uint64_t> cgroup_of(pid_t pid, uint64_t start_time) const = 0;
   // The counts of every process the kernel counts now, by tgid.
   virtual std::map<uint32_t, Counts> counts() const = 0;
@@ -94,6 +97,8 @@ class TlsProbes final : public TlsCounters {
   TlsProbes() = default;
 
   std::unique_ptr<gotls_bpf, void (*)(gotls_bpf*)> skel_{nullptr, nullptr};
+  std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_
+  std::optional<Error> cgroups_error_;
   bool can_perform_ret_ = false;
 };
 

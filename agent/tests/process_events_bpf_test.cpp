@@ -1,5 +1,6 @@
 // Needs root and the real kernel (ctest label: bpf).
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,7 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "agent/discovery/candidate.h"
 #include "agent/discovery/proc_reader.h"
+#include "agent/kernel/process_cgroups.h"
 #include "agent/procevents/process_events.h"
 #include "agent/tests/child_process.h"
 
@@ -104,6 +107,63 @@ TEST(ProcessEventsBpf, TheExecsCgroupIdIsItsCgroupDirectorysInode) {
   struct stat st {};
   ASSERT_EQ(stat(dir.c_str(), &st), 0);
   EXPECT_EQ(exec->cgroup_id, st.st_ino);
+}
+
+// ProcessCgroups names a process's cgroup as the kernel's filters see it, also to a reader in a
+// private cgroup namespace (an agent in a pod), to which /proc shows the cgroup as "/../...":
+// a forked child of the test moves into a cgroup of its own, unshares its cgroup namespace and
+// asks there. A later process under the pid (another start time) is not taken for it.
+TEST(ProcessCgroupsBpf, NamesTheCgroupFromAPrivateCgroupNamespace) {
+  std::stringstream mounts;
+  mounts << std::ifstream("/proc/self/mounts").rdbuf();
+  auto root = cgroup2_mount(mounts.str());
+  if (!root) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  const std::string base = *root + "/sonde-process-cgroups-test-" + std::to_string(getpid());
+  const std::string member_dir = base + "/member", reader_dir = base + "/reader";
+  ASSERT_TRUE(std::filesystem::create_directories(member_dir));
+  ASSERT_TRUE(std::filesystem::create_directories(reader_dir));
+  struct Cleanup {
+    std::vector<std::string> dirs;
+    ~Cleanup() {
+      for (const auto& d : dirs) rmdir(d.c_str());
+    }
+  } cleanup{{member_dir, reader_dir, base}};
+  auto cgroups = ProcessCgroups::load();
+  ASSERT_TRUE(cgroups.ok()) << cgroups.error().message();
+  struct stat st {};
+  ASSERT_EQ(stat(member_dir.c_str(), &st), 0);
+
+  sonde::testing::ChildProcess member(
+      {"/bin/sh", "-c",
+       "echo $$ > '" + member_dir + "/cgroup.procs' && echo in && exec sleep 1000"});
+  ASSERT_TRUE(member.wait_for_line("in", std::chrono::seconds(10)));
+  auto info = ProcReader().read(member.pid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  auto here = (*cgroups)->cgroup_of(member.pid(), info->start_time);
+  ASSERT_TRUE(here.ok()) << here.error().message();
+  EXPECT_EQ(*here, st.st_ino);
+  auto later = (*cgroups)->cgroup_of(member.pid(), info->start_time + 1);
+  ASSERT_FALSE(later.ok());
+  EXPECT_TRUE(is_gone(later.error())) << later.error().message();
+
+  // The reader: exit 0 when it saw "/.." in /proc and the kernel's id; the failing step else.
+  pid_t reader = fork();
+  ASSERT_GE(reader, 0);
+  if (reader == 0) {
+    if (!(std::ofstream(reader_dir + "/cgroup.procs") << getpid()).flush()) _exit(1);
+    if (unshare(CLONE_NEWCGROUP) != 0) _exit(2);
+    std::stringstream text;
+    text << std::ifstream("/proc/" + std::to_string(member.pid()) + "/cgroup").rdbuf();
+    if (text.str().find("0::/../member") == std::string::npos) _exit(3);
+    auto id = (*cgroups)->cgroup_of(member.pid(), info->start_time);
+    _exit(id.ok() && *id == st.st_ino ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(reader, &status, 0), reader);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: cannot join the reader cgroup, 2: unshare, 3: /proc does not read /../member, "
+         "4: the kernel's id differs from the cgroup directory's inode";
 }
 
 }  // namespace
