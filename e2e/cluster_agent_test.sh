@@ -181,8 +181,12 @@ wait_until 150 policies_in_report_is 0 ||
 
 echo "--- a policy with cpu → its pod's CPU samples are served, another pod's are not"
 busy_id="$(new_id)" spare_id="$(new_id)"
-run_in_container busy "$busy_id" bash -c 'while :; do :; done'
+# busy-1 forks a worker that never execs: the agent never considers it, yet it is the
+# container's work (sampled through the container's cgroup).
+run_in_container busy "$busy_id" bash -c 'while :; do :; done & while :; do :; done'
 busy_pid=$LAST_PID
+wait_until 50 pgrep -P "$busy_pid" >/dev/null || fail "busy-1 did not fork its worker"
+worker_pid="$(pgrep -P "$busy_pid")"
 run_in_container spare "$spare_id" bash -c 'while :; do :; done'
 spare_pid=$LAST_PID
 kube POST /api/v1/namespaces/shop/pods \
@@ -203,12 +207,19 @@ folded_samples() {  # folded_samples POD: samples of shop/POD in a 3 s profile
   curl -sf "http://127.0.0.1:$port/debug/pprof/profile?seconds=3&format=folded&namespace=shop&pod=$1" |
     awk '{ n += $NF } END { print n + 0 }'
 }
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }  # utime + stime
-ticks0="$(cpu_ticks "$busy_pid")"
+cpu_ticks() {  # cpu_ticks PID...: utime + stime, summed
+  local n=0 p
+  for p; do n=$((n + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done
+  echo "$n"
+}
+ticks0="$(cpu_ticks "$busy_pid" "$worker_pid")"
 busy_samples="$(folded_samples busy-1)"
-busy_cpu="$(awk -v a="$ticks0" -v b="$(cpu_ticks "$busy_pid")" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')"
+busy_cpu="$(awk -v a="$ticks0" -v b="$(cpu_ticks "$busy_pid" "$worker_pid")" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')"
+worker_samples="$(curl -sf "http://127.0.0.1:$port/debug/pprof/profile?seconds=2&format=folded&pid=$worker_pid" |
+  awk '{ n += $NF } END { print n + 0 }')"
 spare_samples="$(folded_samples spare-1)"
-echo "3 s profiles at 49 Hz: busy-1 $busy_samples samples for $busy_cpu s of CPU, spare-1 (not selected) $spare_samples"
+echo "3 s profiles at 49 Hz: busy-1 $busy_samples samples for $busy_cpu s of CPU (its forked worker alone, 2 s: $worker_samples), spare-1 (not selected) $spare_samples"
+at_least "$worker_samples" 5 || fail "busy-1's forked worker (pid $worker_pid) is not sampled: $worker_samples samples"
 # Each sample stands for 1/49 s of the CPU time the kernel says busy-1 used (a shared machine).
 at_least "$busy_samples" 10 || fail "busy-1's profile has $busy_samples samples, want at least 10"
 within "$busy_samples" "$(awk -v c="$busy_cpu" 'BEGIN { print c * 49 }')" "$(awk -v c="$busy_cpu" 'BEGIN { print c * 49 * 0.4 + 5 }')" ||

@@ -219,6 +219,7 @@ int cluster_main(int argc, char** argv) {
   // their status instead of failing the agent.
   options.cpu.enabled = true;
   options.cpu.required = false;
+  options.cpu.by_cgroup = true;
   options.cpu.pyroscope = args->pyroscope;
   auto runtime = AgentRuntime::start(options, selector);
   if (!runtime.ok()) {

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 
+#include "agent/discovery/candidate.h"
 #include "common/log.h"
 
 namespace sonde::agent {
 
 Result<std::unique_ptr<CpuFeature>> CpuFeature::start(const cpu::ProfilerOptions& options,
-                                                      bool required, const PyroscopeConfig& push) {
+                                                      bool required, const PyroscopeConfig& push,
+                                                      bool by_cgroup) {
   auto profiler = cpu::CpuProfiler::start(options);
   if (!profiler.ok()) {
     if (required) return profiler.error();
@@ -18,6 +20,17 @@ Result<std::unique_ptr<CpuFeature>> CpuFeature::start(const cpu::ProfilerOptions
   }
   std::unique_ptr<CpuFeature> self(
       new CpuFeature(std::move(profiler).value(), options.frequency_hz, "", options.node_name));
+  if (by_cgroup) {
+    auto cgroups = ProcessCgroups::load();
+    if (cgroups.ok()) {
+      self->cgroups_ = std::move(cgroups).value();
+    } else {
+      log::warn(
+          "CPU sampling selects processes, not their containers' cgroups: processes they "
+          "fork without exec are not sampled",
+          {{"error", cgroups.error().message()}});
+    }
+  }
   if (!push.url.empty()) {
     ASSIGN_OR_RETURN(self->pusher_,
                      cpu::PyroscopePusher::start(
@@ -38,29 +51,67 @@ std::optional<FeatureResult> CpuFeature::select(const ProcessInfo& process,
                                                 const Selection& selection) {
   using State = ProcessOutcome::State;
   if (!profiler_) return FeatureResult{State::kFailed, "CPU sampling unavailable: " + unavailable_};
-  if (auto st = profiler_->select_pid(process.pid, selection.labels); !st.ok()) {
-    log::warn("cannot select process for CPU sampling",
-              {{"pid", process.pid}, {"error", st.error().message()}});
-    return FeatureResult{State::kFailed, "CPU sampling refused: " + st.error().message()};
+  std::optional<uint64_t> cgroup;
+  if (cgroups_) {
+    auto id = cgroups_->cgroup_of(process.pid, process.start_time);
+    if (id.ok()) {
+      cgroup = *id;
+    } else if (is_gone(id.error())) {
+      return FeatureResult{.gone = true};
+    } else {
+      // The process alone is still sampled right; what it forks without exec is not.
+      log::warn("cannot name a process's cgroup; sampling the process alone",
+                {{"pid", process.pid}, {"error", id.error().message()}});
+    }
   }
   std::lock_guard lock(mu_);
-  pids_[process.pid] = selection.cpu_frequency_hz;
+  auto old = pids_.find(process.pid);
+  if (old == pids_.end() || old->second.cgroup != cgroup) {
+    if (Status st = sample_locked(process.pid, cgroup, selection.labels); !st.ok()) {
+      log::warn("cannot select process for CPU sampling",
+                {{"pid", process.pid}, {"error", st.error().message()}});
+      return FeatureResult{State::kFailed, "CPU sampling refused: " + st.error().message()};
+    }
+    // A process that moved to another cgroup (or a new one under its pid) leaves the old.
+    if (old != pids_.end()) unsample_locked(process.pid, old->second);
+  }
+  pids_[process.pid] = {selection.cpu_frequency_hz, cgroup};
   retune_locked();
   return FeatureResult{State::kInstrumented, ""};
 }
 
-void CpuFeature::release(pid_t pid, uint64_t /*end_ns*/) {
-  {
-    std::lock_guard lock(mu_);
-    if (pids_.erase(pid) == 0) return;
-    retune_locked();
+Status CpuFeature::sample_locked(pid_t pid, std::optional<uint64_t> cgroup,
+                                 const ContainerLabels& labels) {
+  if (!cgroup) return profiler_->select_pid(pid, labels);
+  if (cgroup_users_[*cgroup]++ > 0) return ok_status();
+  Status st = profiler_->select_cgroup(*cgroup, labels);
+  if (!st.ok()) cgroup_users_.erase(*cgroup);
+  return st;
+}
+
+void CpuFeature::unsample_locked(pid_t pid, const Selected& selected) {
+  if (!selected.cgroup) {
+    (void)profiler_->release_pid(pid);
+    return;
   }
-  (void)profiler_->release_pid(pid);
+  auto it = cgroup_users_.find(*selected.cgroup);
+  if (it == cgroup_users_.end() || --it->second > 0) return;
+  cgroup_users_.erase(it);
+  (void)profiler_->release_cgroup(*selected.cgroup);
+}
+
+void CpuFeature::release(pid_t pid, uint64_t /*end_ns*/) {
+  std::lock_guard lock(mu_);
+  auto it = pids_.find(pid);
+  if (it == pids_.end()) return;
+  unsample_locked(pid, it->second);
+  pids_.erase(it);
+  retune_locked();
 }
 
 void CpuFeature::retune_locked() {
   uint32_t hz = 0;
-  for (const auto& [pid, asked] : pids_) hz = std::max(hz, asked);
+  for (const auto& [pid, selected] : pids_) hz = std::max(hz, selected.hz);
   if (hz == 0) hz = default_hz_;
   if (hz == profiler_->frequency_hz()) return;
   if (auto st = profiler_->set_frequency(hz); !st.ok()) {

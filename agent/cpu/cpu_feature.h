@@ -14,6 +14,12 @@
 // With a Pyroscope URL (standalone config instrumentations.cpu.pyroscope) each container's
 // profile is also pushed there every interval (cpu/pyroscope_pusher.h).
 //
+// By cgroup (cluster mode, where policies select containers): a selected process's cgroup is
+// what the kernel samples, named by the kernel (ProcessCgroups), so the container's processes
+// that fork without exec (worker pools) are sampled too, under the container's labels, although
+// the agent never considers them; the cgroup is sampled while a selected process of it lives.
+// Otherwise (standalone targets may pick one process of a cgroup), by process.
+//
 // Only processes it selected are released: a release drains the kernel maps, and every process
 // that exits on the node is released through the seam.
 #pragma once
@@ -21,11 +27,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/cpu/cpu_profiler.h"
 #include "agent/cpu/pyroscope_pusher.h"
+#include "agent/kernel/process_cgroups.h"
 #include "agent/runtime/feature.h"
 #include "common/config.h"
 
@@ -36,7 +44,8 @@ class CpuFeature final : public Feature {
   // Starts the profiler (and the pusher when `push.url` is set); when the profiler cannot start
   // and `required` is false, a feature that reports why instead.
   static Result<std::unique_ptr<CpuFeature>> start(const cpu::ProfilerOptions& options,
-                                                   bool required, const PyroscopeConfig& push);
+                                                   bool required, const PyroscopeConfig& push,
+                                                   bool by_cgroup);
 
   const char* name() const override { return "cpu"; }
   bool requested(const Selection& selection) const override { return selection.cpu; }
@@ -63,16 +72,25 @@ class CpuFeature final : public Feature {
         default_hz_(default_hz),
         unavailable_(std::move(unavailable)),
         node_(std::move(node)) {}
+  struct Selected {
+    uint32_t hz = 0;                 // the frequency asked for
+    std::optional<uint64_t> cgroup;  // sampled through its cgroup, else by pid
+  };
   // With mu_ held: the frequency the selected processes ask for, applied.
   void retune_locked();
+  // With mu_ held: what the kernel samples for pid, and undoing it (the cgroup's last user).
+  Status sample_locked(pid_t pid, std::optional<uint64_t> cgroup, const ContainerLabels& labels);
+  void unsample_locked(pid_t pid, const Selected& selected);
 
   std::unique_ptr<cpu::CpuProfiler> profiler_;    // null when the node cannot sample
   std::unique_ptr<cpu::PyroscopePusher> pusher_;  // after the profiler it collects from
   const uint32_t default_hz_;
-  const std::string unavailable_;  // why the node cannot sample
-  const std::string node_;         // the `node` label
+  const std::string unavailable_;            // why the node cannot sample
+  const std::string node_;                   // the `node` label
+  std::unique_ptr<ProcessCgroups> cgroups_;  // set when sampling by cgroup
   mutable std::mutex mu_;
-  std::map<pid_t, uint32_t> pids_;  // selected for sampling → the frequency asked for
+  std::map<pid_t, Selected> pids_;           // selected for sampling
+  std::map<uint64_t, size_t> cgroup_users_;  // cgroup sampled → selected processes in it
 };
 
 }  // namespace sonde::agent

@@ -71,7 +71,8 @@ Result<RuntimeParts> load_parts(const RuntimeServices& s) {
     o.nodejs_loops_map_fd = nodejs ? nodejs->loops_map_fd() : -1;
     o.proc_root = options.proc_root;
     o.node_name = s.node;
-    ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope));
+    ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope,
+                                               options.cpu.by_cgroup));
     parts.features.push_back(std::move(f));
   }
   return parts;

@@ -67,7 +67,10 @@ struct RuntimeOptions {
     bool enabled = false;        // load the CPU sampler and serve /debug/pprof/profile
     uint32_t frequency_hz = 19;  // unless selections ask for more (Selection::cpu_frequency_hz)
     bool all_processes = false;  // sample every process, not only selected ones
-    PyroscopeConfig pyroscope;   // push profiles there too (url empty: no push)
+    // Sample a selected process's whole cgroup (cluster mode, where a container is what is
+    // selected: what it forks without exec is sampled too); else the process alone.
+    bool by_cgroup = false;
+    PyroscopeConfig pyroscope;  // push profiles there too (url empty: no push)
     // Whether a node that cannot sample fails the start; otherwise processes selected for
     // sampling are reported kFailed with the reason (cluster mode: the policy status says so).
     bool required = true;
