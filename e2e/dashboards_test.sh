@@ -14,7 +14,8 @@
 # spike across an agent restart and a pod leaving, where a summed counter does; every query of
 # every dashboard panel and every rule returns series (e2e/dashboard_queries.py prints each),
 # the CPU panel's cores for web-1 (sampled through the web policy's cpu) agreeing with the CPU
-# time the kernel charged to its process; the alerts this run provokes fire. Needs root (cgroups, BPF), helm, promtool, Go.
+# time the kernel charged to its process; the alerts this run provokes fire; a Go TLS policy
+# whose limits.maxUprobesPerNode is below one binary's uprobes is Degraded by LimitExceeded. Needs root (cgroups, BPF), helm, promtool, Go.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -277,5 +278,20 @@ done
 firing | sort | sed 's/^/  /'
 firing | grep '^SondeEventLoopBlocked ' | grep -q '"pod":"web-1"' || fail "SondeEventLoopBlocked not for web-1"
 ! firing | grep '^SondeEventLoopBlocked ' | grep -q '"pod":"web-2"' || fail "SondeEventLoopBlocked for web-2"
+echo "--- limits.maxUprobesPerNode: a Go TLS policy too tight for one binary leaves its new processes out"
+kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
+  "metadata": {"name": "tight", "namespace": "shop"},
+  "spec": {"targets": [{"selector": {"matchLabels": {"app": "api"}}}],
+           "instrumentations": {"goTLS": {}}, "limits": {"maxUprobesPerNode": 1}}}' >/dev/null
+degraded() { kube GET "$policies/tight" | jq -r '.status.conditions[]? | select(.type == "Degraded" and .status == "True") | .reason + ": " + .message'; }
+tight_degraded() { [[ "$(degraded)" == LimitExceeded:* ]]; }
+within_seconds 120 tight_degraded || fail "the tight policy is not Degraded by LimitExceeded: $(kube GET "$policies/tight" | jq -c .status)"
+echo "tight: $(degraded)"
+expect_contains "$(degraded)" "policy shop/tight allows limits.maxUprobesPerNode (1)" "the condition"
+in_use="$(agent_metric "$agent_port" 'sonde_agent_policy_uprobes{policy="shop/api",node="'"$node_name"'"}')"
+[[ "$in_use" =~ ^[0-9]+$ ]] && ((in_use >= 2)) || fail "sonde_agent_policy_uprobes for shop/api reads '$in_use'"
+echo "policy shop/api uses $in_use uprobes on the node"
+kube DELETE "$policies/tight" >/dev/null
+
 grep -q 'level=error' "$tmp/agent.log" && { cat "$tmp/agent.log"; fail "the agent logged errors"; }
 echo "PASS"

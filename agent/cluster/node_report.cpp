@@ -48,22 +48,27 @@ void add_problem(std::map<std::string, crd::PolicyProblem>& problems, const Poli
 }
 
 // The problem of a container none of whose processes has a requested instrumentation live,
-// if any: the kernel refusing the probes outranks missing symbols.
+// if any: the kernel refusing the probes outranks a policy's limit, which outranks missing
+// symbols.
 void add_container_problem(std::map<std::string, crd::PolicyProblem>& problems,
                            const PolicyState& policy, const SelectedContainer& c,
                            const std::vector<const ProcessOutcome*>& procs) {
   const ProcessOutcome* symbols = nullptr;
   const ProcessOutcome* kernel = nullptr;
+  const ProcessOutcome* limit = nullptr;
   for (const ProcessOutcome* o : procs) {
     for (State s : {policy.nodejs_event_loop ? o->nodejs : State::kNotApplicable,
                     policy.go_tls ? o->go_tls : State::kNotApplicable,
                     policy.cpu ? o->cpu : State::kNotApplicable}) {
       if (s == State::kFailed && !kernel) kernel = o;
+      if (s == State::kLimitExceeded && !limit) limit = o;
       if (s == State::kSymbolsNotFound && !symbols) symbols = o;
     }
   }
   if (kernel) {
     add_problem(problems, policy, "KernelUnsupported", c, kernel->message);
+  } else if (limit) {
+    add_problem(problems, policy, "LimitExceeded", c, limit->message);
   } else if (symbols) {
     add_problem(problems, policy, "SymbolsNotFound", c, symbols->message);
   }

@@ -359,6 +359,10 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
     if (st.nodejs_event_loop || st.go_tls || st.cpu) {
       const uint32_t cpu_hz =
           st.cpu ? static_cast<uint32_t>(policy.spec->instrumentations.cpu->frequency_hz) : 0;
+      // As sonde_policy_selection names it, with the namespace: "shop/web",
+      // "clusterprofilingpolicy/web".
+      const std::string name = cluster ? "clusterprofilingpolicy/" + policy.id.name
+                                       : policy.id.ns + "/" + policy.id.name;
       for (const auto& c : st.containers) {
         if (c.container_id.empty()) continue;
         Selection& sel = plan.by_container_id[c.container_id];
@@ -367,6 +371,7 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
         sel.go_tls = sel.go_tls || st.go_tls;
         sel.cpu = sel.cpu || st.cpu;
         sel.cpu_frequency_hz = std::max(sel.cpu_frequency_hz, cpu_hz);
+        if (st.go_tls) sel.uprobe_limits[name] = policy.spec->limits.max_uprobes_per_node;
       }
     }
     plan.policies.push_back(std::move(st));

@@ -9,7 +9,9 @@
 // changing re-selects): those its targets select minus those its excludes select, at most
 // limits.maxTargetsPerNode of them (the rest are reported as LimitExceeded). A container
 // selected by several policies, of either kind, gets every instrumentation any of them asks
-// for (the highest CPU frequency) and counts in each one's report entry. A suspended policy,
+// for (the highest CPU frequency) and counts in each one's report entry; the Go TLS feature
+// holds it to the limits.maxUprobesPerNode of each policy asking Go TLS of it
+// (Selection::uprobe_limits). A suspended policy,
 // or one whose spec crd::parse_policy_spec() rejects, selects nothing.
 //
 // Policies are known by namespace/name, cluster policies by name (one object at a time has a

@@ -31,7 +31,8 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
 
 FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& selection) {
   using State = ProcessOutcome::State;
-  switch (monitor_->consider(c, selection.labels)) {
+  std::string why;
+  switch (monitor_->consider(c, selection.labels, selection.uprobe_limits, &why)) {
     case TlsMonitor::Outcome::kTracked: return {State::kInstrumented, ""};
     case TlsMonitor::Outcome::kNotTlsUser: return {State::kNotApplicable, ""};
     case TlsMonitor::Outcome::kNotInstrumentable:
@@ -39,6 +40,7 @@ FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& sele
     case TlsMonitor::Outcome::kGone: return {.gone = true};
     case TlsMonitor::Outcome::kFailed:
       return {State::kFailed, "Go TLS probes could not be attached"};
+    case TlsMonitor::Outcome::kOverLimit: return {State::kLimitExceeded, why};
   }
   return {State::kFailed, "unknown outcome"};
 }
@@ -133,8 +135,14 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   auto attaches =
       counter_family("sonde_agent_uprobe_attaches_total", "Uprobe attachments made since start.");
   add_sample(attaches, {{"feature", "gotls"}}, static_cast<double>(uprobes_.attach_count()));
+  auto by_policy = gauge_family("sonde_agent_policy_uprobes",
+                                "Uprobes the processes a policy selects use on this node (each "
+                                "binary's once), held against its limits.maxUprobesPerNode.");
+  for (const auto& [policy, n] : monitor_->policy_uprobes()) {
+    add_sample(by_policy, {{"policy", policy}, {"node", node_}}, static_cast<double>(n));
+  }
   for (auto* f : {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full,
-                  &discarded, &filter, &attachments, &attaches}) {
+                  &discarded, &filter, &attachments, &attaches, &by_policy}) {
     out.push_back(std::move(*f));
   }
 }

@@ -251,7 +251,8 @@ const std::vector<std::string>& TlsMonitor::symbol_names() {
   return kNames;
 }
 
-TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabels& labels) {
+TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabels& labels,
+                                         const UprobeLimits& limits, std::string* why) {
   const pid_t pid = c.info.pid;
   {
     std::lock_guard lock(mu_);
@@ -275,6 +276,13 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   if (!b.verdict.instrumentable) return Outcome::kNotInstrumentable;
 
   const auto& id = c.binary.identity();
+  {
+    std::lock_guard lock(mu_);
+    if (auto over = use_uprobes_locked(pid, id.to_string(), b.sites.size(), limits, c.info.exe)) {
+      if (why) *why = std::move(*over);
+      return Outcome::kOverLimit;
+    }
+  }
   Status st = ok_status();
   for (const Site& s : b.sites) {
     st = uprobes_.acquire(
@@ -284,6 +292,10 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   }
   if (!st.ok()) {
     uprobes_.release(pid);
+    {
+      std::lock_guard lock(mu_);
+      unuse_uprobes_locked(pid);
+    }
     if (is_gone(st.error())) return Outcome::kGone;
     if (st.error().code() == EACCES || st.error().code() == EPERM) {
       // The agent's privileges do not change while it runs: the binary's verdict says so once,
@@ -343,8 +355,55 @@ void TlsMonitor::finish_locked(pid_t pid) {
   Counters final_counts;
   add_counts(probes_.take(static_cast<uint32_t>(pid)), final_counts);
   uprobes_.release(pid);  // detached later, on SharedUprobes' own thread
+  unuse_uprobes_locked(pid);
   containers_.finished(it->second.labels, final_counts, clock_.now_ns());
   processes_.erase(it);
+}
+
+std::optional<std::string> TlsMonitor::use_uprobes_locked(pid_t pid, const std::string& key,
+                                                          size_t sites, const UprobeLimits& limits,
+                                                          const std::string& exe) {
+  for (const auto& [policy, limit] : limits) {
+    auto u = policy_use_.find(policy);
+    const size_t in_use = u == policy_use_.end() ? 0 : u->second.in_use;
+    if (u != policy_use_.end() && u->second.binaries.contains(key)) continue;
+    if (static_cast<int64_t>(in_use + sites) <= limit) continue;
+    return "not instrumented: policy " + policy + " allows limits.maxUprobesPerNode (" +
+           std::to_string(limit) + ") on this node and uses " + std::to_string(in_use) + "; " +
+           exe + " needs " + std::to_string(sites) + " more";
+  }
+  for (const auto& [policy, limit] : limits) {
+    auto& u = policy_use_[policy];
+    auto [b, fresh] = u.binaries.try_emplace(key);
+    if (fresh) {
+      b->second.sites = sites;
+      u.in_use += sites;
+    }
+    b->second.pids.insert(pid);
+  }
+  return std::nullopt;
+}
+
+void TlsMonitor::unuse_uprobes_locked(pid_t pid) {
+  for (auto p = policy_use_.begin(); p != policy_use_.end();) {
+    auto& u = p->second;
+    for (auto b = u.binaries.begin(); b != u.binaries.end();) {
+      if (b->second.pids.erase(pid) > 0 && b->second.pids.empty()) {
+        u.in_use -= b->second.sites;
+        b = u.binaries.erase(b);
+      } else {
+        ++b;
+      }
+    }
+    p = u.binaries.empty() ? policy_use_.erase(p) : std::next(p);
+  }
+}
+
+std::map<std::string, size_t> TlsMonitor::policy_uprobes() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, size_t> out;
+  for (const auto& [policy, u] : policy_use_) out[policy] = u.in_use;
+  return out;
 }
 
 void TlsMonitor::sweep() {

@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -71,8 +72,15 @@ class TlsMonitor {
   // The symbols consider() looks up (see EventLoopMonitor::symbol_names()).
   static const std::vector<std::string>& symbol_names();
 
-  enum class Outcome { kTracked, kNotTlsUser, kNotInstrumentable, kGone, kFailed };
-  Outcome consider(const Candidate& candidate, const ContainerLabels& labels);
+  // Policy → its limits.maxUprobesPerNode (Selection::uprobe_limits).
+  using UprobeLimits = std::map<std::string, int64_t>;
+  enum class Outcome { kTracked, kNotTlsUser, kNotInstrumentable, kGone, kFailed, kOverLimit };
+  // kOverLimit: a binary new to one of `limits`' policies would take its uprobes past the
+  // limit, so the process is not instrumented (`why` says which). A policy's uprobes are the
+  // sites of the binaries its tracked processes run, each binary counted once however many of
+  // them run it (uprobes are per file). Checked when a process is instrumented.
+  Outcome consider(const Candidate& candidate, const ContainerLabels& labels,
+                   const UprobeLimits& limits = {}, std::string* why = nullptr);
   // The process exited or is no longer selected: its counts fold into its container (if
   // tracked) or are discarded, and its probes are released.
   void exited(pid_t pid);
@@ -136,6 +144,9 @@ class TlsMonitor {
   std::map<std::string, uint64_t> kernel_map_full() const;
   // Kernel counts discarded because their process was never tracked.
   uint64_t discarded_processes() const;
+  // Per policy with a limit whose tracked processes run instrumented binaries: the uprobes
+  // they use now (what limits.maxUprobesPerNode is held against).
+  std::map<std::string, size_t> policy_uprobes() const;
 
  private:
   struct Process {
@@ -160,6 +171,12 @@ class TlsMonitor {
   // With mu_ held: keeps b for the binary `key`, forgetting an old one past kMaxVerdicts.
   void remember_locked(const std::string& key, const Binary& b);
   void finish_locked(pid_t pid);
+  // With mu_ held: counts the binary `key` (`sites` uprobes) against each policy of `limits` for
+  // pid, or says which limit it would break (and counts nothing).
+  std::optional<std::string> use_uprobes_locked(pid_t pid, const std::string& key, size_t sites,
+                                                const UprobeLimits& limits, const std::string& exe);
+  // With mu_ held: pid no longer counts against any policy's uprobes.
+  void unuse_uprobes_locked(pid_t pid);
   // With mu_ held: pid's cgroup is no longer counted on its behalf.
   void unadmit_locked(pid_t pid);
   void stop_filtering_locked(const std::string& why);
@@ -181,6 +198,15 @@ class TlsMonitor {
     uint64_t start_time;
     uint64_t cgroup_id;
   };
+  struct PolicyBinary {
+    size_t sites = 0;
+    std::set<pid_t> pids;  // the policy's tracked processes running it
+  };
+  struct PolicyUse {
+    size_t in_use = 0;                             // sites of `binaries`
+    std::map<std::string, PolicyBinary> binaries;  // by BinaryIdentity::to_string()
+  };
+  std::map<std::string, PolicyUse> policy_use_;  // by policy (UprobeLimits' keys); none empty
   bool filtering_ = false;
   std::map<pid_t, Admission> admitted_;
   std::map<uint64_t, size_t> admitted_cgroups_;  // cgroup id → admitted processes in it

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ struct Selection {
   ContainerLabels labels;  // the series its metrics go to
   bool cpu = false;        // CPU samples of the process (RuntimeOptions::cpu must be enabled)
   uint32_t cpu_frequency_hz = 0;  // the samples per second asked for; 0: the agent's default
+  // Each policy asking Go TLS of the process (cluster mode) → its limits.maxUprobesPerNode.
+  std::map<std::string, int64_t> uprobe_limits;
 };
 
 // What became of a selected process, for reports (policy status, node reports).
@@ -52,6 +55,7 @@ struct ProcessOutcome {
     kNotApplicable,    // e.g. Go TLS requested, but the binary does not use crypto/tls
     kSymbolsNotFound,  // the instrumentation needs symbols the binary does not have
     kFailed,           // the kernel refused (attach or map update): see message
+    kLimitExceeded,    // a policy's limit (limits.maxUprobesPerNode) leaves it out: see message
   };
   pid_t pid = 0;
   std::string container_id;
@@ -66,7 +70,7 @@ struct ProcessOutcome {
 // What one feature made of one process.
 struct FeatureResult {
   ProcessOutcome::State state = ProcessOutcome::State::kNotApplicable;
-  std::string message;  // for kSymbolsNotFound / kFailed
+  std::string message;  // for kSymbolsNotFound / kFailed / kLimitExceeded
   bool gone = false;    // the process exited meanwhile: no outcome is recorded
 };
 

@@ -108,6 +108,28 @@ TEST(BuildPolicyReports, KernelRefusalOutranksMissingSymbols) {
   EXPECT_EQ(r.instrumented_pods, 0);
 }
 
+// A process a policy's limits.maxUprobesPerNode left out is LimitExceeded, with the feature's
+// message (which policy, which limit); a kernel refusal still outranks it.
+TEST(BuildPolicyReports, AProcessLeftOutByAnUprobeLimitIsLimitExceeded) {
+  auto p = web_policy();
+  p.nodejs_event_loop = false;
+  p.go_tls = true;
+  ProcessOutcome over = outcome(1, cid('a'), State::kNotApplicable);
+  over.go_tls = State::kLimitExceeded;
+  over.message = "not instrumented: policy shop/web allows limits.maxUprobesPerNode (5)";
+  auto r = build_policy_reports({p}, {over})[0];
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0].reason, "LimitExceeded");
+  EXPECT_EQ(r.problems[0].message, over.message);
+  EXPECT_EQ(r.problems[0].pod, "web-1");
+  EXPECT_EQ(r.instrumented_pods, 0);
+  ProcessOutcome refused = outcome(2, cid('a'), State::kNotApplicable);
+  refused.go_tls = State::kFailed;
+  r = build_policy_reports({p}, {over, refused})[0];
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0].reason, "KernelUnsupported");
+}
+
 TEST(BuildPolicyReports, ContainersWithoutProcessesAreNotInstrumentedNorProblems) {
   auto p = web_policy();
   p.containers.push_back({"web-3", "app", ""});  // not started

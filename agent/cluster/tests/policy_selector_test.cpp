@@ -236,6 +236,28 @@ TEST_F(PolicySelectorTest, InstrumentationsAreOredAcrossPolicies) {
   EXPECT_TRUE(s->go_tls);
 }
 
+// Each policy asking Go TLS of a container hands its limits.maxUprobesPerNode to the Go TLS
+// feature (a Node.js-only policy has no uprobes to limit).
+TEST_F(PolicySelectorTest, GoTlsPoliciesCarryTheirUprobeLimits) {
+  selector.upsert_pod(
+      pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}}));
+  selector.upsert_policy(policy("shop", "tls",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", {{"goTLS", Json::object()}}},
+                                 {"limits", {{"maxUprobesPerNode", 40}}}}));
+  selector.upsert_policy(policy("shop", "tls-default",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", {{"goTLS", Json::object()}}}}));
+  selector.upsert_policy(policy("shop", "loop",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", nodejs()},
+                                 {"limits", {{"maxUprobesPerNode", 1}}}}));
+  auto s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->uprobe_limits,
+            (std::map<std::string, int64_t>{{"shop/tls", 40}, {"shop/tls-default", 1000}}));
+}
+
 TEST_F(PolicySelectorTest, CpuPolicySelectsForSamplingAtTheHighestFrequencyAskedFor) {
   selector.upsert_pod(pod("shop", "web-1", {}, {{"app", "containerd://" + cid('a')}}));
   selector.upsert_pod(

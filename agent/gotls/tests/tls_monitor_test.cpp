@@ -209,6 +209,42 @@ TEST_F(TlsMonitorTest, DiscardsCountsOfProcessesNeverTracked) {
   EXPECT_TRUE(monitor_.snapshot().empty());
 }
 
+// limits.maxUprobesPerNode: a policy's uprobes are its binaries' sites, each binary once; a
+// process whose binary would take a policy past its limit is not instrumented (nothing is
+// attached), and what a policy uses goes down as its processes go.
+TEST_F(TlsMonitorTest, APolicysUprobeLimitCountsEachBinaryOnceAndLeavesOutWhatWouldExceedIt) {
+  ASSERT_EQ(monitor_.consider(process(100, 7), kApi), TlsMonitor::Outcome::kTracked);
+  const size_t sites = uprobes_.size();  // the fixture binary's
+  ASSERT_GT(sites, 1u);
+  const auto limit = static_cast<int64_t>(sites);
+  const TlsMonitor::UprobeLimits roomy{{"shop/api", limit}};
+  ASSERT_EQ(monitor_.consider(process(101, 8), kApi, roomy), TlsMonitor::Outcome::kTracked);
+  ASSERT_EQ(monitor_.consider(process(102, 9), kApi, roomy), TlsMonitor::Outcome::kTracked)
+      << "a second process of the binary adds no uprobe";
+  EXPECT_EQ(monitor_.policy_uprobes(), (std::map<std::string, size_t>{{"shop/api", sites}}));
+
+  std::string why;
+  const TlsMonitor::UprobeLimits tight{{"shop/api", limit},
+                                       {"clusterprofilingpolicy/all", limit - 1}};
+  EXPECT_EQ(monitor_.consider(process(103, 10), kApi, tight, &why),
+            TlsMonitor::Outcome::kOverLimit);
+  EXPECT_NE(why.find("policy clusterprofilingpolicy/all allows limits.maxUprobesPerNode (" +
+                     std::to_string(limit - 1) + ")"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("/srv/api needs " + std::to_string(sites) + " more"), std::string::npos)
+      << why;
+  EXPECT_EQ(monitor_.tracked(), 3u);  // 103 is not
+  EXPECT_EQ(monitor_.policy_uprobes().count("clusterprofilingpolicy/all"), 0u);
+
+  monitor_.exited(101);
+  EXPECT_EQ(monitor_.policy_uprobes().at("shop/api"), sites);  // 102 runs it
+  monitor_.exited(102);
+  EXPECT_TRUE(monitor_.policy_uprobes().empty());
+  EXPECT_EQ(monitor_.consider(process(104, 11), kApi, tight), TlsMonitor::Outcome::kOverLimit)
+      << "the tighter policy's limit still holds";
+}
+
 // The filter counts a cgroup while an admitted process of it lives: two processes of one pod
 // share its entry, the last one to go removes it, and another pod's cgroup is never allowed.
 TEST_F(TlsMonitorTest, TheCgroupFilterCountsACgroupWhileAnAdmittedProcessOfItLives) {
