@@ -17,6 +17,7 @@
 #include "agent/discovery/proc_reader.h"
 #include "agent/kernel/process_cgroups.h"
 #include "agent/procevents/process_events.h"
+#include "agent/tests/cgroup2_root.h"
 #include "agent/tests/child_process.h"
 
 namespace sonde::agent {
@@ -63,11 +64,9 @@ TEST(ProcessEventsBpf, SeesExecAndExitOfAChild) {
 // The exec event's cgroup id (bpf_get_current_cgroup_id() in the process) is the inode of the
 // process's cgroup directory. The child runs in a cgroup of its own, not the test's.
 TEST(ProcessEventsBpf, TheExecsCgroupIdIsItsCgroupDirectorysInode) {
-  std::stringstream mounts;
-  mounts << std::ifstream("/proc/self/mounts").rdbuf();
-  auto root = cgroup2_mount(mounts.str());
-  if (!root) GTEST_SKIP() << "no cgroup v2 hierarchy";
-  const std::string dir = *root + "/sonde-procevents-test-" + std::to_string(getpid());
+  const std::string root = sonde::testing::cgroup2_root();
+  if (root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  const std::string dir = root + "/sonde-procevents-test-" + std::to_string(getpid());
   ASSERT_TRUE(std::filesystem::create_directory(dir)) << dir;
   struct Cleanup {
     std::string dir;
@@ -114,11 +113,9 @@ TEST(ProcessEventsBpf, TheExecsCgroupIdIsItsCgroupDirectorysInode) {
 // a forked child of the test moves into a cgroup of its own, unshares its cgroup namespace and
 // asks there. A later process under the pid (another start time) is not taken for it.
 TEST(ProcessCgroupsBpf, NamesTheCgroupFromAPrivateCgroupNamespace) {
-  std::stringstream mounts;
-  mounts << std::ifstream("/proc/self/mounts").rdbuf();
-  auto root = cgroup2_mount(mounts.str());
-  if (!root) GTEST_SKIP() << "no cgroup v2 hierarchy";
-  const std::string base = *root + "/sonde-process-cgroups-test-" + std::to_string(getpid());
+  const std::string root = sonde::testing::cgroup2_root();
+  if (root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  const std::string base = root + "/sonde-process-cgroups-test-" + std::to_string(getpid());
   const std::string member_dir = base + "/member", reader_dir = base + "/reader";
   ASSERT_TRUE(std::filesystem::create_directories(member_dir));
   ASSERT_TRUE(std::filesystem::create_directories(reader_dir));

@@ -18,6 +18,7 @@
 #include "agent/discovery/candidate.h"
 #include "agent/gotls/tls_monitor.h"
 #include "agent/gotls/tls_probes.h"
+#include "agent/tests/cgroup2_root.h"
 #include "agent/tests/child_process.h"
 
 namespace sonde::agent {
@@ -26,15 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::ChildProcess;
 
-// Where the cgroup v2 hierarchy is mounted, or "" (hybrid hosts mount it at .../unified).
-std::string cgroup2_root() {
-  std::ifstream mounts("/proc/self/mounts");
-  std::string dev, dir, type, rest;
-  while (mounts >> dev >> dir >> type && std::getline(mounts, rest)) {
-    if (type == "cgroup2") return dir;
-  }
-  return "";
-}
+using testing::cgroup2_root;
 
 // Requests counted in the kernel for tgid, 0 when it is not counted at all.
 uint64_t requests_of(const TlsProbes& probes, pid_t tgid, bool* counted) {
