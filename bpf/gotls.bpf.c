@@ -15,7 +15,9 @@
  *   - tls_read_return: at a RET (single-stepped);
  *   - tls_read_return_ret: at a RET, and performs the `ret` itself (pops the return address
  *     into the instruction pointer), so the kernel, seeing the instruction pointer moved, skips
- *     the single step. Loads only where uprobe programs may write registers (after Linux 6.18).
+ *     the single step. Loads only where uprobe programs may write registers (after Linux 6.18)
+ *     and the agent was told to use it (--go-tls-perform-ret): it changes what the workload
+ *     executes, and no kernel the agent was tested on accepts it.
  *
  * Processes are counted from their first call, per tgid, without waiting for user space: the
  * probes are per file, and user space attributes a tgid to its container when it learns of
@@ -374,11 +376,22 @@ int tls_read_return(struct pt_regs* ctx) {
 }
 
 #if defined(__TARGET_ARCH_x86)
-/* At a one-byte near `ret` (C3), which this program performs. If the return address cannot be
- * read, the registers stay as they are and the kernel single-steps the `ret` as usual. */
+/* At a one-byte near `ret` (C3), which this program performs. The attach cookie is the `ret`'s
+ * address at run time: the agent uses this program only in position-dependent (ET_EXEC)
+ * binaries, where the address in the file is the address in every process.
+ *
+ * The registers are written only while the instruction pointer is still that `ret`. Every
+ * program attached to a site sees the registers the programs before it left: when another one
+ * has already performed the `ret` (a second agent during a DaemonSet rollout with maxSurge,
+ * another tool using the same trick), the instruction pointer is the return address, and
+ * performing the `ret` again would pop a second return address and crash the Go program. The
+ * Read's results (RAX, and the goroutine in R14) are untouched by a `ret`, so it is counted
+ * either way. If the return address cannot be read, the registers stay as they are and the
+ * kernel single-steps the `ret` as usual. */
 SEC("uprobe")
 int tls_read_return_ret(struct pt_regs* ctx) {
   read_returned(ctx);
+  if (ctx->ip != bpf_get_attach_cookie(ctx)) return 0;
   __u64 return_address;
   __u64 sp = ctx->sp;
   if (bpf_probe_read_user(&return_address, sizeof return_address, (const void*)sp) == 0) {

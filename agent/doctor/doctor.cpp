@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "agent/discovery/proc_reader.h"
+#include "agent/gotls/tls_probes.h"
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/kernel/process_cgroups.h"
 #include "agent/nodejs/loop_probes.h"
@@ -394,6 +395,21 @@ Check event_loop_hook_check() {
   return c;
 }
 
+// Whether --go-tls-perform-ret could take effect here. Informational either way: the feature is
+// opt-in, and single-stepped RET probes work on every kernel.
+Check register_writes_check() {
+  Check c{.name = "uprobe register writes"};
+  Status allowed = kernel_allows_uprobe_register_writes();
+  c.detail = allowed.ok()
+                 ? "allowed: --go-tls-perform-ret (chart: agent.goTls.performRet) would let Go TLS "
+                   "RET probes perform the ret; off by default, never tested on a kernel that "
+                   "allows it"
+                 : "refused (" + allowed.error().message() +
+                       "): Go TLS RET probes are single-stepped, --go-tls-perform-ret has no "
+                       "effect";
+  return c;
+}
+
 const char* verdict_name(Verdict v) {
   switch (v) {
     case Verdict::kPass: return "pass";
@@ -532,6 +548,7 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
     checks.push_back(process_events_check());
     checks.push_back(process_cgroup_check());
     checks.push_back(event_loop_hook_check());
+    checks.push_back(register_writes_check());
     libbpf_set_print(previous);
   }
   return checks;

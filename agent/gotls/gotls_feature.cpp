@@ -10,8 +10,13 @@ namespace sonde::agent {
 
 Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCache& cache,
                                                          const ProcReader& proc, uint64_t grace_ns,
-                                                         std::string node, bool filter_by_cgroup) {
-  ASSIGN_OR_RETURN(auto probes, TlsProbes::load());
+                                                         std::string node, bool filter_by_cgroup,
+                                                         bool perform_ret) {
+  ASSIGN_OR_RETURN(auto probes, TlsProbes::load(perform_ret));
+  if (perform_ret) {
+    log::info("Go TLS: RET probes performing the ret (--go-tls-perform-ret)",
+              {{"register_writes", probes->register_writes()}});
+  }
   auto f = std::unique_ptr<GoTlsFeature>(new GoTlsFeature(std::move(node)));
   f->probes_ = std::move(probes);
   f->monitor_ = std::make_unique<TlsMonitor>(*f->probes_, cache, f->uprobes_, proc, grace_ns);

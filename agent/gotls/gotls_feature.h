@@ -19,10 +19,12 @@ class GoTlsFeature final : public Feature {
  public:
   // Loads the probes; `node` is the metrics' node label. With `filter_by_cgroup` (cluster mode:
   // selection is per container) the kernel counts only the cgroups of selected processes
-  // (TlsMonitor::filter_by_cgroup()), when the agent sees a cgroup v2 hierarchy.
+  // (TlsMonitor::filter_by_cgroup()), when the agent sees a cgroup v2 hierarchy. With
+  // `perform_ret` the RET probes perform the `ret` where the kernel allows it (TlsProbes).
   static Result<std::unique_ptr<GoTlsFeature>> load(symbols::ProbeTargetCache& cache,
                                                     const ProcReader& proc, uint64_t grace_ns,
-                                                    std::string node, bool filter_by_cgroup);
+                                                    std::string node, bool filter_by_cgroup,
+                                                    bool perform_ret);
 
   const char* name() const override { return "gotls"; }
   bool requested(const Selection& selection) const override { return selection.go_tls; }

@@ -206,16 +206,19 @@ TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std
   v.entry_probe = checked ? "emulated-jump" : "single-step";
   b.sites.push_back(
       {checked ? TlsCounters::Program::kWriteChecked : TlsCounters::Program::kWriteEnter,
-       "gotls/write", write_offset + (checked ? ws.entry_offset : 0)});
+       "gotls/write", write_offset + (checked ? ws.entry_offset : 0), 0});
   b.sites.push_back(
       {checked ? TlsCounters::Program::kReadChecked : TlsCounters::Program::kReadEnter,
-       "gotls/read", read_offset + (checked ? rs.entry_offset : 0)});
-  const bool perform_ret = rs.returns_are_plain_ret && probes_.can_perform_ret();
+       "gotls/read", read_offset + (checked ? rs.entry_offset : 0), 0});
+  // The ret-performing program knows its site by address (its guard), which is the same in
+  // every process only in a position-dependent executable.
+  const bool perform_ret =
+      rs.returns_are_plain_ret && probes_.can_perform_ret() && elf->type() == ET_EXEC;
   v.return_probe = perform_ret ? "bpf-ret" : "single-step";
   for (uint32_t ret : rs.returns) {
     b.sites.push_back(
         {perform_ret ? TlsCounters::Program::kReadReturnRet : TlsCounters::Program::kReadReturn,
-         "gotls/read_return", read_offset + ret});
+         "gotls/read_return", read_offset + ret, read->address + ret});
   }
   return b;
 }
@@ -285,9 +288,10 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   }
   Status st = ok_status();
   for (const Site& s : b.sites) {
-    st = uprobes_.acquire(
-        {id, s.file_offset, s.name}, path, pid,
-        [&](const std::string& p, uint64_t off) { return probes_.attach(s.program, p, off); });
+    st = uprobes_.acquire({id, s.file_offset, s.name}, path, pid,
+                          [&](const std::string& p, uint64_t off) {
+                            return probes_.attach(s.program, p, off, s.address);
+                          });
     if (!st.ok()) break;
   }
   if (!st.ok()) {

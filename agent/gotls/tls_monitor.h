@@ -157,6 +157,7 @@ class TlsMonitor {
     TlsCounters::Program program;
     const char* name;
     uint64_t file_offset;
+    uint64_t address;  // the virtual address in the ELF file (the ret program's guard)
   };
   struct Binary {
     BinaryVerdict verdict;

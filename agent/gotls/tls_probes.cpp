@@ -6,41 +6,17 @@
 #include <linux/bpf.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstddef>
+#include <cstring>
+#include <sstream>
 
 #include "agent/kernel/bpf_helpers.h"
 #include "gotls.skel.h"
 
 namespace sonde::agent {
 namespace {
-
-// Whether the verifier accepts a uprobe (BPF_PROG_TYPE_KPROBE) program that writes the
-// instruction pointer. The kernel series that allows it ("uprobe,bpf: Allow to change app
-// registers from uprobe registers": "bpf: Allow uprobe program to change context registers"
-// with "uprobe: Do not emulate/sstep original instruction when ip is changed") came after
-// Linux 6.18, which refuses the write (measured); a kernel that accepts the write therefore
-// also skips the single step.
-bool kernel_allows_ip_write() {
-#if defined(__x86_64__)
-  const bpf_insn insns[] = {
-      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_2, .src_reg = 0, .off = 0, .imm = 0},
-      {.code = BPF_STX | BPF_MEM | BPF_DW,
-       .dst_reg = BPF_REG_1,
-       .src_reg = BPF_REG_2,
-       .off = static_cast<int16_t>(offsetof(pt_regs, rip)),
-       .imm = 0},
-      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .src_reg = 0, .off = 0, .imm = 0},
-      {.code = BPF_JMP | BPF_EXIT, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
-  };
-  int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, nullptr, "GPL", insns, std::size(insns), nullptr);
-  if (fd < 0) return false;
-  close(fd);
-  return true;
-#else
-  return false;  // the `ret`-performing program exists for x86-64 only
-#endif
-}
 
 // Deletes from `map` (keyed by a struct starting with a u32 tgid) every entry of tgid.
 template <typename Key>
@@ -71,6 +47,48 @@ struct ConnKey {
 
 }  // namespace
 
+// The kernel series that allows the write ("uprobe,bpf: Allow to change app registers from uprobe
+// registers": "bpf: Allow uprobe program to change context registers" with "uprobe: Do not
+// emulate/sstep original instruction when ip is changed") came after Linux 6.18, which refuses
+// it (measured: "invalid bpf_context access"); a kernel that accepts the write therefore also
+// skips the single step.
+Status kernel_allows_uprobe_register_writes() {
+#if defined(__x86_64__)
+  const bpf_insn insns[] = {
+      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_2, .src_reg = 0, .off = 0, .imm = 0},
+      {.code = BPF_STX | BPF_MEM | BPF_DW,
+       .dst_reg = BPF_REG_1,
+       .src_reg = BPF_REG_2,
+       .off = static_cast<int16_t>(offsetof(pt_regs, rip)),
+       .imm = 0},
+      {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .src_reg = 0, .off = 0, .imm = 0},
+      {.code = BPF_JMP | BPF_EXIT, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
+  };
+  std::array<char, 4096> log{};
+  LIBBPF_OPTS(bpf_prog_load_opts, opts, .log_level = 1, .log_size = log.size(),
+              .log_buf = log.data());
+  int fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, nullptr, "GPL", insns, std::size(insns), &opts);
+  if (fd >= 0) {
+    close(fd);
+    return ok_status();
+  }
+  const int err = errno;
+  // The verifier's verdict is the last line before its statistics ("invalid bpf_context access
+  // off=128 size=8", then "processed 2 insns ...").
+  std::string verdict;
+  std::istringstream lines(std::string(log.data(), strnlen(log.data(), log.size())));
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && !line.starts_with("processed ")) verdict = line;
+  }
+  if (verdict.empty())
+    return errno_error("load a uprobe program that writes the instruction pointer", err);
+  return Error(
+      "the verifier refuses a uprobe program that writes the instruction pointer: " + verdict, err);
+#else
+  return Error("the ret-performing program exists for x86-64 only");
+#endif
+}
+
 const char* gotls_counter_map_name(sonde_gotls_counter counter) {
   switch (counter) {
     case SONDE_GOTLS_FULL_PROCESSES: return "processes";
@@ -83,12 +101,17 @@ const char* gotls_counter_map_name(sonde_gotls_counter counter) {
   return "unknown";
 }
 
-Result<std::unique_ptr<TlsProbes>> TlsProbes::load() {
+Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret) {
   std::unique_ptr<TlsProbes> self(new TlsProbes());
   self->skel_ = {gotls_bpf__open(), gotls_bpf__destroy};
   if (!self->skel_) return errno_error("go tls probes: open BPF object", errno);
   configure_pid_namespace(self->skel_->rodata);
-  self->can_perform_ret_ = kernel_allows_ip_write();
+  if (perform_ret) {
+    Status allowed = kernel_allows_uprobe_register_writes();
+    self->can_perform_ret_ = allowed.ok();
+    self->register_writes_ =
+        allowed.ok() ? "on" : "refused by the kernel: " + allowed.error().message();
+  }
 #if defined(__x86_64__)
   bpf_program__set_autoload(self->skel_->progs.tls_read_return_ret, self->can_perform_ret_);
 #endif
@@ -108,7 +131,7 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load() {
 TlsProbes::~TlsProbes() = default;
 
 Result<std::unique_ptr<Attachment>> TlsProbes::attach(Program program, const std::string& path,
-                                                      uint64_t file_offset) {
+                                                      uint64_t file_offset, uint64_t site_address) {
   auto& p = skel_->progs;
   bpf_program* prog = nullptr;
   switch (program) {
@@ -124,7 +147,10 @@ Result<std::unique_ptr<Attachment>> TlsProbes::attach(Program program, const std
       break;
   }
   if (prog == nullptr) return Error("go tls probes: the ret-performing program is not loaded");
-  return attach_uprobe(prog, path, file_offset);
+  // The guard of tls_read_return_ret: it writes registers only while the instruction pointer is
+  // this address.
+  return attach_uprobe(prog, path, file_offset,
+                       program == Program::kReadReturnRet ? site_address : 0);
 }
 
 void TlsProbes::filter_by_cgroup(bool on) {

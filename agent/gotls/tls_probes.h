@@ -2,9 +2,13 @@
 //
 // Loads the programs once; callers attach them per binary (through SharedUprobes) at the sites
 // probe_sites.h proved: (*Conn).Write and (*Conn).Read at their entry or at the `jbe` of Go's
-// stack check, and each RET of (*Conn).Read. At load it asks the kernel whether a uprobe
-// program may write registers (kernels after 6.18); if so the RET program performs the `ret` itself
-// and the kernel skips the single step (can_perform_ret()).
+// stack check, and each RET of (*Conn).Read.
+//
+// Performing a RET in BPF (the program pops the return address into the instruction pointer and
+// the kernel skips the single step) changes what the workload executes. It is off unless the
+// agent is told to use it (load(true), the --go-tls-perform-ret flag) and the kernel lets uprobe
+// programs write registers (kernels after 6.18, asked at load): can_perform_ret(). It has never
+// run on a kernel the agent was tested on (tests/tls_probes_bpf_test.cpp runs it where allowed).
 //
 // Counting happens in the kernel, per process (tgid), from the process's first call: there is
 // no event stream to drain and nothing to lose between polls. User space reads the counts of a
@@ -51,11 +55,15 @@ class TlsCounters {
   };
   virtual ~TlsCounters() = default;
 
-  // Whether kReadReturnRet loaded (the kernel lets uprobe programs write registers).
+  // Whether kReadReturnRet loaded (asked for, and the kernel lets uprobe programs write
+  // registers).
   virtual bool can_perform_ret() const = 0;
   // Attaches `program` at `file_offset` of the file at `path` for every process running it.
+  // kReadReturnRet takes the `ret`'s address at run time as `site_address` (its guard); the
+  // others ignore it.
   virtual Result<std::unique_ptr<Attachment>> attach(Program program, const std::string& path,
-                                                     uint64_t file_offset) = 0;
+                                                     uint64_t file_offset,
+                                                     uint64_t site_address) = 0;
   // With the filter on, a process starts being counted only if its cgroup (v2 id) is allowed.
   // Off by default: every process of an instrumented binary is counted.
   virtual void filter_by_cgroup(bool on) = 0;
@@ -78,12 +86,15 @@ class TlsCounters {
 
 class TlsProbes final : public TlsCounters {
  public:
-  static Result<std::unique_ptr<TlsProbes>> load();
+  // `perform_ret`: load kReadReturnRet if the kernel allows it (opt-in, see above).
+  static Result<std::unique_ptr<TlsProbes>> load(bool perform_ret = false);
   ~TlsProbes() override;
 
   bool can_perform_ret() const override { return can_perform_ret_; }
+  // For logs and doctor: "off", "on", or "refused by the kernel: <why>".
+  const std::string& register_writes() const { return register_writes_; }
   Result<std::unique_ptr<Attachment>> attach(Program program, const std::string& path,
-                                             uint64_t file_offset) override;
+                                             uint64_t file_offset, uint64_t site_address) override;
   void filter_by_cgroup(bool on) override;
   Status allow_cgroup(uint64_t cgroup_id) override;
   void disallow_cgroup(uint64_t cgroup_id) override;
@@ -100,7 +111,12 @@ class TlsProbes final : public TlsCounters {
   std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_
   std::optional<Error> cgroups_error_;
   bool can_perform_ret_ = false;
+  std::string register_writes_ = "off";
 };
+
+// Whether this kernel's verifier accepts a uprobe (BPF_PROG_TYPE_KPROBE) program that writes the
+// instruction pointer; the error quotes the verifier. x86-64 only (elsewhere an error says so).
+Status kernel_allows_uprobe_register_writes();
 
 // The name of a sonde_gotls_counter, for metrics ("processes", "requests", ...).
 const char* gotls_counter_map_name(sonde_gotls_counter counter);

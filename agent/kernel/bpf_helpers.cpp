@@ -37,8 +37,9 @@ BpfLink::~BpfLink() {
 }
 
 Result<std::unique_ptr<Attachment>> attach_uprobe(bpf_program* program, const std::string& path,
-                                                  uint64_t file_offset) {
-  bpf_link* link = bpf_program__attach_uprobe(program, false, -1, path.c_str(), file_offset);
+                                                  uint64_t file_offset, uint64_t cookie) {
+  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie);
+  bpf_link* link = bpf_program__attach_uprobe_opts(program, -1, path.c_str(), file_offset, &opts);
   if (!link) {
     char offset[32];
     (void)std::snprintf(offset, sizeof offset, "0x%llx",

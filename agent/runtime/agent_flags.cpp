@@ -21,6 +21,13 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
          "the kernel hook measuring event-loop waits: auto (the cheapest the kernel supports), "
          "fentry, epoll-tracepoints or syscalls (default auto)")
       ->check(CLI::IsMember({"auto", "fentry", "epoll-tracepoints", "syscalls"}));
+  app.add_flag(
+      "--go-tls-perform-ret", flags.go_tls_perform_ret,
+      "let the Go TLS probes on (*Conn).Read's RETs perform the ret themselves (they write "
+      "the Go program's instruction and stack pointers) where the kernel allows uprobe "
+      "register writes, instead of the kernel single-stepping it: cheaper per call, but "
+      "untested on any kernel sonde was tested on ('sonde-agent doctor' says whether this "
+      "kernel allows it); off by default");
 }
 
 }  // namespace sonde::agent

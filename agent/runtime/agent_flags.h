@@ -14,6 +14,7 @@ struct AgentFlags {
   std::string proc_root = "/proc";
   cli::LogFlags log;
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
+  bool go_tls_perform_ret = false;  // RuntimeOptions::go_tls_perform_ret
 };
 
 // `metrics_default` and `level_default` are what the help says an absent flag means.

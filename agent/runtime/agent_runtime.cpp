@@ -60,8 +60,9 @@ Result<RuntimeParts> load_parts(const RuntimeServices& s) {
     parts.features.push_back(std::move(f));
   }
   if (options.go_tls) {
-    ASSIGN_OR_RETURN(auto f, GoTlsFeature::load(s.cache, s.proc, grace_ns, s.node,
-                                                options.go_tls_cgroup_filter));
+    ASSIGN_OR_RETURN(
+        auto f, GoTlsFeature::load(s.cache, s.proc, grace_ns, s.node, options.go_tls_cgroup_filter,
+                                   options.go_tls_perform_ret));
     parts.features.push_back(std::move(f));
   }
   if (options.cpu.enabled) {

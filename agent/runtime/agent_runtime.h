@@ -63,6 +63,8 @@ struct RuntimeOptions {
   // Count Go TLS in the kernel only for the cgroups of selected processes (cluster mode, where
   // a container is what is selected; standalone targets may pick one process of a cgroup).
   bool go_tls_cgroup_filter = false;
+  // Let Go TLS RET probes perform the `ret` (register writes) where the kernel allows it.
+  bool go_tls_perform_ret = false;
   struct Cpu {
     bool enabled = false;        // load the CPU sampler and serve /debug/pprof/profile
     uint32_t frequency_hz = 19;  // unless selections ask for more (Selection::cpu_frequency_hz)

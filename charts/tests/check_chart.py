@@ -99,6 +99,12 @@ def invariants(rendered, values_file):
             expected = want_caps if is_agent else set()
             if add != expected:
                 fail(f"{cname}: capabilities.add is {sorted(add)}, documented {sorted(expected)}")
+            # Register writes into workloads only when asked for (agent.goTls.performRet).
+            perform_ret = ((values.get("agent") or {}).get("goTls") or {}).get(
+                "performRet", defaults["agent"]["goTls"]["performRet"])
+            if is_agent and ("--go-tls-perform-ret" in c.get("args", [])) != bool(perform_ret):
+                fail(f"{cname}: --go-tls-perform-ret in args is not agent.goTls.performRet "
+                     f"({perform_ret})")
             for m in c.get("volumeMounts", []):
                 if m["name"] in host_volumes and m.get("readOnly") is not True:
                     fail(f"{cname}: host volume {m['name']} mounted read-write")

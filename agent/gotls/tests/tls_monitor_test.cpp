@@ -4,9 +4,11 @@
 // admissions (against a fixture cgroup v2 tree).
 #include "agent/gotls/tls_monitor.h"
 
+#include <elf.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -32,8 +34,10 @@ class FakeAttachment final : public Attachment {
 // The kernel's per-process counts as a table the test writes.
 class FakeCounters final : public TlsCounters {
  public:
-  bool can_perform_ret() const override { return false; }
-  Result<std::unique_ptr<Attachment>> attach(Program, const std::string&, uint64_t) override {
+  bool can_perform_ret() const override { return perform_ret; }
+  Result<std::unique_ptr<Attachment>> attach(Program program, const std::string&, uint64_t offset,
+                                             uint64_t address) override {
+    attached.push_back({program, offset, address});
     return std::unique_ptr<Attachment>(new FakeAttachment(attachments));
   }
   void filter_by_cgroup(bool on) override { filtering = on; }
@@ -74,6 +78,13 @@ class FakeCounters final : public TlsCounters {
     c.requests.emplace_back(key, stats);
   }
 
+  struct Attached {
+    Program program;
+    uint64_t file_offset;
+    uint64_t address;
+  };
+  bool perform_ret = false;
+  std::vector<Attached> attached;
   std::map<uint32_t, Counts> table;
   std::atomic<int> attachments = 0;
   bool filtering = false;
@@ -151,6 +162,76 @@ TEST_F(TlsMonitorTest, AttributesCountsAndFoldsThemAtExit) {
   ASSERT_EQ(monitor_.consider(process(101, 9), kApi), TlsMonitor::Outcome::kTracked);
   kernel_.served(101, 2, 10);
   EXPECT_EQ(requests(kApi), 5u);
+}
+
+// The ret-performing program (opt-in, and only where the kernel allows register writes) writes
+// the registers only while the instruction pointer is the address it was attached with: each
+// RET's address at run time, which is its address in the file only in an ET_EXEC binary.
+TEST_F(TlsMonitorTest, PerformsRetsOnlyInPositionDependentBinariesAtTheirOwnAddress) {
+  auto read_return_sites = [&](TlsCounters::Program program) {
+    std::vector<FakeCounters::Attached> out;
+    for (const auto& a : kernel_.attached) {
+      if (a.program == program) out.push_back(a);
+    }
+    return out;
+  };
+  // Off (the default): every RET single-stepped.
+  ASSERT_EQ(monitor_.consider(process(100, 7), kApi), TlsMonitor::Outcome::kTracked);
+  EXPECT_FALSE(read_return_sites(TlsCounters::Program::kReadReturn).empty());
+  EXPECT_TRUE(read_return_sites(TlsCounters::Program::kReadReturnRet).empty());
+  EXPECT_EQ(monitor_.verdicts().at(0).return_probe, "single-step");
+
+  auto elf = symbols::ElfFile::parse(binary_->bytes());
+  ASSERT_TRUE(elf.ok()) << elf.error().message();
+  ASSERT_EQ(elf->type(), ET_EXEC) << "Go's default build is position-dependent";
+  {
+    FakeCounters kernel;
+    kernel.perform_ret = true;
+    SharedUprobes uprobes;
+    TlsMonitor monitor{kernel, cache_, uprobes, proc_, kGrace, clock_};
+    ASSERT_EQ(monitor.consider(process(101, 8), kApi), TlsMonitor::Outcome::kTracked);
+    EXPECT_EQ(monitor.verdicts().at(0).return_probe, "bpf-ret");
+    kernel_.attached = kernel.attached;
+    auto rets = read_return_sites(TlsCounters::Program::kReadReturnRet);
+    ASSERT_FALSE(rets.empty());
+    EXPECT_TRUE(read_return_sites(TlsCounters::Program::kReadReturn).empty());
+    for (const auto& r : rets) {
+      // The guard's address is the RET's: the file offset attached is where that address lies,
+      // and the byte there is a one-byte `ret`.
+      auto offset = elf->file_offset_of(r.address);
+      ASSERT_TRUE(offset.ok()) << offset.error().message();
+      EXPECT_EQ(*offset, r.file_offset);
+      EXPECT_EQ(binary_->bytes()[r.file_offset], 0xC3) << std::hex << r.address;
+    }
+    monitor.exited(101);
+  }
+
+  // The same binary as ET_DYN (position-independent: loaded anywhere): single-stepped.
+  symbols::testing::TempDir dir;
+  const auto pie = dir.path() / "api-pie";
+  std::filesystem::copy_file(SONDE_GO_TLS_FIXTURE, pie);
+  {
+    std::fstream f(pie, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(offsetof(Elf64_Ehdr, e_type));
+    const uint16_t dyn = ET_DYN;
+    f.write(reinterpret_cast<const char*>(&dyn), sizeof dyn);
+  }
+  auto binary = symbols::OpenBinary::open(pie.string());
+  ASSERT_TRUE(binary.ok()) << binary.error().message();
+  FakeCounters kernel;
+  kernel.perform_ret = true;
+  SharedUprobes uprobes;
+  symbols::ProbeTargetCache cache{64};
+  TlsMonitor monitor{kernel, cache, uprobes, proc_, kGrace, clock_};
+  set_alive(102, 9);
+  ProcessInfo info{.pid = 102, .start_time = 9, .comm = "api", .exe = pie.string()};
+  ASSERT_EQ(monitor.consider(Candidate{info, std::move(binary).value(), true}, kApi),
+            TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(monitor.verdicts().at(0).return_probe, "single-step");
+  kernel_.attached = kernel.attached;
+  EXPECT_TRUE(read_return_sites(TlsCounters::Program::kReadReturnRet).empty());
+  EXPECT_FALSE(read_return_sites(TlsCounters::Program::kReadReturn).empty());
+  monitor.exited(102);
 }
 
 TEST_F(TlsMonitorTest, NeverGoesBackwardsWhenTheKernelLosesAProcess) {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -173,6 +174,63 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   EXPECT_EQ(requests_of(*probes_, after, &counted), 0u);
   EXPECT_FALSE(counted);
   for (const auto& [map, n] : monitor.kernel_map_full()) EXPECT_EQ(n, 0u) << map;
+}
+
+// Two agents that both perform the `ret` on one site (a DaemonSet rollout with maxSurge): the
+// second program must see that the first already returned and leave the registers alone, or
+// the Go program pops a second return address and crashes. Runs only where the kernel lets a
+// uprobe program write registers (none the project was tested on: Linux 6.18 refuses); here it
+// skips with the verifier's reason.
+TEST_F(TlsProbesBpfTest, TwoAgentsPerformingOneRetLeaveTheProgramIntactAndCountExactly) {
+  if (Status allowed = kernel_allows_uprobe_register_writes(); !allowed.ok()) {
+    GTEST_SKIP() << "this kernel refuses uprobe register writes: " << allowed.error().message();
+  }
+  struct Agent {
+    std::unique_ptr<TlsProbes> probes;
+    symbols::ProbeTargetCache cache;
+    SharedUprobes uprobes;
+    std::unique_ptr<TlsMonitor> monitor;
+  };
+  ProcReader proc;
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  const int port = std::stoi(server.last_line().substr(std::string("listening ").size()));
+  auto info = proc.read(server.pid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  std::array<Agent, 2> agents;
+  for (Agent& a : agents) {
+    auto p = TlsProbes::load(/*perform_ret=*/true);
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    a.probes = std::move(*p);
+    ASSERT_TRUE(a.probes->can_perform_ret()) << a.probes->register_writes();
+    a.monitor = std::make_unique<TlsMonitor>(*a.probes, a.cache, a.uprobes, proc);
+    auto candidate = open_candidate(proc, *info, true);
+    ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+    ASSERT_EQ(a.monitor->consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+    ASSERT_EQ(a.monitor->verdicts().at(0).return_probe, "bpf-ret");
+  }
+
+  // A client under load (new connections, many Reads returning on the probed RETs), and many
+  // round trips on one connection: each exits 0 with its output, and both agents count every
+  // request of both sides.
+  ChildProcess load({SONDE_GOTLS_WORKLOAD, "load", std::to_string(port), "3", "300"});
+  ASSERT_TRUE(load.wait_for_line("done", 30s)) << "the client did not finish";
+  const uint64_t sent = std::stoull(load.last_line().substr(std::string("done ").size()));
+  int status = load.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_GT(sent, 0u);
+  for (Agent& a : agents) {
+    bool counted = false;
+    EXPECT_EQ(requests_of(*a.probes, load.pid(), &counted), sent);
+    EXPECT_EQ(requests_of(*a.probes, server.pid(), &counted), sent);
+    for (const auto& [map, n] : a.monitor->kernel_map_full()) EXPECT_EQ(n, 0u) << map;
+  }
+  ChildProcess echo({SONDE_GOTLS_WORKLOAD, "echo", "20000", "64"});
+  ASSERT_TRUE(echo.wait_for_line("", 60s));
+  status = echo.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_GT(std::stod(echo.last_line()), 0.0) << echo.last_line();
+  EXPECT_EQ(kill(server.pid(), 0), 0) << "the server died";
 }
 
 // A container's series outlive its last process by the grace period, then leave: every pod
