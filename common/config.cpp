@@ -107,36 +107,34 @@ Status parse_targets(const MapReader& top, std::vector<ProcessTarget>& out) {
   return ok_status();
 }
 
-Status parse_instrumentations(const MapReader& top, InstrumentationConfig& out) {
-  auto node = top.child("instrumentations");
-  if (!node || node.IsNull()) return ok_status();
-  MapReader r(node, "instrumentations");
-  RETURN_IF_ERROR(r.check({"nodejsEventLoop", "goTLS", "cpu"}));
-  RETURN_IF_ERROR(r.get_bool("nodejsEventLoop", out.nodejs_event_loop));
-  RETURN_IF_ERROR(r.get_bool("goTLS", out.go_tls));
-  auto cpu = r.child("cpu");
-  if (cpu && !cpu.IsNull()) {
-    MapReader c(cpu, "instrumentations.cpu");
-    RETURN_IF_ERROR(c.check({"enabled", "frequencyHz", "pyroscope"}));
-    RETURN_IF_ERROR(c.get_bool("enabled", out.cpu.enabled));
-    RETURN_IF_ERROR(c.get_uint("frequencyHz", 1, 999, out.cpu.frequency_hz));
-    auto push = c.child("pyroscope");
-    if (push && !push.IsNull()) {
-      MapReader p(push, "instrumentations.cpu.pyroscope");
-      RETURN_IF_ERROR(p.check({"url", "intervalSeconds", "application"}));
-      auto& py = out.cpu.pyroscope;
-      RETURN_IF_ERROR(p.get_string("url", py.url));
-      RETURN_IF_ERROR(p.get_uint("intervalSeconds", 5, 3600, py.interval_seconds));
-      RETURN_IF_ERROR(p.get_string("application", py.application));
-      if (auto st = check_pyroscope(py); !st.ok()) {
-        return Error(p.path() + "." + st.error().message());
-      }
-      if (!out.cpu.enabled) {
-        return Error(p.path() + ": pushes CPU profiles, but instrumentations.cpu.enabled is false");
-      }
+// The config as JSON, for the parsers it shares with policies. A plain scalar is what YAML's core
+// schema makes of it (a boolean, an integer, a number), a quoted one stays a string.
+nlohmann::json to_json(const YAML::Node& node) {
+  if (!node.IsDefined()) return nullptr;  // an absent key
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      auto out = nlohmann::json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = to_json(kv.second);
+      return out;
     }
+    case YAML::NodeType::Sequence: {
+      auto out = nlohmann::json::array();
+      for (const auto& item : node) out.push_back(to_json(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      if (node.Tag() == "?") {
+        bool b = false;
+        if (YAML::convert<bool>::decode(node, b)) return b;
+        long long n = 0;
+        if (YAML::convert<long long>::decode(node, n)) return n;
+        double d = 0;
+        if (YAML::convert<double>::decode(node, d)) return d;
+      }
+      return node.as<std::string>();
+    }
+    default: return nullptr;
   }
-  return ok_status();
 }
 
 Result<AgentConfig> parse_root(const YAML::Node& root) {
@@ -160,20 +158,13 @@ Result<AgentConfig> parse_root(const YAML::Node& root) {
     RETURN_IF_ERROR(c.get_uint("maxEntries", 16, 1u << 20, cfg.symbol_cache_entries));
   }
   RETURN_IF_ERROR(parse_targets(top, cfg.targets));
-  RETURN_IF_ERROR(parse_instrumentations(top, cfg.instrumentations));
+  ASSIGN_OR_RETURN(cfg.instrumentations,
+                   parse_instrumentations(to_json(top.child("instrumentations")),
+                                          ParamsSource::kConfig, "instrumentations"));
   return cfg;
 }
 
 }  // namespace
-
-Status check_pyroscope(const PyroscopeConfig& push) {
-  // The pusher takes plain http only (see agent/cpu/pyroscope_pusher.h).
-  if (push.url.rfind("http://", 0) != 0 || push.url.size() == 7) {
-    return Error("url: must be an http://host[:port][/prefix] URL, got \"" + push.url + "\"");
-  }
-  if (push.application.empty()) return Error("application: must not be empty");
-  return ok_status();
-}
 
 Result<AgentConfig> parse_agent_config(const std::string& yaml, const std::string& origin) {
   try {

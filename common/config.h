@@ -7,7 +7,7 @@
 //   targets:                       # which processes; omitted or empty = every process
 //     - exe: "/usr/bin/node*"      # glob on the executable path as seen by the process
 //     - containerId: "3f9a..."     # full or prefix (at least 12 hex digits)
-//   instrumentations:
+//   instrumentations:              # the kinds (common/instrumentation.h) and their parameters
 //     nodejsEventLoop: true
 //     goTLS: true
 //     cpu:
@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/instrumentation.h"
 #include "common/result.h"
 
 namespace sonde {
@@ -36,35 +37,13 @@ struct ProcessTarget {
   std::string container_id;  // empty: any container (or none)
 };
 
-struct PyroscopeConfig {
-  std::string url;  // empty: no push
-  uint32_t interval_seconds = 15;
-  std::string application = "sonde";
-};
-
-struct CpuSamplingConfig {
-  bool enabled = false;
-  uint32_t frequency_hz = 19;
-  PyroscopeConfig pyroscope;
-};
-
-struct InstrumentationConfig {
-  bool nodejs_event_loop = true;
-  bool go_tls = true;
-  CpuSamplingConfig cpu;
-};
-
 struct AgentConfig {
   std::string metrics_address = "0.0.0.0:9464";
   std::string log_level = "info";
   uint32_t symbol_cache_entries = 4096;
   std::vector<ProcessTarget> targets;
-  InstrumentationConfig instrumentations;
+  Instrumentations instrumentations = config_defaults();
 };
-
-// What a Pyroscope push needs (an http URL, a name prefix); the message names what is wrong,
-// for the config file's key path or a command-line flag alike.
-Status check_pyroscope(const PyroscopeConfig& push);
 
 // Parses YAML text; `origin` names the source in error messages (a path or "<string>").
 Result<AgentConfig> parse_agent_config(const std::string& yaml, const std::string& origin);

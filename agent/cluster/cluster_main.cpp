@@ -8,11 +8,12 @@
 #include <string>
 #include <thread>
 
+#include "agent/assembly/agent_flags.h"
+#include "agent/assembly/agent_parts.h"
 #include "agent/cluster/node_report.h"
 #include "agent/cluster/policy_selector.h"
 #include "agent/cluster/selection_metrics.h"
 #include "agent/doctor/doctor.h"
-#include "agent/runtime/agent_flags.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/clock.h"
 #include "agent/runtime/health.h"
@@ -209,20 +210,18 @@ int cluster_main(int argc, char** argv) {
   }
 
   RuntimeOptions options;
-  options.proc_root = args->agent.proc_root;
-  options.metrics_address =
-      args->agent.metrics_address.empty() ? options.metrics_address : args->agent.metrics_address;
-  options.wait_source = args->agent.wait_source;
-  options.go_tls_perform_ret = args->agent.go_tls_perform_ret;
+  FeatureOptions features;
+  apply_agent_flags(args->agent, options, features);
   options.node_name = args->node_name;
-  options.go_tls_cgroup_filter = true;  // policies select containers: other pods are not counted
+  features.load.values.fill(true);       // policies choose per container what is used
+  features.go_tls_cgroup_filter = true;  // policies select containers: other pods are not counted
   // Policies with `cpu` select containers for sampling; a node that cannot sample says so in
   // their status instead of failing the agent.
-  options.cpu.enabled = true;
-  options.cpu.required = false;
-  options.cpu.by_cgroup = true;
-  options.cpu.pyroscope = args->pyroscope;
-  auto runtime = AgentRuntime::start(options, selector);
+  features.cpu.required = false;
+  features.cpu.by_cgroup = true;
+  features.cpu.pyroscope = args->pyroscope;
+  auto runtime =
+      AgentRuntime::start(options, selector, agent_parts(std::move(features)), monotonic_clock());
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});
     return 1;

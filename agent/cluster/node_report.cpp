@@ -57,9 +57,9 @@ void add_container_problem(std::map<std::string, crd::PolicyProblem>& problems,
   const ProcessOutcome* kernel = nullptr;
   const ProcessOutcome* limit = nullptr;
   for (const ProcessOutcome* o : procs) {
-    for (State s : {policy.nodejs_event_loop ? o->nodejs : State::kNotApplicable,
-                    policy.go_tls ? o->go_tls : State::kNotApplicable,
-                    policy.cpu ? o->cpu : State::kNotApplicable}) {
+    for (const auto& kind : instrumentation_kinds()) {
+      if (!policy.instrumentations[kind.id]) continue;
+      const State s = o->states[kind.id];
       if (s == State::kFailed && !kernel) kernel = o;
       if (s == State::kLimitExceeded && !limit) limit = o;
       if (s == State::kSymbolsNotFound && !symbols) symbols = o;
@@ -107,10 +107,11 @@ std::vector<crd::PolicyEntry> build_policy_reports(const std::vector<PolicyState
       const auto& procs = it == by_container.end() ? kNone : it->second;
       bool live = false;
       for (const ProcessOutcome* o : procs) {
-        const bool nodejs = policy.nodejs_event_loop && o->nodejs == State::kInstrumented;
-        if (nodejs) ++r.nodejs_processes;
-        live = live || nodejs || (policy.go_tls && o->go_tls == State::kInstrumented) ||
-               (policy.cpu && o->cpu == State::kInstrumented);
+        auto live_for = [&](Instrumentation kind) {
+          return policy.instrumentations[kind] && o->states[kind] == State::kInstrumented;
+        };
+        if (live_for(Instrumentation::kNodejsEventLoop)) ++r.nodejs_processes;
+        for (const auto& kind : instrumentation_kinds()) live = live || live_for(kind.id);
       }
       if (!live) add_container_problem(problems, policy, c, procs);
       auto [pod, inserted] = pod_instrumented.try_emplace(c.ns + "/" + c.pod, live);

@@ -3,18 +3,13 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/json_fields.h"
 #include "common/log.h"
 
 namespace sonde::agent {
 namespace {
 
 using kube::Json;
-
-const Json* field(const Json& object, std::string_view key) {
-  if (!object.is_object()) return nullptr;
-  auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
 
 std::string text(const Json& object, std::string_view key) {
   const Json* v = field(object, key);
@@ -322,9 +317,7 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
   for (const auto& [key, policy] : policies_) {
     PolicyState st{.id = policy.id, .invalid = policy.invalid};
     if (policy.spec) {
-      st.nodejs_event_loop = policy.spec->instrumentations.nodejs_event_loop;
-      st.go_tls = policy.spec->instrumentations.go_tls;
-      st.cpu = policy.spec->instrumentations.cpu.has_value();
+      st.instrumentations = policy.spec->instrumentations;
       st.suspended = policy.spec->suspend;
       st.max_targets_per_node = policy.spec->limits.max_targets_per_node;
     }
@@ -356,9 +349,8 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
       log::debug("policy over its node limit",
                  {{"policy", key}, {"containers_left_out", st.over_limit.size()}});
     }
-    if (st.nodejs_event_loop || st.go_tls || st.cpu) {
-      const uint32_t cpu_hz =
-          st.cpu ? static_cast<uint32_t>(policy.spec->instrumentations.cpu->frequency_hz) : 0;
+    if (any_requested(st.instrumentations)) {
+      const bool go_tls = st.instrumentations[Instrumentation::kGoTls].has_value();
       // As sonde_policy_selection names it, with the namespace: "shop/web",
       // "clusterprofilingpolicy/web".
       const std::string name = cluster ? "clusterprofilingpolicy/" + policy.id.name
@@ -367,11 +359,13 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
         if (c.container_id.empty()) continue;
         Selection& sel = plan.by_container_id[c.container_id];
         sel.labels = {c.ns, c.pod, c.container};
-        sel.nodejs_event_loop = sel.nodejs_event_loop || st.nodejs_event_loop;
-        sel.go_tls = sel.go_tls || st.go_tls;
-        sel.cpu = sel.cpu || st.cpu;
-        sel.cpu_frequency_hz = std::max(sel.cpu_frequency_hz, cpu_hz);
-        if (st.go_tls) sel.uprobe_limits[name] = policy.spec->limits.max_uprobes_per_node;
+        for (const auto& kind : instrumentation_kinds()) {
+          const auto& asked = st.instrumentations[kind.id];
+          if (!asked) continue;
+          auto& params = sel.instrumentations[kind.id];
+          params = params ? kind.merge(*params, *asked) : *asked;
+        }
+        if (go_tls) sel.uprobe_limits[name] = policy.spec->limits.max_uprobes_per_node;
       }
     }
     plan.policies.push_back(std::move(st));

@@ -87,9 +87,7 @@ using Labels = std::map<std::string, std::string>;
 // What one policy selects on this node, for the node report.
 struct PolicyState {
   crd::PolicyId id;
-  bool nodejs_event_loop = false;
-  bool go_tls = false;
-  bool cpu = false;
+  Instrumentations instrumentations;  // what it asks for (none when invalid)
   bool suspended = false;
   std::string invalid;  // why the agent cannot apply the spec
   int64_t max_targets_per_node = 0;

@@ -75,7 +75,7 @@ std::optional<FeatureResult> CpuFeature::select(const ProcessInfo& process,
     // A process that moved to another cgroup (or a new one under its pid) leaves the old.
     if (old != pids_.end()) unsample_locked(process.pid, old->second);
   }
-  pids_[process.pid] = {selection.cpu_frequency_hz, cgroup};
+  pids_[process.pid] = {cpu_params(*selection.instrumentations[kind()]).frequency_hz, cgroup};
   retune_locked();
   return FeatureResult{State::kInstrumented, ""};
 }

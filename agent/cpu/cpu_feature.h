@@ -47,9 +47,7 @@ class CpuFeature final : public Feature {
                                                    bool required, const PyroscopeConfig& push,
                                                    bool by_cgroup);
 
-  const char* name() const override { return "cpu"; }
-  bool requested(const Selection& selection) const override { return selection.cpu; }
-  ProcessOutcome::State ProcessOutcome::*outcome() const override { return &ProcessOutcome::cpu; }
+  Instrumentation kind() const override { return Instrumentation::kCpu; }
   const std::vector<std::string>& symbol_names() const override;
   std::optional<FeatureResult> select(const ProcessInfo& process,
                                       const Selection& selection) override;

@@ -26,11 +26,7 @@ class GoTlsFeature final : public Feature {
                                                     std::string node, bool filter_by_cgroup,
                                                     bool perform_ret);
 
-  const char* name() const override { return "gotls"; }
-  bool requested(const Selection& selection) const override { return selection.go_tls; }
-  ProcessOutcome::State ProcessOutcome::*outcome() const override {
-    return &ProcessOutcome::go_tls;
-  }
+  Instrumentation kind() const override { return Instrumentation::kGoTls; }
   const std::vector<std::string>& symbol_names() const override {
     return TlsMonitor::symbol_names();
   }

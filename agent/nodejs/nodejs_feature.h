@@ -21,11 +21,7 @@ class NodejsFeature final : public Feature {
                                                      const ProcReader& proc, uint64_t grace_ns,
                                                      std::string node);
 
-  const char* name() const override { return "nodejs"; }
-  bool requested(const Selection& selection) const override { return selection.nodejs_event_loop; }
-  ProcessOutcome::State ProcessOutcome::*outcome() const override {
-    return &ProcessOutcome::nodejs;
-  }
+  Instrumentation kind() const override { return Instrumentation::kNodejsEventLoop; }
   const std::vector<std::string>& symbol_names() const override {
     return EventLoopMonitor::symbol_names();
   }

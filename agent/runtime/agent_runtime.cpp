@@ -9,12 +9,9 @@
 #include <memory>
 #include <optional>
 
-#include "agent/cpu/cpu_feature.h"
 #include "agent/discovery/candidate.h"
-#include "agent/gotls/gotls_feature.h"
 #include "agent/kernel/libbpf_log.h"
 #include "agent/metrics/metrics_server.h"
-#include "agent/nodejs/nodejs_feature.h"
 #include "agent/procevents/process_events.h"
 #include "agent/runtime/inspection_queue.h"
 #include "agent/symbols/probe_target_cache.h"
@@ -42,41 +39,6 @@ double resident_bytes() {
   uint64_t size = 0, resident = 0;
   in >> size >> resident;
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
-}
-
-// The agent's parts: the kernel's process events and the features the options enable.
-Result<RuntimeParts> load_parts(const RuntimeServices& s) {
-  const RuntimeOptions& options = s.options;
-  RuntimeParts parts;
-  ASSIGN_OR_RETURN(parts.events, ProcessEventSource::start(s.on_event));
-  const auto grace_ns = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(options.series_grace).count());
-  NodejsFeature* nodejs = nullptr;  // its wait hook and loops map
-  if (options.nodejs_event_loop) {
-    ASSIGN_OR_RETURN(auto f,
-                     NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns, s.node));
-    nodejs = f.get();
-    parts.wait_source = nodejs->wait_source();
-    parts.features.push_back(std::move(f));
-  }
-  if (options.go_tls) {
-    ASSIGN_OR_RETURN(
-        auto f, GoTlsFeature::load(s.cache, s.proc, grace_ns, s.node, options.go_tls_cgroup_filter,
-                                   options.go_tls_perform_ret));
-    parts.features.push_back(std::move(f));
-  }
-  if (options.cpu.enabled) {
-    cpu::ProfilerOptions o;
-    o.frequency_hz = options.cpu.frequency_hz;
-    o.all_processes = options.cpu.all_processes;
-    o.nodejs_loops_map_fd = nodejs ? nodejs->loops_map_fd() : -1;
-    o.proc_root = options.proc_root;
-    o.node_name = s.node;
-    ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope,
-                                               options.cpu.by_cgroup));
-    parts.features.push_back(std::move(f));
-  }
-  return parts;
 }
 
 }  // namespace
@@ -183,7 +145,7 @@ namespace {
 
 // Keeps the first problem's message: features report in the order they started.
 void merge(ProcessOutcome& out, const Feature& feature, FeatureResult result) {
-  out.*feature.outcome() = result.state;
+  out.states[feature.kind()] = result.state;
   if (out.message.empty()) out.message = std::move(result.message);
 }
 
@@ -441,11 +403,6 @@ void AgentRuntime::Impl::add_collector() {
     for (auto* f : {&entries, &dropped, &rss, &info}) out.push_back(std::move(*f));
     return out;
   });
-}
-
-Result<std::unique_ptr<AgentRuntime>> AgentRuntime::start(const RuntimeOptions& options,
-                                                          Selector& selector) {
-  return start(options, selector, load_parts, monotonic_clock());
 }
 
 Result<std::unique_ptr<AgentRuntime>> AgentRuntime::start(const RuntimeOptions& options,

@@ -31,13 +31,11 @@
 
 #include "agent/discovery/proc_reader.h"
 #include "agent/metrics/metrics_server.h"
-#include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
 #include "agent/runtime/clock.h"
 #include "agent/runtime/feature.h"
 #include "agent/runtime/health.h"
 #include "agent/symbols/probe_target_cache.h"
-#include "common/config.h"
 #include "common/result.h"
 #include "common/signals.h"
 
@@ -57,34 +55,15 @@ struct RuntimeOptions {
   std::string metrics_address = "0.0.0.0:9464";
   std::string node_name;  // the `node` label; the host name when empty
   uint32_t symbol_cache_entries = 4096;
-  LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
-  bool nodejs_event_loop = true;  // load the Node.js probes at all
-  bool go_tls = true;             // load the Go TLS probes at all
-  // Count Go TLS in the kernel only for the cgroups of selected processes (cluster mode, where
-  // a container is what is selected; standalone targets may pick one process of a cgroup).
-  bool go_tls_cgroup_filter = false;
-  // Let Go TLS RET probes perform the `ret` (register writes) where the kernel allows it.
-  bool go_tls_perform_ret = false;
-  struct Cpu {
-    bool enabled = false;        // load the CPU sampler and serve /debug/pprof/profile
-    uint32_t frequency_hz = 19;  // unless selections ask for more (Selection::cpu_frequency_hz)
-    bool all_processes = false;  // sample every process, not only selected ones
-    // Sample a selected process's whole cgroup (cluster mode, where a container is what is
-    // selected: what it forks without exec is sampled too); else the process alone.
-    bool by_cgroup = false;
-    PyroscopeConfig pyroscope;  // push profiles there too (url empty: no push)
-    // Whether a node that cannot sample fails the start; otherwise processes selected for
-    // sampling are reported kFailed with the reason (cluster mode: the policy status says so).
-    bool required = true;
-  } cpu;
   // How long a container's series outlive its last process (then they leave /metrics).
   std::chrono::seconds series_grace{300};
   // How long reading one executable may take before its worker is abandoned.
   std::chrono::milliseconds inspection_deadline{5000};
 };
 
-// What the runtime drives, built once at start: the process events and the features. The agent
-// builds them from RuntimeOptions (loading the BPF programs); the runtime's unit tests pass fakes.
+// What the runtime drives, built once at start: the process events and the features. The agent's
+// composition root (agent/assembly/agent_parts.h) builds them, loading the BPF programs; the
+// runtime's unit tests pass fakes.
 struct RuntimeParts {
   std::unique_ptr<ProcessEvents> events;
   std::vector<std::unique_ptr<Feature>> features;  // in start order; destroyed in reverse
@@ -108,10 +87,8 @@ class AgentRuntime {
   // process whose memory map is locked by a hung page fault.
   static constexpr std::chrono::seconds kEventThreadStaleAfter{60};
 
-  // Loads the BPF programs and starts serving /metrics. Fails with the step that failed.
-  static Result<std::unique_ptr<AgentRuntime>> start(const RuntimeOptions& options,
-                                                     Selector& selector);
-  // The same with the parts `build` makes, timed by `clock` (sweeps, rescans, releases).
+  // Builds the parts (`build`: events and features) and starts serving /metrics, timed by
+  // `clock` (sweeps, rescans, releases). Fails with the step that failed.
   static Result<std::unique_ptr<AgentRuntime>> start(const RuntimeOptions& options,
                                                      Selector& selector, const PartsFactory& build,
                                                      const Clock& clock);

@@ -1,7 +1,8 @@
 // Feature: one kind of instrumentation (Node.js event loop, Go TLS, CPU sampling) as the runtime
 // drives it. The runtime knows nothing of what a feature measures: it loops over its features to
 // decide, instrument, release and sweep processes, and to fill /metrics, so a feature is added in
-// one place (its own folder, plus one line where the runtime builds its list).
+// one place: its own folder, its kind in common/instrumentation.h, and one line in the
+// composition root (agent/assembly/) that builds the list.
 //
 // A process's life as a feature sees it:
 //   select()      on the event thread, for every selected process: a feature that needs nothing
@@ -34,16 +35,15 @@
 #include "agent/discovery/proc_reader.h"
 #include "agent/metrics/metrics_server.h"
 #include "agent/runtime/container_totals.h"
+#include "common/instrumentation.h"
 
 namespace sonde::agent {
 
 // What to do with one process.
 struct Selection {
-  bool nodejs_event_loop = false;
-  bool go_tls = false;
   ContainerLabels labels;  // the series its metrics go to
-  bool cpu = false;        // CPU samples of the process (RuntimeOptions::cpu must be enabled)
-  uint32_t cpu_frequency_hz = 0;  // the samples per second asked for; 0: the agent's default
+  // The kinds asked for, with their parameters (the policies' merged: InstrumentationKind::merge).
+  Instrumentations instrumentations;
   // Each policy asking Go TLS of the process (cluster mode) → its limits.maxUprobesPerNode.
   std::map<std::string, int64_t> uprobe_limits;
 };
@@ -61,10 +61,15 @@ struct ProcessOutcome {
   std::string container_id;
   ContainerLabels labels;
   std::string exe;
-  State nodejs = State::kNotApplicable;  // kNotApplicable when not requested
-  State go_tls = State::kNotApplicable;
-  State cpu = State::kNotApplicable;
+  // Per kind; kNotApplicable when not requested.
+  PerInstrumentation<State> states = all_not_applicable();
   std::string message;  // why, for anything but kInstrumented / kNotApplicable (the first one)
+
+  static PerInstrumentation<State> all_not_applicable() {
+    PerInstrumentation<State> s;
+    s.values.fill(State::kNotApplicable);
+    return s;
+  }
 };
 
 // What one feature made of one process.
@@ -78,12 +83,14 @@ class Feature {
  public:
   virtual ~Feature() = default;
 
+  // The kind it implements: its requests, parameters and outcomes are keyed by it.
+  virtual Instrumentation kind() const = 0;
   // For logs: "nodejs", "gotls", "cpu".
-  virtual const char* name() const = 0;
+  const char* name() const { return kind_of(kind()).name.data(); }
   // Whether `selection` asks this feature for the process.
-  virtual bool requested(const Selection& selection) const = 0;
-  // The field of ProcessOutcome this feature's results go to.
-  virtual ProcessOutcome::State ProcessOutcome::*outcome() const = 0;
+  bool requested(const Selection& selection) const {
+    return selection.instrumentations[kind()].has_value();
+  }
   // The symbols instrument() resolves (every feature's are resolved in one parse of a new
   // binary); empty for a feature that reads no executable.
   virtual const std::vector<std::string>& symbol_names() const = 0;

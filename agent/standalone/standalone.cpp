@@ -7,8 +7,9 @@
 #include <optional>
 #include <string>
 
+#include "agent/assembly/agent_flags.h"
+#include "agent/assembly/agent_parts.h"
 #include "agent/doctor/doctor.h"
-#include "agent/runtime/agent_flags.h"
 #include "agent/runtime/agent_runtime.h"
 #include "common/cli.h"
 #include "common/config.h"
@@ -52,9 +53,9 @@ class ConfigSelector : public Selector {
   explicit ConfigSelector(const AgentConfig& cfg) : cfg_(cfg) {}
   std::optional<Selection> select(const ProcessInfo& p) override {
     if (!selected_by(cfg_, p)) return std::nullopt;
-    return Selection{cfg_.instrumentations.nodejs_event_loop, cfg_.instrumentations.go_tls,
-                     ContainerLabels{"", "", p.container_id.empty() ? p.comm : p.container_id},
-                     cfg_.instrumentations.cpu.enabled};
+    return Selection{
+        .labels = ContainerLabels{"", "", p.container_id.empty() ? p.comm : p.container_id},
+        .instrumentations = cfg_.instrumentations};
   }
 
  private:
@@ -80,24 +81,26 @@ int standalone_main(int argc, char** argv) {
   cli::apply(args->agent.log, cfg.log_level);
   if (!has_required_capabilities()) return 1;
   RuntimeOptions options;
-  options.proc_root = args->agent.proc_root;
-  options.metrics_address =
-      args->agent.metrics_address.empty() ? cfg.metrics_address : args->agent.metrics_address;
+  options.metrics_address = cfg.metrics_address;
   options.symbol_cache_entries = cfg.symbol_cache_entries;
-  options.wait_source = args->agent.wait_source;
-  options.go_tls_perform_ret = args->agent.go_tls_perform_ret;
-  options.nodejs_event_loop = cfg.instrumentations.nodejs_event_loop;
-  options.go_tls = cfg.instrumentations.go_tls;
+  FeatureOptions features;
+  apply_agent_flags(args->agent, options, features);
+  for (const auto& kind : instrumentation_kinds()) {
+    features.load[kind.id] = cfg.instrumentations[kind.id].has_value();
+  }
+  if (const auto& cpu = cfg.instrumentations[Instrumentation::kCpu]) {
+    const CpuParams p = cpu_params(*cpu);
+    features.cpu.frequency_hz = p.frequency_hz;
+    features.cpu.pyroscope = p.pyroscope;
+  }
   // CPU profiles: the configured targets, and with none configured every process on the host.
-  options.cpu.enabled = cfg.instrumentations.cpu.enabled;
-  options.cpu.frequency_hz = cfg.instrumentations.cpu.frequency_hz;
-  options.cpu.all_processes = cfg.targets.empty();
-  options.cpu.pyroscope = cfg.instrumentations.cpu.pyroscope;
-  if (!options.nodejs_event_loop && !options.go_tls && !options.cpu.enabled) {
+  features.cpu.all_processes = cfg.targets.empty();
+  if (!any_requested(cfg.instrumentations)) {
     log::warn("no instrumentation enabled in the config; serving self-metrics only");
   }
   ConfigSelector selector(cfg);
-  auto runtime = AgentRuntime::start(options, selector);
+  auto runtime =
+      AgentRuntime::start(options, selector, agent_parts(std::move(features)), monotonic_clock());
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});
     return 1;

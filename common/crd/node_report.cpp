@@ -5,16 +5,12 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/json_fields.h"
 #include "common/kube/sonde_resources.h"
 #include "common/text.h"
 
 namespace sonde::crd {
 namespace {
-
-const Json* field(const Json& object, const char* key) {
-  auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
 
 Result<int64_t> count(const Json& object, const char* key, const std::string& at) {
   const Json* v = field(object, key);

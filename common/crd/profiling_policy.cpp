@@ -2,14 +2,10 @@
 
 #include <algorithm>
 
+#include "common/json_fields.h"
+
 namespace sonde::crd {
 namespace {
-
-// A field that is present and not null (the API server drops nulls from custom resources).
-const Json* field(const Json& object, const char* key) {
-  auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
 
 Result<std::vector<std::string>> strings(const Json& array, const std::string& at, size_t max) {
   if (!array.is_array()) return Error(at + ": must be a list of strings");
@@ -23,24 +19,6 @@ Result<std::vector<std::string>> strings(const Json& array, const std::string& a
     out.push_back(array[i].get<std::string>());
   }
   return out;
-}
-
-Result<int64_t> integer_in(const Json& object, const char* key, int64_t fallback, int64_t min,
-                           int64_t max, const std::string& at) {
-  const Json* v = field(object, key);
-  if (v == nullptr) return fallback;
-  const std::string where = at + "." + key;
-  if (!v->is_number_integer()) return Error(where + ": must be an integer");
-  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
-    return Error(where + ": must be " + std::to_string(min) + ".." + std::to_string(max) +
-                 ", got " + std::to_string(v->get<uint64_t>()));
-  }
-  const int64_t n = v->get<int64_t>();
-  if (n < min || n > max) {
-    return Error(where + ": must be " + std::to_string(min) + ".." + std::to_string(max) +
-                 ", got " + std::to_string(n));
-  }
-  return n;
 }
 
 Result<LabelSelector> parse_selector(const Json& json, const std::string& at) {
@@ -234,22 +212,14 @@ Result<PolicySpec> parse_policy_spec(const Json& json, PolicyKind kind) {
   if (inst == nullptr || !inst->is_object()) {
     return Error("spec.instrumentations: required, an object");
   }
-  for (const char* key : {"cpu", "nodejsEventLoop", "goTLS"}) {
-    const Json* v = field(*inst, key);
-    if (v != nullptr && !v->is_object()) {
-      return Error(std::string("spec.instrumentations.") + key + ": must be an object");
+  ASSIGN_OR_RETURN(spec.instrumentations,
+                   parse_instrumentations(*inst, ParamsSource::kPolicy, "spec.instrumentations"));
+  if (!any_requested(spec.instrumentations)) {
+    std::string keys;
+    for (const auto& kind : instrumentation_kinds()) {
+      keys += (keys.empty() ? "" : ", ") + std::string(kind.key);
     }
-  }
-  if (const Json* cpu = field(*inst, "cpu")) {
-    ASSIGN_OR_RETURN(const int64_t hz, integer_in(*cpu, "frequencyHz", CpuProfiling{}.frequency_hz,
-                                                  1, 999, "spec.instrumentations.cpu"));
-    spec.instrumentations.cpu = CpuProfiling{hz};
-  }
-  spec.instrumentations.nodejs_event_loop = field(*inst, "nodejsEventLoop") != nullptr;
-  spec.instrumentations.go_tls = field(*inst, "goTLS") != nullptr;
-  if (!spec.instrumentations.cpu && !spec.instrumentations.nodejs_event_loop &&
-      !spec.instrumentations.go_tls) {
-    return Error("spec.instrumentations: at least one of cpu, nodejsEventLoop, goTLS is required");
+    return Error("spec.instrumentations: at least one of " + keys + " is required");
   }
 
   if (const Json* limits = field(json, "limits")) {
@@ -270,14 +240,8 @@ Result<PolicySpec> parse_policy_spec(const Json& json, PolicyKind kind) {
 }
 
 Json to_json(const PolicySpec& spec) {
-  Json inst = Json::object();
-  if (spec.instrumentations.cpu) {
-    inst["cpu"] = {{"frequencyHz", spec.instrumentations.cpu->frequency_hz}};
-  }
-  if (spec.instrumentations.nodejs_event_loop) inst["nodejsEventLoop"] = Json::object();
-  if (spec.instrumentations.go_tls) inst["goTLS"] = Json::object();
   Json out = {{"targets", selections_json(spec.targets)},
-              {"instrumentations", std::move(inst)},
+              {"instrumentations", to_json(spec.instrumentations)},
               {"limits",
                {{"maxTargetsPerNode", spec.limits.max_targets_per_node},
                 {"maxUprobesPerNode", spec.limits.max_uprobes_per_node}}},

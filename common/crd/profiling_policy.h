@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/instrumentation.h"
 #include "common/kube/resource.h"
 #include "common/result.h"
 
@@ -63,18 +64,6 @@ struct PodSelection {
   bool operator==(const PodSelection&) const = default;
 };
 
-struct CpuProfiling {
-  int64_t frequency_hz = 19;  // the CRD's default
-  bool operator==(const CpuProfiling&) const = default;
-};
-
-struct Instrumentations {
-  std::optional<CpuProfiling> cpu;
-  bool nodejs_event_loop = false;
-  bool go_tls = false;
-  bool operator==(const Instrumentations&) const = default;
-};
-
 struct PolicyLimits {
   int64_t max_targets_per_node = 100;
   int64_t max_uprobes_per_node = 1000;
@@ -97,7 +86,7 @@ struct PolicySpec {
   std::optional<LabelSelector> namespace_selector;
   std::vector<PodSelection> targets;  // 1..kMaxSelections
   std::vector<PodSelection> excludes;
-  Instrumentations instrumentations;  // at least one
+  Instrumentations instrumentations;  // at least one (common/instrumentation.h)
   PolicyLimits limits;
   // True: nothing is instrumented (what was stops), the policy still appears in node reports
   // and its status says Ready=False/Suspended.

@@ -14,7 +14,10 @@ TEST(Config, EmptyMeansDefaults) {
   ASSERT_TRUE(cfg.ok()) << cfg.error().message();
   EXPECT_EQ(cfg->metrics_address, "0.0.0.0:9464");
   EXPECT_EQ(cfg->symbol_cache_entries, 4096u);
-  EXPECT_TRUE(cfg->instrumentations.nodejs_event_loop);
+  EXPECT_TRUE(cfg->instrumentations[Instrumentation::kNodejsEventLoop]);
+  EXPECT_TRUE(cfg->instrumentations[Instrumentation::kGoTls]);
+  EXPECT_FALSE(cfg->instrumentations[Instrumentation::kCpu]);
+  EXPECT_EQ(cfg->instrumentations, AgentConfig{}.instrumentations);
   EXPECT_TRUE(cfg->targets.empty());
 }
 
@@ -42,13 +45,14 @@ instrumentations:
   ASSERT_EQ(cfg->targets.size(), 2u);
   EXPECT_EQ(cfg->targets[0].exe_glob, "/usr/bin/node*");
   EXPECT_EQ(cfg->targets[1].container_id, "0123456789abcdef");
-  EXPECT_FALSE(cfg->instrumentations.nodejs_event_loop);
-  EXPECT_TRUE(cfg->instrumentations.go_tls);
-  EXPECT_TRUE(cfg->instrumentations.cpu.enabled);
-  EXPECT_EQ(cfg->instrumentations.cpu.frequency_hz, 99u);
-  EXPECT_EQ(cfg->instrumentations.cpu.pyroscope.url, "http://127.0.0.1:4040/ingest-prefix");
-  EXPECT_EQ(cfg->instrumentations.cpu.pyroscope.interval_seconds, 10u);
-  EXPECT_EQ(cfg->instrumentations.cpu.pyroscope.application, "sonde");
+  EXPECT_FALSE(cfg->instrumentations[Instrumentation::kNodejsEventLoop]);
+  EXPECT_TRUE(cfg->instrumentations[Instrumentation::kGoTls]);
+  ASSERT_TRUE(cfg->instrumentations[Instrumentation::kCpu]);
+  const CpuParams cpu = cpu_params(*cfg->instrumentations[Instrumentation::kCpu]);
+  EXPECT_EQ(cpu.frequency_hz, 99u);
+  EXPECT_EQ(cpu.pyroscope.url, "http://127.0.0.1:4040/ingest-prefix");
+  EXPECT_EQ(cpu.pyroscope.interval_seconds, 10u);
+  EXPECT_EQ(cpu.pyroscope.application, "sonde");
 }
 
 struct BadCase {
@@ -67,30 +71,34 @@ TEST_P(ConfigErrors, NameTheKeyAndTheProblem) {
 
 INSTANTIATE_TEST_SUITE_P(
     All, ConfigErrors,
-    ::testing::Values(BadCase{"metricAddress: x", "f.yaml: metricAddress: unknown key"},
-                      BadCase{"instrumentations: {cpu: {frequencyHz: 5000}}",
-                              "f.yaml: instrumentations.cpu.frequencyHz: must be 1..999, got 5000"},
-                      BadCase{"instrumentations: {goTLS: maybe}",
-                              "f.yaml: instrumentations.goTLS: must be true or false"},
-                      BadCase{"targets: [{containerId: xyz}]",
-                              "f.yaml: targets[0].containerId: must be 12 to 64 hex digits"},
-                      BadCase{"targets: [{}]", "f.yaml: targets[0]: needs exe or containerId"},
-                      BadCase{"logLevel: loud",
-                              "f.yaml: logLevel: must be debug, info, warn or error, got \"loud\""},
-                      BadCase{"metricsAddress: 9464",
-                              "f.yaml: metricsAddress: must be host:port, got \"9464\""},
-                      BadCase{"- a\n- b", "f.yaml: (top level): must be a mapping"},
-                      BadCase{"instrumentations: {cpu: {pyroscope: {url: 'http://p:4040'}}}",
-                              "f.yaml: instrumentations.cpu.pyroscope: pushes CPU profiles, but "
-                              "instrumentations.cpu.enabled is false"},
-                      BadCase{"instrumentations: {cpu: {enabled: true, pyroscope: {url: "
-                              "'https://p:4040'}}}",
-                              "f.yaml: instrumentations.cpu.pyroscope.url: must be an "
-                              "http://host[:port][/prefix] URL, got \"https://p:4040\""},
-                      BadCase{"instrumentations: {cpu: {enabled: true, pyroscope: {url: "
-                              "'http://p', intervalSeconds: 1}}}",
-                              "f.yaml: instrumentations.cpu.pyroscope.intervalSeconds: must be "
-                              "5..3600, got 1"}));
+    ::testing::Values(
+        BadCase{"metricAddress: x", "f.yaml: metricAddress: unknown key"},
+        BadCase{"instrumentations: {cpu: {frequencyHz: 5000}}",
+                "f.yaml: instrumentations.cpu.frequencyHz: must be 1..999, got 5000"},
+        BadCase{"instrumentations: {goTLS: maybe}",
+                "f.yaml: instrumentations.goTLS: must be true or false"},
+        BadCase{"instrumentations: {cpu: true}", "f.yaml: instrumentations.cpu: must be a mapping"},
+        BadCase{"instrumentations: {python: true}", "f.yaml: instrumentations.python: unknown key"},
+        BadCase{"instrumentations: {cpu: {enabled: true, hz: 9}}",
+                "f.yaml: instrumentations.cpu.hz: unknown key"},
+        BadCase{"targets: [{containerId: xyz}]",
+                "f.yaml: targets[0].containerId: must be 12 to 64 hex digits"},
+        BadCase{"targets: [{}]", "f.yaml: targets[0]: needs exe or containerId"},
+        BadCase{"logLevel: loud",
+                "f.yaml: logLevel: must be debug, info, warn or error, got \"loud\""},
+        BadCase{"metricsAddress: 9464", "f.yaml: metricsAddress: must be host:port, got \"9464\""},
+        BadCase{"- a\n- b", "f.yaml: (top level): must be a mapping"},
+        BadCase{"instrumentations: {cpu: {pyroscope: {url: 'http://p:4040'}}}",
+                "f.yaml: instrumentations.cpu.pyroscope: pushes CPU profiles, but "
+                "instrumentations.cpu.enabled is false"},
+        BadCase{"instrumentations: {cpu: {enabled: true, pyroscope: {url: "
+                "'https://p:4040'}}}",
+                "f.yaml: instrumentations.cpu.pyroscope.url: must be an "
+                "http://host[:port][/prefix] URL, got \"https://p:4040\""},
+        BadCase{"instrumentations: {cpu: {enabled: true, pyroscope: {url: "
+                "'http://p', intervalSeconds: 1}}}",
+                "f.yaml: instrumentations.cpu.pyroscope.intervalSeconds: must be "
+                "5..3600, got 1"}));
 
 TEST(Config, InvalidYamlIsAnError) {
   auto cfg = parse_agent_config("a: [1, 2", "f.yaml");

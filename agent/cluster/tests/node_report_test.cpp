@@ -7,6 +7,12 @@ namespace {
 
 using State = ProcessOutcome::State;
 
+// A policy asks for a kind with an object, its parameters.
+void ask(PolicyState& p, Instrumentation kind, bool on) {
+  p.instrumentations[kind] =
+      on ? std::optional<InstrumentationParams>(InstrumentationParams::object()) : std::nullopt;
+}
+
 std::string cid(char c) {
   return std::string(64, c);
 }
@@ -14,7 +20,7 @@ std::string cid(char c) {
 PolicyState web_policy() {
   PolicyState p;
   p.id = {"shop", "web", "u1", 3};
-  p.nodejs_event_loop = true;
+  ask(p, Instrumentation::kNodejsEventLoop, true);
   p.max_targets_per_node = 100;
   p.matched_pods = {"web-1", "web-2"};
   p.containers = {
@@ -27,7 +33,7 @@ ProcessOutcome outcome(pid_t pid, const std::string& container_id, State nodejs,
   ProcessOutcome o;
   o.pid = pid;
   o.container_id = container_id;
-  o.nodejs = nodejs;
+  o.states[Instrumentation::kNodejsEventLoop] = nodejs;
   o.message = std::move(message);
   return o;
 }
@@ -73,7 +79,7 @@ TEST(BuildPolicyReports, NonNodeContainerIsSymbolsNotFound) {
 TEST(BuildPolicyReports, AClusterPolicysPodsAreToldApartByNamespace) {
   PolicyState p;
   p.id = {"", "all-web", "cu1", 2, crd::PolicyKind::kCluster};
-  p.nodejs_event_loop = true;
+  ask(p, Instrumentation::kNodejsEventLoop, true);
   p.max_targets_per_node = 100;
   p.matched_pods = {"team-a/web-1", "team-b/web-1"};
   p.containers = {{"web-1", "app", cid('a'), "team-a"}, {"web-1", "app", cid('b'), "team-b"}};
@@ -112,10 +118,10 @@ TEST(BuildPolicyReports, KernelRefusalOutranksMissingSymbols) {
 // message (which policy, which limit); a kernel refusal still outranks it.
 TEST(BuildPolicyReports, AProcessLeftOutByAnUprobeLimitIsLimitExceeded) {
   auto p = web_policy();
-  p.nodejs_event_loop = false;
-  p.go_tls = true;
+  ask(p, Instrumentation::kNodejsEventLoop, false);
+  ask(p, Instrumentation::kGoTls, true);
   ProcessOutcome over = outcome(1, cid('a'), State::kNotApplicable);
-  over.go_tls = State::kLimitExceeded;
+  over.states[Instrumentation::kGoTls] = State::kLimitExceeded;
   over.message = "not instrumented: policy shop/web allows limits.maxUprobesPerNode (5)";
   auto r = build_policy_reports({p}, {over})[0];
   ASSERT_EQ(r.problems.size(), 1u);
@@ -124,7 +130,7 @@ TEST(BuildPolicyReports, AProcessLeftOutByAnUprobeLimitIsLimitExceeded) {
   EXPECT_EQ(r.problems[0].pod, "web-1");
   EXPECT_EQ(r.instrumented_pods, 0);
   ProcessOutcome refused = outcome(2, cid('a'), State::kNotApplicable);
-  refused.go_tls = State::kFailed;
+  refused.states[Instrumentation::kGoTls] = State::kFailed;
   r = build_policy_reports({p}, {over, refused})[0];
   ASSERT_EQ(r.problems.size(), 1u);
   EXPECT_EQ(r.problems[0].reason, "KernelUnsupported");
@@ -142,10 +148,10 @@ TEST(BuildPolicyReports, ContainersWithoutProcessesAreNotInstrumentedNorProblems
 
 TEST(BuildPolicyReports, GoTlsOnlyCountsNoNodeProcesses) {
   auto p = web_policy();
-  p.nodejs_event_loop = false;
-  p.go_tls = true;
+  ask(p, Instrumentation::kNodejsEventLoop, false);
+  ask(p, Instrumentation::kGoTls, true);
   ProcessOutcome tls = outcome(1, cid('a'), State::kInstrumented);  // another policy's nodejs
-  tls.go_tls = State::kInstrumented;
+  tls.states[Instrumentation::kGoTls] = State::kInstrumented;
   ProcessOutcome no_tls = outcome(2, cid('c'), State::kNotApplicable);  // no crypto/tls
   auto r = build_policy_reports({p}, {tls, no_tls})[0];
   EXPECT_EQ(r.nodejs_processes, 0);
@@ -155,15 +161,15 @@ TEST(BuildPolicyReports, GoTlsOnlyCountsNoNodeProcesses) {
 
 TEST(BuildPolicyReports, CpuSamplingCountsAsLiveAndANodeThatCannotSampleSaysSo) {
   auto p = web_policy();
-  p.nodejs_event_loop = false;
-  p.cpu = true;
+  ask(p, Instrumentation::kNodejsEventLoop, false);
+  ask(p, Instrumentation::kCpu, true);
   ProcessOutcome sampled = outcome(1, cid('a'), State::kNotApplicable);
-  sampled.cpu = State::kInstrumented;
+  sampled.states[Instrumentation::kCpu] = State::kInstrumented;
   ProcessOutcome refused = outcome(2, cid('c'), State::kNotApplicable,
                                    "CPU sampling unavailable: perf_event_open: No such device");
-  refused.cpu = State::kFailed;
+  refused.states[Instrumentation::kCpu] = State::kFailed;
   ProcessOutcome proxy = outcome(3, cid('b'), State::kNotApplicable);
-  proxy.cpu = State::kInstrumented;
+  proxy.states[Instrumentation::kCpu] = State::kInstrumented;
   auto r = build_policy_reports({p}, {sampled, refused, proxy})[0];
   EXPECT_EQ(r.instrumented_pods, 1);  // web-1 is sampled; web-2 is refused
   ASSERT_EQ(r.problems.size(), 1u);

@@ -7,6 +7,12 @@
 namespace sonde::agent {
 namespace {
 
+// The CPU sampling frequency a selection asks for; 0 when it asks for no sampling.
+uint32_t cpu_hz(const Selection& s) {
+  const auto& cpu = s.instrumentations[Instrumentation::kCpu];
+  return cpu ? cpu_params(*cpu).frequency_hz : 0;
+}
+
 using kube::Json;
 
 std::string cid(char c) {
@@ -110,8 +116,8 @@ TEST(ParsePolicy, ReadsSpecAndRejectsWhatItCannotApply) {
   EXPECT_EQ(p.spec->targets[0].containers, std::vector<std::string>{"app"});
   ASSERT_EQ(p.spec->excludes.size(), 1u);
   EXPECT_EQ(p.spec->excludes[0].selector->match_expressions[0].op, crd::LabelRequirement::Op::kIn);
-  EXPECT_TRUE(p.spec->instrumentations.nodejs_event_loop);
-  EXPECT_FALSE(p.spec->instrumentations.go_tls);
+  EXPECT_TRUE(p.spec->instrumentations[Instrumentation::kNodejsEventLoop]);
+  EXPECT_FALSE(p.spec->instrumentations[Instrumentation::kGoTls]);
   EXPECT_EQ(p.spec->limits.max_targets_per_node, 20);
 
   auto bad = parse_policy(policy(
@@ -153,8 +159,8 @@ TEST_F(PolicySelectorTest, SelectsContainersOfMatchingPodsWithPodLabels) {
                                  {"instrumentations", nodejs()}}));
   auto s = selector.select(process_in(cid('a')));
   ASSERT_TRUE(s);
-  EXPECT_TRUE(s->nodejs_event_loop);
-  EXPECT_FALSE(s->go_tls);
+  EXPECT_TRUE(s->instrumentations[Instrumentation::kNodejsEventLoop].has_value());
+  EXPECT_FALSE(s->instrumentations[Instrumentation::kGoTls].has_value());
   EXPECT_EQ(s->labels, (ContainerLabels{"shop", "web-1", "app"}));
   auto side = selector.select(process_in(cid('b')));
   ASSERT_TRUE(side);
@@ -227,13 +233,13 @@ TEST_F(PolicySelectorTest, InstrumentationsAreOredAcrossPolicies) {
                                  {"instrumentations", {{"goTLS", Json::object()}}}}));
   auto s = selector.select(process_in(cid('a')));
   ASSERT_TRUE(s);
-  EXPECT_TRUE(s->nodejs_event_loop);
-  EXPECT_TRUE(s->go_tls);
+  EXPECT_TRUE(s->instrumentations[Instrumentation::kNodejsEventLoop].has_value());
+  EXPECT_TRUE(s->instrumentations[Instrumentation::kGoTls].has_value());
   selector.remove_policy(policy("shop", "a", Json::object()));
   s = selector.select(process_in(cid('a')));
   ASSERT_TRUE(s);
-  EXPECT_FALSE(s->nodejs_event_loop);
-  EXPECT_TRUE(s->go_tls);
+  EXPECT_FALSE(s->instrumentations[Instrumentation::kNodejsEventLoop].has_value());
+  EXPECT_TRUE(s->instrumentations[Instrumentation::kGoTls].has_value());
 }
 
 // Each policy asking Go TLS of a container hands its limits.maxUprobesPerNode to the Go TLS
@@ -267,28 +273,28 @@ TEST_F(PolicySelectorTest, CpuPolicySelectsForSamplingAtTheHighestFrequencyAsked
                                  {"instrumentations", {{"cpu", {{"frequencyHz", 49}}}}}}));
   auto s = selector.select(process_in(cid('a')));
   ASSERT_TRUE(s);
-  EXPECT_TRUE(s->cpu);
-  EXPECT_FALSE(s->nodejs_event_loop);
-  EXPECT_EQ(s->cpu_frequency_hz, 49u);
+  EXPECT_TRUE(s->instrumentations[Instrumentation::kCpu].has_value());
+  EXPECT_FALSE(s->instrumentations[Instrumentation::kNodejsEventLoop].has_value());
+  EXPECT_EQ(cpu_hz(*s), 49u);
   EXPECT_EQ(s->labels, (ContainerLabels{"shop", "web-1", "app"}));
-  EXPECT_TRUE(selector.policies()[0].cpu);
+  EXPECT_TRUE(selector.policies()[0].instrumentations[Instrumentation::kCpu]);
   // A second policy on web-2 only, faster: web-2 at its rate, web-1 unchanged.
   selector.upsert_policy(
       policy("shop", "fast",
              {{"targets", {{{"selector", {{"matchLabels", {{"tier", "fast"}}}}}}}},
               {"instrumentations", {{"cpu", {{"frequencyHz", 99}}}}}}));
-  EXPECT_EQ(selector.select(process_in(cid('b')))->cpu_frequency_hz, 99u);
-  EXPECT_EQ(selector.select(process_in(cid('a')))->cpu_frequency_hz, 49u);
+  EXPECT_EQ(cpu_hz(*selector.select(process_in(cid('b')))), 99u);
+  EXPECT_EQ(cpu_hz(*selector.select(process_in(cid('a')))), 49u);
   // Without frequencyHz: the CRD's default.
   selector.upsert_policy(policy("shop", "fast",
                                 {{"targets", {{{"selector", Json::object()}}}},
                                  {"instrumentations", {{"cpu", Json::object()}}}}));
-  EXPECT_EQ(selector.select(process_in(cid('b')))->cpu_frequency_hz, 49u);
+  EXPECT_EQ(cpu_hz(*selector.select(process_in(cid('b')))), 49u);
   auto d = parse_policy(policy("shop", "d",
                                {{"targets", {{{"selector", Json::object()}}}},
                                 {"instrumentations", {{"cpu", Json::object()}}}}));
-  ASSERT_TRUE(d.spec && d.spec->instrumentations.cpu) << d.invalid;
-  EXPECT_EQ(d.spec->instrumentations.cpu->frequency_hz, 19);
+  ASSERT_TRUE(d.spec && d.spec->instrumentations[Instrumentation::kCpu]) << d.invalid;
+  EXPECT_EQ(cpu_params(*d.spec->instrumentations[Instrumentation::kCpu]).frequency_hz, 19u);
 }
 
 TEST(ParsePolicy, RejectsACpuFrequencyOutsideTheSamplersRange) {
@@ -302,8 +308,8 @@ TEST(ParsePolicy, RejectsACpuFrequencyOutsideTheSamplersRange) {
                                {{"targets", {{{"selector", Json::object()}}}},
                                 {"instrumentations", {{"cpu", {{"frequencyHz", 999}}}}}}));
   EXPECT_EQ(p.invalid, "");
-  ASSERT_TRUE(p.spec && p.spec->instrumentations.cpu);
-  EXPECT_EQ(p.spec->instrumentations.cpu->frequency_hz, 999);
+  ASSERT_TRUE(p.spec && p.spec->instrumentations[Instrumentation::kCpu]);
+  EXPECT_EQ(cpu_params(*p.spec->instrumentations[Instrumentation::kCpu]).frequency_hz, 999u);
 }
 
 TEST_F(PolicySelectorTest, DeselectsOnPolicyAndPodChanges) {
@@ -500,7 +506,7 @@ TEST_F(PolicySelectorTest, ClusterPolicySelectsPodsOfNamespacesMatchingItsSelect
 
   auto a = selector.select(process_in(cid('a')));
   ASSERT_TRUE(a);
-  EXPECT_TRUE(a->nodejs_event_loop);
+  EXPECT_TRUE(a->instrumentations[Instrumentation::kNodejsEventLoop].has_value());
   EXPECT_EQ(a->labels, (ContainerLabels{"team-a", "web-1", "app"}));
   auto b = selector.select(process_in(cid('b')));
   ASSERT_TRUE(b);
@@ -578,10 +584,10 @@ TEST_F(PolicySelectorTest, APodSelectedByBothKindsGetsEveryInstrumentationAndCou
       crd::PolicyKind::kCluster);
   auto s = selector.select(process_in(cid('a')));
   ASSERT_TRUE(s);
-  EXPECT_TRUE(s->nodejs_event_loop);
-  EXPECT_TRUE(s->go_tls);
-  EXPECT_TRUE(s->cpu);
-  EXPECT_EQ(s->cpu_frequency_hz, 99u);
+  EXPECT_TRUE(s->instrumentations[Instrumentation::kNodejsEventLoop].has_value());
+  EXPECT_TRUE(s->instrumentations[Instrumentation::kGoTls].has_value());
+  EXPECT_TRUE(s->instrumentations[Instrumentation::kCpu].has_value());
+  EXPECT_EQ(cpu_hz(*s), 99u);
   EXPECT_EQ(s->labels, (ContainerLabels{"shop", "web-1", "app"}));
   auto states = selector.policies();
   ASSERT_EQ(states.size(), 2u);  // "shop/web" and "web" are two policies
@@ -593,8 +599,8 @@ TEST_F(PolicySelectorTest, APodSelectedByBothKindsGetsEveryInstrumentationAndCou
   selector.remove_policy(cluster_policy("web", Json::object(), Json::object()));
   s = selector.select(process_in(cid('a')));
   ASSERT_TRUE(s);
-  EXPECT_FALSE(s->go_tls);
-  EXPECT_EQ(s->cpu_frequency_hz, 19u);
+  EXPECT_FALSE(s->instrumentations[Instrumentation::kGoTls].has_value());
+  EXPECT_EQ(cpu_hz(*s), 19u);
   ASSERT_EQ(selector.policies().size(), 1u);
   EXPECT_EQ(selector.policies()[0].id.kind, crd::PolicyKind::kNamespaced);
 }

@@ -83,13 +83,11 @@ class FakeFeature final : public Feature {
     std::string exe;
   };
 
-  FakeFeature(const char* name, bool Selection::*flag, State ProcessOutcome::*outcome,
-              bool on_worker)
-      : name_(name), flag_(flag), outcome_(outcome), on_worker_(on_worker) {}
+  // `label` names its metric; the runtime knows it by `kind` only.
+  FakeFeature(const char* label, Instrumentation kind, bool on_worker)
+      : name_(label), kind_(kind), on_worker_(on_worker) {}
 
-  const char* name() const override { return name_; }
-  bool requested(const Selection& selection) const override { return selection.*flag_; }
-  State ProcessOutcome::*outcome() const override { return outcome_; }
+  Instrumentation kind() const override { return kind_; }
   const std::vector<std::string>& symbol_names() const override { return names_; }
 
   std::optional<FeatureResult> select(const ProcessInfo& process, const Selection&) override {
@@ -172,8 +170,7 @@ class FakeFeature final : public Feature {
   }
 
   const char* const name_;
-  bool Selection::*const flag_;
-  State ProcessOutcome::*const outcome_;
+  const Instrumentation kind_;
   const bool on_worker_;
   const std::vector<std::string> names_ = {"main"};
   mutable std::mutex mu_;
@@ -211,9 +208,12 @@ class FakeSelector final : public Selector {
 
 Selection selection(bool nodejs, bool go_tls, bool cpu, const std::string& pod = "web") {
   Selection s;
-  s.nodejs_event_loop = nodejs;
-  s.go_tls = go_tls;
-  s.cpu = cpu;
+  auto ask = [&](Instrumentation kind, bool on) {
+    if (on) s.instrumentations[kind] = InstrumentationParams::object();
+  };
+  ask(Instrumentation::kNodejsEventLoop, nodejs);
+  ask(Instrumentation::kGoTls, go_tls);
+  ask(Instrumentation::kCpu, cpu);
   s.labels = {"shop", pod, "main"};
   return s;
 }
@@ -247,15 +247,14 @@ class AgentRuntimeTest : public ::testing::Test {
           auto events = std::make_unique<FakeEvents>(s.on_event);
           events_ = events.get();
           parts.events = std::move(events);
-          auto add = [&](const char* name, bool Selection::*flag, State ProcessOutcome::*out,
-                         bool on_worker) {
-            auto f = std::make_unique<FakeFeature>(name, flag, out, on_worker);
+          auto add = [&](const char* label, Instrumentation kind, bool on_worker) {
+            auto f = std::make_unique<FakeFeature>(label, kind, on_worker);
             features_.push_back(f.get());
             parts.features.push_back(std::move(f));
           };
-          add("a", &Selection::nodejs_event_loop, &ProcessOutcome::nodejs, true);
-          add("b", &Selection::go_tls, &ProcessOutcome::go_tls, true);
-          add("c", &Selection::cpu, &ProcessOutcome::cpu, false);
+          add("a", Instrumentation::kNodejsEventLoop, true);
+          add("b", Instrumentation::kGoTls, true);
+          add("c", Instrumentation::kCpu, false);
           parts.wait_source = "fake-hook";
           return parts;
         },
@@ -328,16 +327,16 @@ TEST_F(AgentRuntimeTest, EachRequestedFeatureConsidersASelectedProcessOnce) {
   EXPECT_FALSE(outcome(unselected.pid()));
 
   auto o = *outcome(selected.pid());
-  EXPECT_EQ(o.nodejs, State::kInstrumented);
-  EXPECT_EQ(o.go_tls, State::kInstrumented);
-  EXPECT_EQ(o.cpu, State::kInstrumented);
+  EXPECT_EQ(o.states[Instrumentation::kNodejsEventLoop], State::kInstrumented);
+  EXPECT_EQ(o.states[Instrumentation::kGoTls], State::kInstrumented);
+  EXPECT_EQ(o.states[Instrumentation::kCpu], State::kInstrumented);
   EXPECT_EQ(o.labels.pod, "web");
   EXPECT_EQ(o.exe, exe_of(selected.pid()));
   EXPECT_TRUE(o.message.empty());
   auto batch = *outcome(cpu_only.pid());
-  EXPECT_EQ(batch.nodejs, State::kNotApplicable);
-  EXPECT_EQ(batch.go_tls, State::kNotApplicable);
-  EXPECT_EQ(batch.cpu, State::kInstrumented);
+  EXPECT_EQ(batch.states[Instrumentation::kNodejsEventLoop], State::kNotApplicable);
+  EXPECT_EQ(batch.states[Instrumentation::kGoTls], State::kNotApplicable);
+  EXPECT_EQ(batch.states[Instrumentation::kCpu], State::kInstrumented);
 }
 
 TEST_F(AgentRuntimeTest, OneFeatureFailingOnOneProcessLeavesTheOthersInstrumented) {
@@ -352,14 +351,16 @@ TEST_F(AgentRuntimeTest, OneFeatureFailingOnOneProcessLeavesTheOthersInstrumente
   ASSERT_TRUE(eventually([&] { return outcome(p1.pid()) && outcome(p2.pid()); }));
 
   auto o1 = *outcome(p1.pid());
-  EXPECT_EQ(o1.nodejs, State::kFailed);
-  EXPECT_EQ(o1.go_tls, State::kSymbolsNotFound);  // tried after a's failure
-  EXPECT_EQ(o1.cpu, State::kInstrumented);
+  EXPECT_EQ(o1.states[Instrumentation::kNodejsEventLoop], State::kFailed);
+  EXPECT_EQ(o1.states[Instrumentation::kGoTls],
+            State::kSymbolsNotFound);  // tried after a's failure
+  EXPECT_EQ(o1.states[Instrumentation::kCpu], State::kInstrumented);
   EXPECT_EQ(o1.message, "a: the kernel refused");  // the first problem, in feature order
   auto o2 = *outcome(p2.pid());
-  EXPECT_EQ(o2.nodejs, State::kInstrumented);  // a still instruments other processes
-  EXPECT_EQ(o2.go_tls, State::kInstrumented);
-  EXPECT_EQ(o2.cpu, State::kInstrumented);
+  EXPECT_EQ(o2.states[Instrumentation::kNodejsEventLoop],
+            State::kInstrumented);  // a still instruments other processes
+  EXPECT_EQ(o2.states[Instrumentation::kGoTls], State::kInstrumented);
+  EXPECT_EQ(o2.states[Instrumentation::kCpu], State::kInstrumented);
   EXPECT_TRUE(o2.message.empty());
   EXPECT_EQ(a().tracked(), 1u);
   EXPECT_EQ(b().tracked(), 1u);
@@ -476,7 +477,7 @@ TEST_F(AgentRuntimeTest, ReselectionInstrumentsTheNewlySelectedAndReleasesTheDes
   ASSERT_TRUE(eventually([&] { return outcome(p2.pid()).has_value(); }));
   ASSERT_TRUE(eventually([&] {
     auto o = outcome(p1.pid());
-    return o && o->nodejs == State::kNotApplicable;
+    return o && o->states[Instrumentation::kNodejsEventLoop] == State::kNotApplicable;
   }));
   EXPECT_EQ(a().releases_of(p1.pid()), std::vector<uint64_t>{at});  // released now
   EXPECT_TRUE(b().releases_of(p1.pid()).empty());

@@ -62,9 +62,9 @@ TEST(ProfilingPolicyTest, ParsesEveryFieldAndFillsTheSchemaDefaults) {
   EXPECT_EQ(p.targets[1].workload, (WorkloadRef{"StatefulSet", "db"}));
   ASSERT_EQ(p.excludes.size(), 1u);
   EXPECT_TRUE(p.excludes[0].selector->match_labels.empty());
-  EXPECT_EQ(p.instrumentations.cpu, CpuProfiling{19});
-  EXPECT_TRUE(p.instrumentations.go_tls);
-  EXPECT_FALSE(p.instrumentations.nodejs_event_loop);
+  EXPECT_EQ(p.instrumentations[Instrumentation::kCpu], Json({{"frequencyHz", 19}}));
+  EXPECT_EQ(p.instrumentations[Instrumentation::kGoTls], Json::object());
+  EXPECT_FALSE(p.instrumentations[Instrumentation::kNodejsEventLoop]);
   EXPECT_EQ(p.limits, PolicyLimits{});
   EXPECT_EQ(p.limits.max_targets_per_node, 100);
   EXPECT_TRUE(p.suspend);

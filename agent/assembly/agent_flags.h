@@ -4,7 +4,9 @@
 
 #include <string>
 
+#include "agent/assembly/agent_parts.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/runtime/agent_runtime.h"
 #include "common/cli.h"
 
 namespace sonde::agent {
@@ -14,8 +16,11 @@ struct AgentFlags {
   std::string proc_root = "/proc";
   cli::LogFlags log;
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
-  bool go_tls_perform_ret = false;  // RuntimeOptions::go_tls_perform_ret
+  bool go_tls_perform_ret = false;  // FeatureOptions::go_tls_perform_ret
 };
+
+// What the flags set in both modes' options (the metrics address only when given).
+void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, FeatureOptions& features);
 
 // `metrics_default` and `level_default` are what the help says an absent flag means.
 void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metrics_default,

@@ -1,8 +1,15 @@
-#include "agent/runtime/agent_flags.h"
+#include "agent/assembly/agent_flags.h"
 
 #include <map>
 
 namespace sonde::agent {
+
+void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, FeatureOptions& features) {
+  runtime.proc_root = flags.proc_root;
+  if (!flags.metrics_address.empty()) runtime.metrics_address = flags.metrics_address;
+  features.wait_source = flags.wait_source;
+  features.go_tls_perform_ret = flags.go_tls_perform_ret;
+}
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metrics_default,
                      const std::string& level_default) {

@@ -1,0 +1,48 @@
+#include "agent/assembly/agent_parts.h"
+
+#include <chrono>
+#include <utility>
+
+#include "agent/cpu/cpu_feature.h"
+#include "agent/gotls/gotls_feature.h"
+#include "agent/nodejs/nodejs_feature.h"
+#include "agent/procevents/process_events.h"
+
+namespace sonde::agent {
+
+PartsFactory agent_parts(FeatureOptions options) {
+  return [options = std::move(options)](const RuntimeServices& s) -> Result<RuntimeParts> {
+    RuntimeParts parts;
+    ASSIGN_OR_RETURN(parts.events, ProcessEventSource::start(s.on_event));
+    const auto grace_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(s.options.series_grace).count());
+    NodejsFeature* nodejs = nullptr;  // its wait hook and loops map
+    if (options.load[Instrumentation::kNodejsEventLoop]) {
+      ASSIGN_OR_RETURN(auto f,
+                       NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns, s.node));
+      nodejs = f.get();
+      parts.wait_source = nodejs->wait_source();
+      parts.features.push_back(std::move(f));
+    }
+    if (options.load[Instrumentation::kGoTls]) {
+      ASSIGN_OR_RETURN(
+          auto f, GoTlsFeature::load(s.cache, s.proc, grace_ns, s.node,
+                                     options.go_tls_cgroup_filter, options.go_tls_perform_ret));
+      parts.features.push_back(std::move(f));
+    }
+    if (options.load[Instrumentation::kCpu]) {
+      cpu::ProfilerOptions o;
+      o.frequency_hz = options.cpu.frequency_hz;
+      o.all_processes = options.cpu.all_processes;
+      o.nodejs_loops_map_fd = nodejs ? nodejs->loops_map_fd() : -1;
+      o.proc_root = s.options.proc_root;
+      o.node_name = s.node;
+      ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope,
+                                                 options.cpu.by_cgroup));
+      parts.features.push_back(std::move(f));
+    }
+    return parts;
+  };
+}
+
+}  // namespace sonde::agent

@@ -1,0 +1,40 @@
+// The agent's composition root: which features exist and how each is built, for both modes
+// (`--standalone`, `--cluster`). The runtime (agent/runtime/) knows features only through
+// Feature; this is the one place that names them, in the order of instrumentation_kinds().
+#pragma once
+
+#include <cstdint>
+
+#include "agent/nodejs/loop_probes.h"
+#include "agent/runtime/agent_runtime.h"
+#include "common/instrumentation.h"
+
+namespace sonde::agent {
+
+// What the features are built with, beside RuntimeOptions.
+struct FeatureOptions {
+  PerInstrumentation<bool> load;  // load the kind's programs at all
+  LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;  // Node.js
+  // Count Go TLS in the kernel only for the cgroups of selected processes (cluster mode, where
+  // a container is what is selected; standalone targets may pick one process of a cgroup).
+  bool go_tls_cgroup_filter = false;
+  // Let Go TLS RET probes perform the `ret` (register writes) where the kernel allows it.
+  bool go_tls_perform_ret = false;
+  struct Cpu {
+    uint32_t frequency_hz = 19;  // unless selections ask for more (the policies' cpu.frequencyHz)
+    bool all_processes = false;  // sample every process, not only selected ones
+    // Sample a selected process's whole cgroup (cluster mode, where a container is what is
+    // selected: what it forks without exec is sampled too); else the process alone.
+    bool by_cgroup = false;
+    PyroscopeConfig pyroscope;  // push profiles there too (url empty: no push)
+    // Whether a node that cannot sample fails the start; otherwise processes selected for
+    // sampling are reported kFailed with the reason (cluster mode: the policy status says so).
+    bool required = true;
+  } cpu;
+};
+
+// What AgentRuntime::start() builds the agent from: the kernel's process events and the
+// features `options` load, in start order.
+PartsFactory agent_parts(FeatureOptions options);
+
+}  // namespace sonde::agent
