@@ -1,7 +1,9 @@
 #include "agent/cpu/stack_symbolizer.h"
 
 #include <elf.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -12,6 +14,7 @@
 #include "agent/symbolize/elf_symbolizer.h"
 #include "agent/symbols/binary_identity.h"
 #include "common/log.h"
+#include "common/unique_fd.h"
 
 namespace sonde::agent::cpu {
 namespace {
@@ -174,8 +177,28 @@ void StackSymbolizer::read_maps(Process& p) {
   p.mappings = std::move(fresh);
 }
 
+bool StackSymbolizer::is_own_vdso(const Process& p, const Mapping& m) {
+  if (!vdso_read_) {
+    vdso_read_ = true;
+    auto own = Vdso::own();
+    if (own.ok()) {
+      vdso_ = std::move(own).value();
+    } else {
+      log::info("[vdso] frames stay unnamed", {{"error", own.error().message()}});
+    }
+  }
+  if (!vdso_ || m.end - m.start != vdso_->size()) return false;
+  std::vector<uint8_t> image(vdso_->size());
+  UniqueFd mem(
+      ::open((proc_root_ + "/" + std::to_string(p.pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!mem.valid()) return false;
+  const ssize_t n = ::pread(mem.get(), image.data(), image.size(), static_cast<off_t>(m.start));
+  return n == static_cast<ssize_t>(image.size()) && vdso_->same_image(image);
+}
+
 void StackSymbolizer::open_mapping(const Process& p, Mapping& m) {
   m.opened = true;
+  if (m.path == "[vdso]") m.own_vdso = is_own_vdso(p, m);
   if (m.path.empty() || m.path.front() != '/') return;
   // map_files/ opens the very file that is mapped, in whatever mount namespace, even when it
   // has been deleted or replaced since.
@@ -235,6 +258,12 @@ Location StackSymbolizer::user_location(Process& p, uint64_t address) {
     // Anonymous executable memory: JIT code, if the runtime says what it is.
     bool special = m && !m->path.empty();  // [vdso], [vsyscall], ...
     loc.module = special ? m->path : "[jit]";
+    if (m && m->own_vdso) {
+      if (auto name = vdso_->function_at(address - m->start)) {
+        loc.lines.push_back({std::string(*name), "", 0});
+        return loc;
+      }
+    }
     if (!special) {
       if (!p.perf_map || !p.perf_map->lookup(address)) maybe_read_perf_map(p);
       if (p.perf_map) {

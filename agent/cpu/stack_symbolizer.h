@@ -5,6 +5,7 @@
 //     (Go pclntab with inlined frames, else the ELF symbol table);
 //   - anonymous executable memory (JIT code): the process's perf map, read through its root
 //     (/proc/<pid>/root/tmp/perf-<pid in its namespace>.map), when the runtime writes one;
+//   - the [vdso]: the agent's own vDSO image (vdso.h), when the process's holds the same bytes;
 //   - kernel addresses: LiveKernelSymbols (kallsyms plus BPF programs followed incrementally).
 // An address nothing resolves is kept as one frame "module+0xoffset" (or "[unknown]"), never
 // dropped.
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "agent/cpu/perf_map.h"
+#include "agent/cpu/vdso.h"
 #include "agent/symbolize/binary_symbolizer.h"
 #include "agent/symbolize/live_kernel_symbols.h"
 #include "agent/symbolize/symbolizer_cache.h"
@@ -86,6 +88,7 @@ class StackSymbolizer {
     std::shared_ptr<const symbolize::BinarySymbolizer> symbolizer;
     std::vector<symbols::ElfSegment> loads;  // PT_LOAD segments of the file
     std::string build_id;
+    bool own_vdso = false;  // a [vdso] holding the agent's own image (vdso_ names it)
   };
   struct Process {
     pid_t pid = 0;
@@ -101,6 +104,8 @@ class StackSymbolizer {
   Process& process(pid_t pid);
   void read_maps(Process& p);
   void open_mapping(const Process& p, Mapping& m);
+  // Whether p's [vdso] mapping m holds the agent's vDSO image (read once from its memory).
+  bool is_own_vdso(const Process& p, const Mapping& m);
   const Mapping* find_mapping(Process& p, uint64_t address);
   void maybe_read_perf_map(Process& p);
   Location user_location(Process& p, uint64_t address);
@@ -109,6 +114,8 @@ class StackSymbolizer {
   std::string proc_root_;
   symbolize::SymbolizerCache& binaries_;
   symbolize::LiveKernelSymbols* kernel_;
+  std::optional<Vdso> vdso_;  // read at the first [vdso] frame; nullopt when it could not be
+  bool vdso_read_ = false;
   uint64_t round_ = 1;
   std::list<Process> lru_;  // most recently used first
   std::unordered_map<pid_t, std::list<Process>::iterator> processes_;

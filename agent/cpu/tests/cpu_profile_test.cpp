@@ -1,12 +1,20 @@
 // Unit tests of the CPU profile pieces that need no kernel: perf map and /proc maps parsing,
 // profile building (pprof fields, merging, folded stacks).
 #include <gtest/gtest.h>
+#include <sys/auxv.h>
 #include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "agent/cpu/perf_map.h"
 #include "agent/cpu/profile.pb.h"
 #include "agent/cpu/profile_builder.h"
 #include "agent/cpu/stack_symbolizer.h"
+#include "agent/cpu/vdso.h"
+#include "agent/symbols/tests/temp_dir.h"
 
 namespace sonde::agent::cpu {
 namespace {
@@ -32,6 +40,94 @@ TEST(PerfMapTest, LooksUpRangesAndSkipsMalformedLines) {
 TEST(PerfMapTest, RefusesWhatIsNotARegularFile) {
   EXPECT_FALSE(PerfMap::read("/dev/zero").ok());
   EXPECT_FALSE(PerfMap::read("/nonexistent/perf-1.map").ok());
+}
+
+// The agent's own vDSO named as readelf reads the same image: every exported function, at its
+// first and last byte, by its global (__vdso_) name where a weak alias shares the address.
+TEST(VdsoTest, NamesEveryFunctionAsReadelfDoes) {
+  auto vdso = Vdso::own();
+  ASSERT_TRUE(vdso.ok()) << vdso.error().message();
+  symbols::testing::TempDir dir;
+  const auto image = dir.path() / "vdso.so";
+  {
+    std::ofstream out(image, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(getauxval(AT_SYSINFO_EHDR)),  // NOLINT
+              static_cast<std::streamsize>(vdso->size()));
+  }
+  // readelf: "  9: 0000000000000b10   902 FUNC    GLOBAL DEFAULT   12 __vdso_clock_gettime@@..."
+  FILE* readelf = popen(("readelf -W --dyn-syms " + image.string()).c_str(), "r");
+  ASSERT_NE(readelf, nullptr);
+  std::map<uint64_t, std::pair<uint64_t, std::string>> globals;  // value -> size, name
+  char line[512];
+  while (fgets(line, sizeof line, readelf)) {
+    unsigned long long value = 0, size = 0;
+    char type[16], bind[16], name[256];
+    if (std::sscanf(line, " %*[0-9]: %llx %llu %15s %15s %*s %*s %255s", &value, &size, type, bind,
+                    name) != 5) {
+      continue;
+    }
+    if (std::string(type) != "FUNC" || std::string(bind) != "GLOBAL") continue;
+    std::string n = name;
+    globals[value] = {size, n.substr(0, n.find('@'))};
+  }
+  pclose(readelf);
+  ASSERT_FALSE(globals.empty());
+  bool has_clock_gettime = false;
+  // The x86-64 vDSO is linked at 0 and mapped whole: a symbol's value is its offset.
+  for (const auto& [value, sym] : globals) {
+    EXPECT_EQ(vdso->function_at(value), sym.second) << std::hex << value;
+    EXPECT_EQ(vdso->function_at(value + sym.first - 1), sym.second) << std::hex << value;
+    has_clock_gettime = has_clock_gettime || sym.second == "__vdso_clock_gettime";
+  }
+  EXPECT_TRUE(has_clock_gettime);
+  EXPECT_FALSE(vdso->function_at(0));  // the ELF header
+}
+
+// A process's [vdso] is named only when its bytes are the agent's image (a 32-bit process maps
+// another one): a fixture /proc whose mem holds the image, then other bytes.
+TEST(VdsoTest, NamesAProcessesVdsoOnlyWhenItIsTheSameImage) {
+  auto vdso = Vdso::own();
+  ASSERT_TRUE(vdso.ok()) << vdso.error().message();
+  std::vector<uint8_t> image(vdso->size());
+  std::memcpy(image.data(), reinterpret_cast<const void*>(getauxval(AT_SYSINFO_EHDR)),  // NOLINT
+              image.size());
+  uint64_t clock_gettime = 0;
+  for (uint64_t off = 0; off < image.size() && !clock_gettime; ++off) {
+    if (vdso->function_at(off) == "__vdso_clock_gettime") clock_gettime = off;
+  }
+  ASSERT_NE(clock_gettime, 0u);
+  const uint64_t start = 0x10000;
+  for (bool same : {true, false}) {
+    symbols::testing::TempDir proc;
+    std::filesystem::create_directories(proc.path() / "42");
+    std::ofstream(proc.path() / "42" / "stat")
+        << "42 (app) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 "
+           "7 0 0\n";
+    char maps[128];
+    (void)std::snprintf(maps, sizeof maps, "%llx-%llx r-xp 00000000 00:00 0 [vdso]\n",
+                        static_cast<unsigned long long>(start),
+                        static_cast<unsigned long long>(start + image.size()));
+    std::ofstream(proc.path() / "42" / "maps") << maps;
+    std::vector<uint8_t> mem = image;
+    if (!same) mem[clock_gettime] ^= 0xff;
+    {
+      std::ofstream out(proc.path() / "42" / "mem", std::ios::binary);
+      out.seekp(static_cast<std::streamoff>(start));
+      out.write(reinterpret_cast<const char*>(mem.data()),
+                static_cast<std::streamsize>(mem.size()));
+    }
+    symbolize::SymbolizerCache binaries;
+    StackSymbolizer symbolizer(proc.path().string(), binaries, nullptr);
+    const uint64_t ip = start + clock_gettime + 4;
+    auto locations = symbolizer.symbolize(42, std::span<const uint64_t>(&ip, 1), {});
+    ASSERT_EQ(locations.size(), 1u);
+    ASSERT_EQ(locations[0].lines.size(), 1u);
+    EXPECT_EQ(locations[0].module, "[vdso]");
+    char unnamed[64];
+    (void)std::snprintf(unnamed, sizeof unnamed, "[vdso]+0x%llx",
+                        static_cast<unsigned long long>(clock_gettime + 4));
+    EXPECT_EQ(locations[0].lines[0].function, same ? "__vdso_clock_gettime" : unnamed);
+  }
 }
 
 TEST(MapsLineTest, ParsesProcMaps) {
