@@ -12,6 +12,7 @@
 #include "agent/assembly/agent_parts.h"
 #include "agent/cluster/node_report.h"
 #include "agent/cluster/policy_selector.h"
+#include "agent/cluster/route_access.h"
 #include "agent/cluster/selection_metrics.h"
 #include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
@@ -47,6 +48,7 @@ struct Args {
   std::string watch_namespace;
   AgentFlags agent;
   PyroscopeConfig pyroscope;
+  std::string token_audience;
 };
 
 // The ClusterProfilingPolicy and Namespace informers that feed the selector, or none when
@@ -115,6 +117,9 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
          "--pyroscope-application", a.pyroscope.application,
          "the pushed profiles' name prefix: <application>.cpu{namespace,pod,container,node}")
       ->capture_default_str();
+  app.add_option("--token-audience", a.token_audience,
+                 "the audience the bearer tokens of /debug/ requests must be issued for (kubectl "
+                 "create token SA --audience ...); default: the API server's");
   if (auto exit_code = cli::parse(app, argc, argv)) return exit_code;
   if (!a.pyroscope.url.empty()) {
     if (auto st = check_pyroscope(a.pyroscope); !st.ok()) {
@@ -160,6 +165,16 @@ int cluster_main(int argc, char** argv) {
   // by a request timeout (30 s) times the retries. Declared before the clients that take it.
   kube::StopSignal api_stop;
   kube::ApiClient client(*config, {.user_agent = user_agent, .stop = &api_stop});
+  // Reviews of /debug/ requests' tokens: single short attempts (the requester gets a 503 and
+  // may retry), their own rate limit so a burst of profile requests never delays the informers.
+  kube::ApiClient review_client(*config, {.user_agent = user_agent,
+                                          .request_timeout = kReportRequestTimeout,
+                                          .retry = {.max_attempts = 1},
+                                          .qps = 20,
+                                          .burst = 40,
+                                          .stop = &api_stop});
+  ApiReviewer reviewer(review_client);
+  RouteAccess route_access(reviewer, {.audience = args->token_audience});
   // The report writer retries with its own backoff: single short attempts.
   kube::ApiClient report_client(std::move(config).value(),
                                 {.user_agent = user_agent,
@@ -213,6 +228,7 @@ int cluster_main(int argc, char** argv) {
   FeatureOptions features;
   apply_agent_flags(args->agent, options, features);
   options.node_name = args->node_name;
+  options.debug_guard = [&route_access](const HttpRequest& r) { return route_access.check(r); };
   features.load.values.fill(true);       // policies choose per container what is used
   features.go_tls_cgroup_filter = true;  // policies select containers: other pods are not counted
   // Policies with `cpu` select containers for sampling; a node that cannot sample says so in
@@ -228,9 +244,26 @@ int cluster_main(int argc, char** argv) {
   }
   AgentRuntime& rt = **runtime;
   runtime_ptr.store(&rt);
-  rt.add_collector([&selector, node = args->node_name] {
-    return std::vector<prometheus::MetricFamily>{
-        policy_selection_family(selector.policies(), node)};
+  rt.add_collector([&selector, &route_access, node = args->node_name] {
+    std::vector<prometheus::MetricFamily> out{policy_selection_family(selector.policies(), node)};
+    const RouteAccess::Stats st = route_access.stats();
+    auto requests = counter_family("sonde_agent_debug_requests_total",
+                                   "Requests to /debug/ routes (CPU profiles) by what the "
+                                   "token review decided.");
+    for (const auto& [result, n] : {std::pair{"allowed", st.allowed},
+                                    {"unauthenticated", st.unauthenticated},
+                                    {"forbidden", st.forbidden},
+                                    {"unavailable", st.unavailable},
+                                    {"throttled", st.throttled}}) {
+      add_sample(requests, {{"result", result}}, static_cast<double>(n));
+    }
+    auto reviews = counter_family("sonde_agent_access_reviews_total",
+                                  "TokenReviews and SubjectAccessReviews sent for /debug/ "
+                                  "requests (decisions are cached 10 s).");
+    add_sample(reviews, {}, static_cast<double>(st.reviews));
+    out.push_back(std::move(requests));
+    out.push_back(std::move(reviews));
+    return out;
   });
 
   // Not ready until both caches listed once: until then selections miss policies or pods.

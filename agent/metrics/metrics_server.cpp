@@ -46,8 +46,10 @@ void send(mg_connection* conn, const HttpResponse& r) {
 
 }  // namespace
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address,
+                                                            Guard debug_guard) {
   std::unique_ptr<MetricsServer> self(new MetricsServer());
+  self->debug_guard_ = std::move(debug_guard);
   mg_init_library(0);
   std::string threads = std::to_string(kThreads);
   const char* options[] = {"listening_ports", address.c_str(), "num_threads", threads.c_str(),
@@ -110,10 +112,18 @@ std::string MetricsServer::render_metrics() const {
 int MetricsServer::on_request(mg_connection* conn, void* cbdata) {
   auto* self = static_cast<MetricsServer*>(cbdata);
   const mg_request_info* info = mg_get_request_info(conn);
+  const char* authorization = mg_get_header(conn, "Authorization");
   HttpRequest request{info->request_method ? info->request_method : "",
-                      info->local_uri ? info->local_uri : "", parse_query(info->query_string)};
+                      info->local_uri ? info->local_uri : "", parse_query(info->query_string),
+                      authorization ? authorization : ""};
   HttpResponse response;
-  if (request.path == "/metrics") {
+  std::optional<HttpResponse> refused;
+  if (self->debug_guard_ && request.path.starts_with("/debug/")) {
+    refused = self->debug_guard_(request);
+  }
+  if (refused) {
+    response = std::move(*refused);
+  } else if (request.path == "/metrics") {
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
     response.body = self->render_metrics();
   } else {

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -31,6 +32,7 @@ struct HttpRequest {
   std::string method;
   std::string path;
   std::map<std::string, std::string> query;  // decoded; a repeated key keeps its last value
+  std::string authorization;                 // the Authorization header, "" when absent
 };
 
 struct HttpResponse {
@@ -44,12 +46,17 @@ class MetricsServer {
  public:
   using Collector = std::function<std::vector<prometheus::MetricFamily>()>;
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
+  // Asked before every route under /debug/: nullopt lets the request through, otherwise its
+  // answer is sent instead (cluster mode: RouteAccess). /metrics and the health probes are not
+  // guarded.
+  using Guard = std::function<std::optional<HttpResponse>(const HttpRequest&)>;
 
   static constexpr int kThreads = 4;
 
   // Listens on "host:port" (port 0 picks a free one). Fails with the reason (address in use,
   // bad address) instead of throwing.
-  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address);
+  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address,
+                                                      Guard debug_guard = {});
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -70,6 +77,7 @@ class MetricsServer {
   mutable std::mutex mu_;
   std::vector<Collector> collectors_;
   std::map<std::string, Handler> routes_;
+  Guard debug_guard_;  // set before serving, never changed
 };
 
 // Builders for families (labels as name/value pairs, in order).

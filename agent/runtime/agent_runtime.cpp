@@ -127,7 +127,7 @@ Status AgentRuntime::Impl::start(const PartsFactory& build) {
   }
   inspections = std::make_unique<InspectionQueue>(
       InspectionQueue::Options{.deadline = options.inspection_deadline});
-  ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address));
+  ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address, options.debug_guard));
   add_collector();
   for (const auto& f : features) f->add_routes(*server);
   auto probe = [this](HealthRegistry::Probe p) {

@@ -59,6 +59,8 @@ struct RuntimeOptions {
   std::chrono::seconds series_grace{300};
   // How long reading one executable may take before its worker is abandoned.
   std::chrono::milliseconds inspection_deadline{5000};
+  // Who may read /debug/ routes (cluster mode: RouteAccess); empty: anyone who reaches the port.
+  MetricsServer::Guard debug_guard;
 };
 
 // What the runtime drives, built once at start: the process events and the features. The agent's

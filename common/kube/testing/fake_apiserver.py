@@ -131,7 +131,8 @@ def unsupported_field(plural, selector):
 
 # Built-in resources that are cluster-scoped (custom resources: their CRD's spec.scope).
 CLUSTER_SCOPED = {"nodes", "namespaces", "customresourcedefinitions", "clusterroles",
-                  "clusterrolebindings", "persistentvolumes", "storageclasses", "priorityclasses"}
+                  "clusterrolebindings", "persistentvolumes", "storageclasses", "priorityclasses",
+                  "tokenreviews", "subjectaccessreviews"}
 
 # The label the real server puts on every namespace (NamespaceDefaultLabelName, 1.21+).
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -152,11 +153,32 @@ def label_namespace(gvr, obj):
 VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
+# The audience a token carries when its identity names none: the API server's own, which a
+# TokenReview without spec.audiences checks against (kube-apiserver --api-audiences).
+API_AUDIENCE = "https://kubernetes.default.svc"
+
+
+class Identity:
+    """A bearer token's user, its audiences and whether it expired: 'TOKEN=USER[;aud=A,B][;expired]'."""
+
+    def __init__(self, spec):
+        self.token, rest = spec.split("=", 1)
+        parts = rest.split(";")
+        self.user, self.audiences, self.expired = parts[0], [API_AUDIENCE], False
+        for p in parts[1:]:
+            if p.startswith("aud="):
+                self.audiences = p[len("aud="):].split(",")
+            elif p == "expired":
+                self.expired = True
+
+
 class Authorizer:
     """RBAC over rendered Roles/ClusterRoles and their bindings, per service account."""
 
     def __init__(self, documents, identities):
-        self.identities = identities  # token -> user
+        self.tokens = {i.token: i for i in identities}
+        # token -> user, for requests to the server itself (an expired token is refused)
+        self.identities = {i.token: i.user for i in identities if not i.expired}
         self.roles, self.cluster_roles, self.bindings = {}, {}, []
         for doc in documents:
             if not isinstance(doc, dict):
@@ -400,6 +422,11 @@ def parse_path(path):
             "sub": rest[2] if len(rest) > 2 else None}
 
 
+# The review APIs: POST only, answered and forgotten (Handler.review).
+REVIEWS = {("authentication.k8s.io", "v1", "tokenreviews"),
+           ("authorization.k8s.io", "v1", "subjectaccessreviews")}
+
+
 def api_version(gvr):
     return gvr[1] if not gvr[0] else "%s/%s" % (gvr[0], gvr[1])
 
@@ -521,6 +548,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_status(404, "NotFound", "the server could not find the requested resource")
             if not self.authorize(route, query):
                 return None
+            if self.command == "POST" and route["gvr"] in REVIEWS:
+                return self.review(route["gvr"], body)
             if self.command == "GET" and route["name"] is None:
                 if query.get("watch") in ("true", "1"):
                     return self.watch(route, query)
@@ -563,6 +592,45 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(403, forbidden_status(user, verb, route["gvr"], route["sub"],
                                              route["namespace"], route["name"]))
         return False
+
+    def review(self, gvr, body):
+        """TokenReview and SubjectAccessReview as the real server answers them: 201 with the
+        object and its status; nothing is stored."""
+        if self.authorizer is None:
+            return self.send_status(404, "NotFound", "the fake answers reviews with --rbac only")
+        if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
+            return self.send_status(400, "BadRequest", "body must be a JSON object with a spec")
+        spec, out = body["spec"], copy.deepcopy(body)
+        out.setdefault("metadata", {})
+        if gvr[2] == "tokenreviews":
+            ident = self.authorizer.tokens.get(spec.get("token") or "")
+            wanted = spec.get("audiences") or [API_AUDIENCE]
+            if ident is None:
+                status = {"authenticated": False, "error": "[invalid bearer token, token lookup failed]"}
+            elif ident.expired:
+                status = {"authenticated": False, "error": "[invalid bearer token, Token has expired.]"}
+            elif not set(ident.audiences) & set(wanted):
+                status = {"authenticated": False,
+                          "error": "[invalid bearer token, token audiences %s is invalid for the "
+                                   "target audiences %s]" % (json.dumps(ident.audiences), json.dumps(wanted))}
+            else:
+                user = ident.user
+                groups = ["system:authenticated"]
+                if user.startswith("system:serviceaccount:"):
+                    groups = ["system:serviceaccounts", "system:serviceaccounts:" + user.split(":")[2],
+                              "system:authenticated"]
+                status = {"authenticated": True, "user": {"username": user, "groups": groups},
+                          "audiences": [a for a in wanted if a in ident.audiences]}
+        else:
+            attrs = spec.get("resourceAttributes") or {}
+            allowed = self.authorizer.allowed(spec.get("user") or "", attrs.get("verb") or "",
+                                              attrs.get("group") or "", attrs.get("resource") or "",
+                                              attrs.get("namespace") or None, attrs.get("name"))
+            status = {"allowed": allowed}
+            if not allowed:
+                status["reason"] = "no RBAC rule allows it"
+        out["status"] = status
+        return self.send_json(201, out)
 
     def apply_fault(self, path, query):
         is_watch = query.get("watch") in ("true", "1")
@@ -1021,9 +1089,11 @@ def main():
     parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (else 401)")
     parser.add_argument("--rbac", help="authorize with the Roles/ClusterRoles and bindings in "
                         "this multi-document YAML (helm template output)")
-    parser.add_argument("--identity", action="append", default=[], metavar="TOKEN=USER",
+    parser.add_argument("--identity", action="append", default=[],
+                        metavar="TOKEN=USER[;aud=A,B][;expired]",
                         help="with --rbac: the user of a bearer token, 'admin' or "
-                        "'system:serviceaccount:NS:NAME' (repeatable)")
+                        "'system:serviceaccount:NS:NAME', the audiences TokenReview checks it "
+                        "against (default the API server's) and whether it expired (repeatable)")
     parser.add_argument("--crds", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                        "..", "..", "..", "crds"),
                         help="folder of CRD YAMLs whose schemas are enforced (default: crds/)")
@@ -1035,8 +1105,7 @@ def main():
         import yaml  # Debian python3-yaml; only needed for --rbac
         with open(args.rbac) as f:
             documents = list(yaml.load_all(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
-        identities = dict(i.split("=", 1) for i in args.identity)
-        Handler.authorizer = Authorizer(documents, identities)
+        Handler.authorizer = Authorizer(documents, [Identity(i) for i in args.identity])
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     if args.tls_cert:

@@ -1,0 +1,154 @@
+// RouteAccess against a scripted reviewer: who gets a profile, what is cached and for how long,
+// and what a flood of unknown tokens or an unreachable API server costs.
+#include "agent/cluster/route_access.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <thread>
+
+#include "agent/runtime/tests/fake_clock.h"
+
+namespace sonde::agent {
+namespace {
+
+using testing::FakeClock;
+
+// Tokens "alice" (may read namespace "a"), "admin" (everything); any other is not authenticated.
+class ScriptedReviewer final : public AccessReviewer {
+ public:
+  Result<TokenVerdict> review_token(const std::string& token,
+                                    const std::string& audience) override {
+    wait_if_held();
+    ++token_reviews;
+    last_audience = audience;
+    if (down) return Error("connect: connection refused");
+    if (token == "alice" || token == "admin") return TokenVerdict{User{token, "", {}}, ""};
+    return TokenVerdict{std::nullopt, "token lookup failed"};
+  }
+  Result<bool> may_read_profiles(const User& user, const std::string& ns) override {
+    ++access_reviews;
+    if (down) return Error("connect: connection refused");
+    return user.name == "admin" || (user.name == "alice" && ns == "a");
+  }
+  void wait_if_held() {
+    std::unique_lock lock(mu);
+    ++waiting;
+    changed.notify_all();
+    changed.wait(lock, [&] { return !held; });
+    --waiting;
+  }
+
+  std::atomic<int> token_reviews = 0, access_reviews = 0;
+  std::string last_audience;
+  bool down = false;
+  std::mutex mu;
+  std::condition_variable changed;
+  bool held = false;
+  int waiting = 0;
+};
+
+HttpRequest profile(const std::string& token, const std::string& ns = "") {
+  HttpRequest r{"GET", "/debug/pprof/profile", {}, token.empty() ? "" : "Bearer " + token};
+  if (!ns.empty()) r.query["namespace"] = ns;
+  return r;
+}
+
+int status_of(const std::optional<HttpResponse>& r) {
+  return r ? r->status : 200;
+}
+
+TEST(RouteAccessTest, ATokenReadsTheNamespacesItsUserMayAndNothingElse) {
+  ScriptedReviewer reviewer;
+  FakeClock clock;
+  RouteAccess access(reviewer, {.audience = "sonde"}, clock);
+  EXPECT_EQ(status_of(access.check(profile("alice", "a"))), 200);
+  EXPECT_EQ(reviewer.last_audience, "sonde");
+  auto other = access.check(profile("alice", "b"));
+  ASSERT_EQ(status_of(other), 403);
+  EXPECT_NE(other->body.find("namespace \"b\""), std::string::npos) << other->body;
+  EXPECT_EQ(status_of(access.check(profile("alice"))), 403);  // every namespace
+  EXPECT_EQ(status_of(access.check(profile("admin"))), 200);
+  auto none = access.check(profile(""));
+  ASSERT_EQ(status_of(none), 401);
+  EXPECT_NE(none->body.find("bearer token is required"), std::string::npos);
+  HttpRequest basic = profile("");
+  basic.authorization = "Basic YWxpY2U6eA==";
+  EXPECT_EQ(status_of(access.check(basic)), 401);
+  auto forged = access.check(profile("forged"));
+  ASSERT_EQ(status_of(forged), 401);
+  EXPECT_NE(forged->body.find("token lookup failed"), std::string::npos) << forged->body;
+  const auto st = access.stats();
+  EXPECT_EQ(st.allowed, 2u);
+  EXPECT_EQ(st.forbidden, 2u);
+  EXPECT_EQ(st.unauthenticated, 3u);
+}
+
+TEST(RouteAccessTest, DecisionsAreCachedForTheirTtlAndBounded) {
+  ScriptedReviewer reviewer;
+  FakeClock clock;
+  RouteAccess access(reviewer, {.ttl_ns = 1000, .max_entries = 2}, clock);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(status_of(access.check(profile("alice", "a"))), 200);
+    EXPECT_EQ(status_of(access.check(profile("forged"))), 401);
+  }
+  EXPECT_EQ(reviewer.token_reviews, 2);  // one per token, then from the cache
+  clock.now += 1000;                     // expired
+  EXPECT_EQ(status_of(access.check(profile("alice", "a"))), 200);
+  EXPECT_EQ(reviewer.token_reviews, 3);
+  // At most two decisions: a third pushes out the oldest ("forged").
+  EXPECT_EQ(status_of(access.check(profile("admin"))), 200);
+  EXPECT_EQ(reviewer.token_reviews, 4);
+  EXPECT_EQ(status_of(access.check(profile("forged"))), 401);
+  EXPECT_EQ(reviewer.token_reviews, 5);
+}
+
+TEST(RouteAccessTest, AnApiServerThatCannotAnswerIsA503NeverAnOpenDoorAndIsNotCached) {
+  ScriptedReviewer reviewer;
+  reviewer.down = true;
+  FakeClock clock;
+  RouteAccess access(reviewer, {}, clock);
+  auto r = access.check(profile("admin"));
+  ASSERT_EQ(status_of(r), 503);
+  EXPECT_NE(r->body.find("connection refused"), std::string::npos) << r->body;
+  reviewer.down = false;
+  EXPECT_EQ(status_of(access.check(profile("admin"))), 200);
+  EXPECT_EQ(access.stats().unavailable, 1u);
+}
+
+TEST(RouteAccessTest, AFloodOfUnknownTokensCostsAtMostKMaxInFlightReviewsAtATime) {
+  ScriptedReviewer reviewer;
+  reviewer.held = true;
+  FakeClock clock;
+  RouteAccess access(reviewer, {}, clock);
+  std::vector<std::thread> reviewing;
+  std::atomic<int> unauthenticated = 0;
+  for (int i = 0; i < RouteAccess::kMaxInFlight; ++i) {
+    reviewing.emplace_back([&, i] {
+      if (status_of(access.check(profile("bad-" + std::to_string(i)))) == 401) ++unauthenticated;
+    });
+  }
+  {
+    std::unique_lock lock(reviewer.mu);
+    reviewer.changed.wait(lock, [&] { return reviewer.waiting == RouteAccess::kMaxInFlight; });
+  }
+  auto refused = access.check(profile("one-more"));
+  EXPECT_EQ(status_of(refused), 429);
+  {
+    std::lock_guard lock(reviewer.mu);
+    reviewer.held = false;
+  }
+  reviewer.changed.notify_all();
+  for (auto& t : reviewing) t.join();
+  EXPECT_EQ(unauthenticated, RouteAccess::kMaxInFlight);
+  EXPECT_EQ(access.stats().throttled, 1u);
+  EXPECT_EQ(reviewer.token_reviews, RouteAccess::kMaxInFlight);
+}
+
+TEST(RouteAccessTest, TokensAreKeptAsTheirSha256) {
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace sonde::agent
