@@ -69,7 +69,16 @@ python3 "$check" rules "$tmp/rules.yaml" "$tmp/promrules/sonde-rules.yaml"
 promtool check rules "$tmp/promrules/sonde-rules.yaml"
 cp "$tests/rules_test.yaml" "$tmp/promrules/"
 promtool test rules "$tmp/promrules/rules_test.yaml"
+python3 "$check" rule-selectors "$tmp/promrules/sonde-rules.yaml" sonde-agent sonde-operator
+# The jobs are the chart's: other values reach every rule.
+helm template sonde "$chart" -n sonde-system --set prometheusRule.enabled=true \
+  --set metrics.jobs.agent=ours-agent --set metrics.jobs.operator=ours-operator >"$tmp/jobs.yaml"
+python3 "$check" rules "$tmp/jobs.yaml" "$tmp/jobs-rules.yaml"
+python3 "$check" rule-selectors "$tmp/jobs-rules.yaml" ours-agent ours-operator
 
 echo "--- dashboards"
 python3 "$check" dashboards "$chart/dashboards" "$tmp/promrules/sonde-rules.yaml"
+echo "--- dashboards as rendered"
+python3 "$check" rendered-dashboards "$tmp/defaults.yaml" "$tmp/dash-defaults"
+python3 "$check" dashboards "$tmp/dash-defaults" "$tmp/promrules/sonde-rules.yaml" >/dev/null
 echo "chart-test: ok"

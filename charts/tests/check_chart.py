@@ -4,6 +4,8 @@
   check_chart.py invariants RENDERED.yaml VALUES.yaml  security and scraping invariants
   check_chart.py rules RENDERED.yaml OUT.yaml           the PrometheusRule's spec as a rules file
   check_chart.py dashboards DASHBOARD_DIR RULES.yaml    the dashboards' JSON model and metric names
+  check_chart.py rendered-dashboards RENDERED.yaml OUT_DIR  the rendered dashboards, written out
+  check_chart.py rule-selectors RULES.yaml AGENT_JOB OPERATOR_JOB  every rule reads sonde's jobs only
 
 Prints what it checked; exits non-zero with the reasons on the first failing document.
 """
@@ -152,7 +154,15 @@ def invariants(rendered, values_file):
     for kind in ("PodMonitor", "ServiceMonitor"):
         for o in kinds.get(kind, []):
             eps = o["spec"].get("podMetricsEndpoints") or o["spec"].get("endpoints")
+            jobs = (values.get("metrics") or {}).get("jobs") or {}
+            want_job = jobs.get("agent" if kind == "PodMonitor" else "operator",
+                                defaults["metrics"]["jobs"]["agent" if kind == "PodMonitor" else "operator"])
             for ep in eps:
+                got_job = [r.get("replacement") for r in ep.get("relabelings") or []
+                           if r.get("targetLabel") == "job"]
+                if got_job != [want_job]:
+                    fail(f"{kind}/{o['metadata']['name']}: job relabeled to {got_job}, want "
+                         f"[{want_job!r}] (metrics.jobs): the rules and dashboards select on it")
                 if ep.get("honorLabels") is not True:
                     fail(f"{kind}/{o['metadata']['name']}: honorLabels is not true: the "
                          "workload's namespace/pod/container labels would become exported_*")
@@ -202,7 +212,15 @@ def rules(rendered, out):
 # Metrics the dashboards may use that sonde does not export: the agent pods' own CPU (cAdvisor,
 # from the kubelet) and resources (kube-state-metrics). Only in the agent health dashboard.
 EXTERNAL = {"container_cpu_usage_seconds_total", "kube_pod_container_resource_limits",
-            "kube_pod_container_resource_requests"}
+            "kube_pod_container_resource_requests", "kube_daemonset_status_desired_number_scheduled"}
+# Series of sonde's targets that sonde does not export itself: Prometheus's own per target.
+TARGET_SERIES = {"up"}
+# The operator's series; every other sonde_ / container_ series is an agent's.
+OPERATOR_PREFIXES = ("sonde_operator_", "sonde_node_report", "sonde_policy_matched_pods",
+                     "sonde_policy_instrumented_pods", "sonde_policy_nodejs_processes")
+# Self-monitoring series (grepped from the sources) that the agent health dashboard need not
+# show, each with the reason. Empty: it shows them all.
+HEALTH_NOT_PLACED = {}
 SONDE_PREFIXES = ("sonde_", "container_nodejs_", "container_go_tls_", "container_cpu_profile_")
 PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "or", "and",
                    "unless", "bool", "offset"}
@@ -224,6 +242,96 @@ def metric_names(expr):
     return names
 
 
+def selectors(expr):
+    """(metric name, its matchers) for every series selector of a PromQL expression."""
+    expr_nostr = re.sub(r'"(?:[^"\\]|\\.)*"', lambda m: "\0" * len(m.group(0)), expr)
+    out = []
+    for m in re.finditer(r"(?<![\w:$])([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{)?", expr_nostr):
+        name, brace = m.group(1), m.group(2)
+        after = expr_nostr[m.end():m.end() + 1]
+        if name in PROMQL_KEYWORDS or (not brace and after == "("):
+            continue
+        if not (name.startswith(SONDE_PREFIXES) or name in EXTERNAL or name in TARGET_SERIES):
+            continue
+        matchers = ""
+        if brace:
+            end = expr_nostr.index("}", m.end())
+            matchers = expr[m.end():end]
+        out.append((name, matchers))
+    return out
+
+
+def want_job(name, agent, operator):
+    if name in EXTERNAL:
+        return None
+    return operator if name.startswith(OPERATOR_PREFIXES) else agent
+
+
+def check_selectors(where, expr, agent, operator, cluster):
+    for name, matchers in selectors(expr):
+        job = want_job(name, agent, operator)
+        if job is not None and f'job=~"{job}"' not in matchers:
+            fail(f'{where}: {name}{{{matchers}}} does not select job=~"{job}"')
+        if cluster and 'cluster=~"$cluster"' not in matchers:
+            fail(f'{where}: {name}{{{matchers}}} does not select cluster=~"$cluster"')
+
+
+def rule_selectors(rules_file, agent, operator):
+    """Every selector of every rule carries the chart's job matcher; every alert a runbook."""
+    n = 0
+    root = os.path.join(HERE, "..", "..")
+    for g in yaml.safe_load(open(rules_file))["groups"]:
+        for r in g["rules"]:
+            name = r.get("record") or r.get("alert")
+            check_selectors(f"rule {name}", r["expr"], agent, operator, False)
+            n += 1
+            if "alert" in r:
+                url = r.get("annotations", {}).get("runbook_url", "")
+                if not url.endswith(f"/{name}.md"):
+                    fail(f"alert {name}: runbook_url {url!r} does not name {name}.md")
+                book = os.path.join(root, "docs", "runbooks", f"{name}.md")
+                if not os.path.exists(book):
+                    fail(f"alert {name}: no runbook docs/runbooks/{name}.md")
+                else:
+                    text = open(book).read()
+                    for part in ("## Meaning", "## Check", "## Fix"):
+                        if part not in text:
+                            fail(f"docs/runbooks/{name}.md: no {part!r} section")
+    print(f"rule-selectors: {n} rules select job=~{agent!r}/{operator!r} only; runbooks present")
+
+
+def health_series():
+    """The agent's and operator's own series names, from the sources."""
+    root = os.path.normpath(os.path.join(HERE, "..", ".."))
+    names = set()
+    for top in ("agent", "operator"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            if "tests" in os.path.relpath(dirpath, root).split(os.sep):
+                continue
+            for f in files:
+                if not f.endswith(".cpp"):
+                    continue
+                text = open(os.path.join(dirpath, f)).read()
+                names |= set(re.findall(r'"(sonde_(?:agent|operator)_[a-z0-9_]+)"', text))
+                # families named from a prefix (the symbol cache's)
+                for prefix in re.findall(r'std::string\("(sonde_agent_[a-z_]+_)"\) \+ name \+ "_total"', text):
+                    for part in re.findall(r'cache_family\("([a-z]+)"', text):
+                        names.add(f"{prefix}{part}_total")
+    return {n for n in names if not n.endswith("_")}
+
+
+def rendered_dashboards(rendered, out):
+    os.makedirs(out, exist_ok=True)
+    n = 0
+    for o in docs(rendered):
+        if o["kind"] == "ConfigMap" and "-dashboard-" in o["metadata"]["name"]:
+            for key, text in o["data"].items():
+                with open(os.path.join(out, key), "w") as f:
+                    f.write(text)
+                n += 1
+    print(f"rendered-dashboards: {n} written to {out}")
+
+
 def dashboards(folder, rules_file):
     recorded = set()
     for g in yaml.safe_load(open(rules_file))["groups"]:
@@ -240,6 +348,12 @@ def dashboards(folder, rules_file):
             fail(f"{where}: uid {d.get('uid')!r} missing, longer than 40 or not unique")
         uids.add(d.get("uid"))
         variables = {v["name"]: v for v in d["templating"]["list"]}
+        if d.get("editable") is not False:
+            fail(f"{where}: editable is {d.get('editable')!r}, want false (dashboards.editable)")
+        for name in ("agent_job", "operator_job", "cluster"):
+            v = variables.get(name)
+            if not v or v["type"] != "constant" or v.get("hide") != 2:
+                fail(f"{where}: no hidden constant variable {name}")
         ds = variables.get("datasource")
         if not ds or ds["type"] != "datasource" or ds["query"] != "prometheus":
             fail(f"{where}: no Prometheus datasource variable")
@@ -274,9 +388,20 @@ def dashboards(folder, rules_file):
         used = set()
         for e in exprs:
             used |= metric_names(e)
+            check_selectors(where, e, "$agent_job", "$operator_job", True)
+            for window in re.findall(r"\[([^\]]*)\]", e):
+                if window != "$__rate_interval":
+                    fail(f"{where}: range [{window}] in {e!r}: use [$__rate_interval]")
+        if d["uid"] == "sonde-agent-health":
+            shown = {re.sub(r"_(bucket|sum|count)$", "", m) for m in used} | used
+            missing = health_series() - shown - set(HEALTH_NOT_PLACED)
+            for m in sorted(missing):
+                fail(f"{where}: the health series {m} is on no panel")
         for m in sorted(used):
             if m in recorded:
                 fail(f"{where}: uses the recording rule {m}: dashboards must work without the rules")
+            elif m in TARGET_SERIES:
+                pass
             elif m in EXTERNAL:
                 if d["uid"] != "sonde-agent-health":
                     fail(f"{where}: {m} (not sonde's) outside the agent health dashboard")
@@ -287,7 +412,8 @@ def dashboards(folder, rules_file):
 
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"invariants": invariants, "rules": rules, "dashboards": dashboards}[cmd](*args)
+    {"invariants": invariants, "rules": rules, "dashboards": dashboards,
+     "rendered-dashboards": rendered_dashboards, "rule-selectors": rule_selectors}[cmd](*args)
     if failures:
         for f in failures:
             print(f"FAIL: {f}", file=sys.stderr)
