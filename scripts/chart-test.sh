@@ -56,7 +56,43 @@ grep -q 'image: registry.example.com/sonde:' "$tmp/subchart.yaml" ||
   { echo "FAIL: the subchart's image values were not applied" >&2; exit 1; }
 echo "rendered $(grep -c '^kind:' "$tmp/subchart.yaml") objects"
 
+echo "--- version: Chart.yaml's version and appVersion are the project's"
+echo "version $("$root/scripts/chart-version.sh")"
+
+echo "--- image, pull secrets and scheduling knobs as rendered"
+helm template sonde "$chart" -n sonde-system --set global.imageRegistry=mirror.example.com \
+  --set image.digest="sha256:$(printf 'a%.0s' {1..64})" \
+  --set-json 'global.imagePullSecrets=[{"name":"globalcred"}]' \
+  --set-json 'imagePullSecrets=[{"name":"regcred"},{"name":"globalcred"}]' \
+  --set-json 'agent.podLabels={"azure.workload.identity/use":"true"}' \
+  --set-json 'operator.topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]' \
+  --set-json 'operator.updateStrategy={"type":"Recreate"}' --set agent.updateStrategy.type=OnDelete \
+  >"$tmp/knobs.yaml"
+python3 - "$tmp/knobs.yaml" <<'PY'
+import sys, yaml
+objs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(sys.argv[1])) if d}
+ds, dep = objs[("DaemonSet", "sonde-agent")], objs[("Deployment", "sonde-operator")]
+want = "mirror.example.com/sonde@sha256:" + "a" * 64
+for o in (ds, dep):
+    spec = o["spec"]["template"]["spec"]
+    assert spec["containers"][0]["image"] == want, spec["containers"][0]["image"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "globalcred"}], spec["imagePullSecrets"]
+assert ds["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+assert "azure.workload.identity/use" not in ds["spec"]["selector"]["matchLabels"]
+assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}, ds["spec"]["updateStrategy"]
+assert dep["spec"]["strategy"] == {"type": "Recreate"}
+assert dep["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+print("image", want, "; pull secrets regcred, globalcred once; podLabels, updateStrategy, strategy, topologySpreadConstraints applied")
+PY
+
 echo "--- a bad value is refused with its name"
+for bad in 'imagePullSecrets=["regcred"]' 'agent.tolerations=[{"operator":"Sometimes"}]' \
+           'operator.tolerations=["NoSchedule"]' 'global.imagePullSecrets=[{"secret":"x"}]'; do
+  if helm template sonde "$chart" --set-json "$bad" >"$tmp/bad.out" 2>&1; then
+    echo "FAIL: $bad was accepted: the schema must refuse it" >&2; exit 1
+  fi
+  echo "$bad: refused: $(grep -o "at '[^']*'.*" "$tmp/bad.out" | head -1)"
+done
 if helm template sonde "$chart" --set operator.replicas=0 >"$tmp/bad.out" 2>&1 ||
    ! grep -q "replicas" "$tmp/bad.out"; then
   cat "$tmp/bad.out"; echo "FAIL: operator.replicas=0 was not refused by the schema" >&2; exit 1
@@ -75,6 +111,10 @@ helm template sonde "$chart" -n sonde-system --set prometheusRule.enabled=true \
   --set metrics.jobs.agent=ours-agent --set metrics.jobs.operator=ours-operator >"$tmp/jobs.yaml"
 python3 "$check" rules "$tmp/jobs.yaml" "$tmp/jobs-rules.yaml"
 python3 "$check" rule-selectors "$tmp/jobs-rules.yaml" ours-agent ours-operator
+
+echo "--- values: each documented in charts/sonde/README.md and changing the rendered chart"
+mkdir -p "$tmp/values-doc"
+python3 "$check" values-doc "$tmp/values-doc"
 
 echo "--- dashboards"
 python3 "$check" dashboards "$chart/dashboards" "$tmp/promrules/sonde-rules.yaml"

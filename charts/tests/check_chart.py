@@ -6,6 +6,8 @@
   check_chart.py dashboards DASHBOARD_DIR RULES.yaml    the dashboards' JSON model and metric names
   check_chart.py rendered-dashboards RENDERED.yaml OUT_DIR  the rendered dashboards, written out
   check_chart.py rule-selectors RULES.yaml AGENT_JOB OPERATOR_JOB  every rule reads sonde's jobs only
+  check_chart.py values-doc SCRATCH_DIR                 every leaf of values.yaml is in the chart
+                                                        README and changes the rendered chart
 
 Prints what it checked; exits non-zero with the reasons on the first failing document.
 """
@@ -410,10 +412,149 @@ def dashboards(folder, rules_file):
         print(f"dashboards: {fname}: {len(d['panels'])} panels, metrics {sorted(used)}")
 
 
+# The leaves a generic change cannot exercise, and a value that renders differently for each.
+VALUE_CHANGES = {
+    "image.digest": "sha256:" + "a" * 64,
+    "image.pullPolicy": "Always",
+    "image.repository": "registry.example.com/sonde2",
+    "global.imageRegistry": "mirror.example.com",
+    "global.imagePullSecrets": [{"name": "globalcred"}],
+    "imagePullSecrets": [{"name": "regcred"}],
+    "operator.logLevel": "debug",
+    "agent.logLevel": "debug",
+    "operator.watchNamespace": "shop",
+    "operator.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}}},
+    "agent.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}}},
+    "operator.tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
+    "agent.tolerations": [],
+    "operator.extraEnv": [{"name": "TZ", "value": "UTC"}],
+    "agent.extraEnv": [{"name": "TZ", "value": "UTC"}],
+    "operator.topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                            "whenUnsatisfiable": "ScheduleAnyway"}],
+    "operator.updateStrategy": {"type": "Recreate"},
+    "agent.updateStrategy.type": "OnDelete",
+    "agent.updateStrategy.rollingUpdate.maxUnavailable": "20%",
+    "agent.pyroscope.url": "http://pyroscope-2.monitoring:4040",
+    "prometheusRule.runbookBaseURL": "https://runbooks.example.com/sonde",
+    "metrics.jobs.agent": "other-agent-job",
+    "metrics.jobs.operator": "other-operator-job",
+    "dashboards.namespace": "monitoring",
+}
+# Changes that need another value to render at all.
+VALUE_NEEDS = {
+    "operator.serviceAccount.create": {"operator": {"serviceAccount": {"name": "operator-sa"}}},
+    "agent.serviceAccount.create": {"agent": {"serviceAccount": {"name": "agent-sa"}}},
+}
+# Switched on underneath every change, so that the values they enable are rendered.
+VALUES_BASE = {
+    "prometheusRule": {"enabled": True},
+    "metrics": {"podMonitor": {"enabled": True}, "serviceMonitor": {"enabled": True}},
+    "agent": {"pyroscope": {"url": "http://pyroscope.monitoring:4040"}},
+}
+
+
+def leaves(tree, prefix=""):
+    """Dotted paths of values.yaml's leaves (an empty map or list is a leaf)."""
+    if isinstance(tree, dict) and tree:
+        for k, v in tree.items():
+            yield from leaves(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1], tree
+
+
+def nested(path, value):
+    out = {}
+    cur = out
+    parts = path.split(".")
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value
+    return out
+
+
+def merge(a, b):
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def candidates(path, value):
+    if path in VALUE_CHANGES:
+        return [VALUE_CHANGES[path]]
+    key = path.rsplit(".", 1)[-1]
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1, value - 1]
+    if isinstance(value, float):
+        return [round(value / 2, 3)]
+    if isinstance(value, dict):
+        return [{"example.com/owner": "platform"}]
+    if isinstance(value, list):
+        return [[{"name": "x"}]]
+    if isinstance(value, str):
+        if re.fullmatch(r"[0-9]+(ms|s|m|h)", value):
+            return [value[:-1] + "7" + value[-1] if value[-1] != "s" or value.endswith("ms")
+                    else "17s", "7m"]
+        if re.fullmatch(r"[0-9]+m", value):
+            return ["37m"]
+        if re.fullmatch(r"[0-9]+(Mi|Gi)", value):
+            return ["99Mi"]
+        if key == "severity":
+            return ["page"]
+        return [value + "2" if value else "custom-" + key.lower()]
+    return []
+
+
+def values_doc(scratch):
+    import subprocess
+    defaults = yaml.safe_load(open(os.path.join(CHART, "values.yaml")))
+    readme_path = os.path.join(CHART, "README.md")
+    readme = open(readme_path).read() if os.path.exists(readme_path) else ""
+
+    def render(values):
+        f = os.path.join(scratch, "v.yaml")
+        with open(f, "w") as out:
+            yaml.safe_dump(values, out)
+        r = subprocess.run(["helm", "template", "sonde", CHART, "-n", "sonde-system", "-f", f],
+                           capture_output=True, text=True)
+        return r.returncode, r.stdout, r.stderr
+
+    code, base, err = render(VALUES_BASE)
+    if code:
+        fail(f"values-doc: the base values do not render: {err}")
+        return
+    n = 0
+    effective = dict(leaves(merge(defaults, VALUES_BASE)))
+    for path, value in leaves(defaults):
+        n += 1
+        value = effective.get(path, value)
+        if f"`{path}`" not in readme:
+            fail(f"values-doc: {path} is not documented in charts/sonde/README.md")
+        verdicts = []
+        for cand in candidates(path, value):
+            code, out, err = render(merge(merge(VALUES_BASE, VALUE_NEEDS.get(path, {})),
+                                          nested(path, cand)))
+            if code:
+                verdicts.append(f"{cand!r} refused: {err.strip().splitlines()[-1] if err.strip() else code}")
+            elif out == base:
+                verdicts.append(f"{cand!r} renders the same")
+            else:
+                verdicts = None
+                break
+        if verdicts is not None:
+            fail(f"values-doc: setting {path} changes nothing: {'; '.join(verdicts) or 'no candidate'}")
+    print(f"values-doc: {n} values, each in the chart README and changing the rendered chart")
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     {"invariants": invariants, "rules": rules, "dashboards": dashboards,
-     "rendered-dashboards": rendered_dashboards, "rule-selectors": rule_selectors}[cmd](*args)
+     "rendered-dashboards": rendered_dashboards, "rule-selectors": rule_selectors,
+     "values-doc": values_doc}[cmd](*args)
     if failures:
         for f in failures:
             print(f"FAIL: {f}", file=sys.stderr)
