@@ -138,10 +138,10 @@ def invariants(rendered, values_file):
     # ClusterProfilingPolicies (and the Namespaces they select by) only when not scoped: a
     # scoped install has no cluster-wide reach. Read, and the operator's /status, never create.
     want = {} if scope else {
-        "agent": {"clusterprofilingpolicies": {"get", "list", "watch"},
-                  "namespaces": {"get", "list", "watch"}},
-        "operator": {"clusterprofilingpolicies": {"get", "list", "watch"},
-                     "clusterprofilingpolicies/status": {"get", "update", "patch"}}}
+        "agent": {"clusterprofilingpolicies": {"list", "watch"},
+                  "namespaces": {"list", "watch"}},
+        "operator": {"clusterprofilingpolicies": {"list", "watch"},
+                     "clusterprofilingpolicies/status": {"update"}}}
     for o in kinds.get("ClusterRole", []) + kinds.get("Role", []):
         name = o["metadata"]["name"]
         got = {}
@@ -153,6 +153,45 @@ def invariants(rendered, values_file):
         if got != expected:
             fail(f'{o["kind"]}/{name}: cluster-policy and namespace rules {got}, want {expected} '
                  f'(operator.watchNamespace={scope!r})')
+    # Scoped: pods, events and policies only through Roles in the watched namespace; the only
+    # cluster-wide grant left is the agent's get of its Node (and the aggregated user roles).
+    release_ns = "sonde-system"
+    for o in kinds.get("ClusterRole", []):
+        labels = o["metadata"].get("labels") or {}
+        aggregated = any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in labels)
+        for rule in o.get("rules") or []:
+            res = set(rule.get("resources") or [])
+            if scope and not aggregated and res & {"pods", "events", "profilingpolicies",
+                                                   "profilingpolicies/status"}:
+                fail(f'ClusterRole/{o["metadata"]["name"]}: grants {sorted(res)} cluster-wide '
+                     f'although operator.watchNamespace={scope!r}')
+    if scope:
+        for who, want_res in (("agent", {"profilingpolicies", "pods"}),
+                              ("operator", {"profilingpolicies", "profilingpolicies/status", "events"})):
+            roles = [o for o in kinds.get("Role", [])
+                     if o["metadata"]["name"].endswith(f"-{who}-watch")
+                     and o["metadata"]["namespace"] == scope]
+            got = {r for o in roles for rule in o.get("rules") or [] for r in rule.get("resources") or []}
+            if got != want_res:
+                fail(f"scoped: the {who}'s Role in {scope} grants {sorted(got)}, want {sorted(want_res)}")
+    # The operator writes only its own leader Lease, by name.
+    for o in kinds.get("Role", []):
+        if o["metadata"]["name"].endswith("-operator") and o["metadata"]["namespace"] == release_ns:
+            for rule in o.get("rules") or []:
+                if "leases" in (rule.get("resources") or []) and {"update", "get"} & set(rule["verbs"]):
+                    if rule.get("resourceNames") != [o["metadata"]["name"]]:
+                        fail(f'Role/{o["metadata"]["name"]}: leases {rule["verbs"]} not limited to '
+                             f'its leader Lease by resourceNames ({rule.get("resourceNames")})')
+    # Namespace users see and write their policies through the standard roles.
+    if ((values.get("rbac") or {}).get("aggregateToDefaultRoles", True)):
+        agg = {}
+        for o in kinds.get("ClusterRole", []):
+            for k, v in (o["metadata"].get("labels") or {}).items():
+                if k.startswith("rbac.authorization.k8s.io/aggregate-to-") and v == "true":
+                    agg[k.rsplit("-", 1)[-1]] = {vb for r in o["rules"] for vb in r["verbs"]}
+        if not ({"get", "list", "watch"} <= agg.get("view", set())
+                and {"create", "update", "patch", "delete"} <= agg.get("edit", set())):
+            fail(f"no ClusterRoles aggregated to view/edit for ProfilingPolicies: {agg}")
     for kind in ("PodMonitor", "ServiceMonitor"):
         for o in kinds.get(kind, []):
             eps = o["spec"].get("podMetricsEndpoints") or o["spec"].get("endpoints")
