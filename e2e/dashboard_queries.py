@@ -26,7 +26,7 @@ EXEMPT = {
     "kube_pod_container_resource_limits": "kube-state-metrics, not run here",
     "kube_pod_container_resource_requests": "kube-state-metrics, not run here",
     "kube_daemonset_status_desired_number_scheduled": "kube-state-metrics, not run here",
-    "sonde_cpu_profile_pushes_total": "exported with a Pyroscope endpoint only (agent.pyroscope.url), none here",
+    "sonde_cpu_profile_pushes_total": "a Pyroscope endpoint (agent.pyroscope.url), not run here",
 }
 RATE_INTERVAL = "30s"
 
