@@ -121,4 +121,19 @@ python3 "$check" dashboards "$chart/dashboards" "$tmp/promrules/sonde-rules.yaml
 echo "--- dashboards as rendered"
 python3 "$check" rendered-dashboards "$tmp/defaults.yaml" "$tmp/dash-defaults"
 python3 "$check" dashboards "$tmp/dash-defaults" "$tmp/promrules/sonde-rules.yaml" >/dev/null
+helm template sonde "$chart" -n sonde-system --set dashboards.multiCluster=true --set dashboards.editable=true \
+  --set fullnameOverride=obs-sonde >"$tmp/multicluster.yaml"
+python3 "$check" rendered-dashboards "$tmp/multicluster.yaml" "$tmp/dash-multicluster" >/dev/null
+python3 - "$tmp/dash-multicluster" <<'PY'
+import json, os, sys
+for f in sorted(os.listdir(sys.argv[1])):
+    d = json.load(open(os.path.join(sys.argv[1], f)))
+    v = {x["name"]: x for x in d["templating"]["list"]}
+    c = v["cluster"]
+    assert c["type"] == "query" and c["hide"] == 0 and "cluster)" in c["definition"], (f, c)
+    assert d["editable"] is True, f
+    if "agent_daemonset" in v:
+        assert v["agent_daemonset"]["query"] == "obs-sonde-agent", v["agent_daemonset"]
+print("multiCluster: a visible Cluster variable on every dashboard; editable; the DaemonSet's name")
+PY
 echo "chart-test: ok"

@@ -391,7 +391,8 @@ def dashboards(folder, rules_file):
         variables = {v["name"]: v for v in d["templating"]["list"]}
         if d.get("editable") is not False:
             fail(f"{where}: editable is {d.get('editable')!r}, want false (dashboards.editable)")
-        for name in ("agent_job", "operator_job", "cluster"):
+        for name in ("agent_job", "operator_job", "cluster") + (
+                ("agent_daemonset",) if d.get("uid") == "sonde-agent-health" else ()):
             v = variables.get(name)
             if not v or v["type"] != "constant" or v.get("hide") != 2:
                 fail(f"{where}: no hidden constant variable {name}")
