@@ -104,7 +104,7 @@ def main():
                 n = len(query(prom, name))
                 expr = name
             else:
-                expr = re.sub(r"[<>]\s*[0-9.]+", ">= 0", r["expr"])
+                expr = re.sub(r"[<>]=?\s*[0-9.]+(\s*\*\s*[0-9.]+)?", ">= 0", r["expr"])
                 exempt = [m for m in EXEMPT if m in expr]
                 if exempt:
                     print(f"  EXEMPT {name}: needs {', '.join(EXEMPT[m] for m in exempt)}")
