@@ -11,13 +11,14 @@ CMAKE_GEN := -G Ninja
 
 SOURCES = $(shell git ls-files '*.cpp' '*.h' '*.c' 2>/dev/null | grep -v '^bpf/vmlinux')
 
-.PHONY: help deps build test-build test unit-test fuzz e2e chart-test image image-test image-test-if-engine run bench fmt fmt-check tidy lint clean
+.PHONY: help deps build test-build test unit-test fuzz e2e chart chart-test image image-test image-test-if-engine run bench fmt fmt-check tidy lint clean
 
 help:
 	@echo "make deps       install the Debian packages (root, idempotent)"
 	@echo "make build      build $(BUILD)/bin/sonde-agent and $(BUILD)/bin/sonde-operator"
 	@echo "make test       ASan+UBSan build, unit + kernel (bpf) tests, fuzzers, e2e, format, clang-tidy"
 	@echo "make unit-test  | make fuzz | make e2e | make chart-test   the parts of make test"
+	@echo "make chart      package the Helm chart into $(BUILD)/chart (helm package)"
 	@echo "make image      container image localhost/sonde:<chart appVersion> (podman or docker)"
 	@echo "make image-test build the image and run it as the chart does (part of make test)"
 	@echo "make run        the agent standalone on this host with a demo workload"
@@ -50,6 +51,11 @@ fuzz:
 
 e2e: test-build
 	@scripts/run-e2e.sh $(TEST_BUILD)
+
+# The packaged chart, build/chart/sonde-<version>.tgz, once its version is the project's.
+chart:
+	@scripts/chart-version.sh
+	helm package charts/sonde -d $(BUILD)/chart
 
 # The Helm chart: lint, render, invariants, CRDs in sync, dashboards, promtool rule tests.
 chart-test:

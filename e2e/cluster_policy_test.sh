@@ -203,16 +203,16 @@ if $with_operator; then
   op_pid=$!
 fi
 listed_pods() {
-  curl -sf "$API_URL/_fake/requests" | jq -e '[.requests[] | select(.path == "/api/v1/pods")] | length > 0'
+  curl -sf "$API_URL/_fake/requests" | jq -e '[.requests[] | select(.path == "/api/v1/namespaces/team-a/pods")] | length > 0'
 }
-wait_until 100 listed_pods || fail "the scoped agent did not list its pods"
+wait_until 100 listed_pods || fail "the scoped agent did not list the pods of team-a (only)"
 sleep 3  # long enough for every informer to have listed
 asked="$(curl -sf "$API_URL/_fake/requests" |
-  jq -c '.requests[] | select(.path | test("clusterprofilingpolicies|^/api/v1/namespaces(/[^/]+)?$")) | [.method, .path, .userAgent]')"
-[[ -z "$asked" ]] || fail "scoped binaries asked for cluster policies or namespaces:"$'\n'"$asked"
+  jq -c '.requests[] | select(.path | test("clusterprofilingpolicies|^/api/v1/namespaces(/[^/]+)?$|^/api/v1/pods")) | [.method, .path, .userAgent]')"
+[[ -z "$asked" ]] || fail "scoped binaries asked for cluster policies, namespaces or every namespace's pods:"$'\n'"$asked"
 [[ "$(procs team-a)" == "" || "$(procs team-a)" == 0 ]] ||
   fail "a scoped agent instrumented team-a/web-1 for a cluster policy: procs=$(procs team-a)"
 [[ "$(kube GET "$cpolicies/profiled-web" | jq -c .status)" == null ]] ||
   fail "a scoped operator wrote a cluster policy's status"
-echo "scoped: no request for clusterprofilingpolicies or namespaces; the cluster policy is left alone"
+echo "scoped: pods of team-a only, no request for clusterprofilingpolicies or namespaces; the cluster policy is left alone"
 echo "PASS"

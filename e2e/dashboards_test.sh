@@ -48,10 +48,14 @@ trap cleanup EXIT
 # run lasts about 2 minutes and rate() over the rule's 5m window divides by 5 minutes, so web-1
 # (blocked 60%) reads about 0.3 at the end and web-2 (20%, gone early) under 0.1.
 helm template sonde "$root/charts/sonde" -n "$report_ns" -f "$root/charts/tests/values/monitors.yaml" \
-  --set prometheusRule.enabled=true --set prometheusRule.eventLoopBlocked.for=0s \
-  --set-json prometheusRule.eventLoopBlocked.threshold=0.15 \
-  --set prometheusRule.binaryNotInstrumentedFor=0s --set prometheusRule.nodeReportStaleFor=0s \
+  --set prometheusRule.enabled=true --set prometheusRule.rules.SondeEventLoopBlocked.for=0s \
+  --set-json prometheusRule.rules.SondeEventLoopBlocked.threshold=0.15 \
+  --set prometheusRule.rules.SondeGoBinaryNotInstrumented.for=0s \
+  --set prometheusRule.rules.SondeNodeReportStale.for=0s \
   >"$tmp/chart.yaml" || fail "helm template"
+# The dashboards as the chart renders them (their job constants from metrics.jobs).
+python3 "$root/charts/tests/check_chart.py" rendered-dashboards "$tmp/chart.yaml" "$tmp/dashboards" ||
+  fail "no dashboards rendered"
 python3 "$root/charts/tests/check_chart.py" rules "$tmp/chart.yaml" "$tmp/rules.yaml" ||
   fail "no PrometheusRule rendered"
 honor() {  # honor KIND: the rendered monitor's honorLabels
@@ -62,6 +66,14 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
         print(str(eps[0].get("honorLabels", False)).lower())' "$tmp/chart.yaml" "$1"
 }
 agent_honor="$(honor PodMonitor)" operator_honor="$(honor ServiceMonitor)"
+job_of() {  # job_of KIND: the job label the rendered monitor gives its targets
+  python3 -c 'import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == sys.argv[2]:
+        eps = d["spec"].get("podMetricsEndpoints") or d["spec"]["endpoints"]
+        print([r["replacement"] for r in eps[0]["relabelings"] if r["targetLabel"] == "job"][0])' "$tmp/chart.yaml" "$1"
+}
+agent_job="$(job_of PodMonitor)" operator_job="$(job_of ServiceMonitor)"
 echo "chart: PodMonitor honorLabels=$agent_honor, ServiceMonitor honorLabels=$operator_honor"
 
 # --- the fake API server, enforcing the rendered chart's RBAC for the agent and the operator
@@ -161,12 +173,12 @@ scrape_configs:
     honor_labels: $agent_honor
     static_configs:
       - targets: ["127.0.0.1:$agent_port"]
-        labels: {job: $report_ns/sonde-agent, namespace: $report_ns, pod: sonde-agent-x7k2p, container: agent, endpoint: metrics}
+        labels: {job: $agent_job, namespace: $report_ns, pod: sonde-agent-x7k2p, container: agent, endpoint: metrics}
   - job_name: serviceMonitor/$report_ns/sonde-operator/0
     honor_labels: $operator_honor
     static_configs:
       - targets: ["127.0.0.1:$op_port"]
-        labels: {job: sonde-operator-metrics, namespace: $report_ns, pod: sonde-operator-5d9f-abcde, container: operator, service: sonde-operator-metrics, endpoint: metrics}
+        labels: {job: $operator_job, namespace: $report_ns, pod: sonde-operator-5d9f-abcde, container: operator, service: sonde-operator-metrics, endpoint: metrics}
 YAML
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
   --web.listen-address="127.0.0.1:$prom_port" >"$tmp/prometheus.log" 2>&1 &
@@ -244,7 +256,7 @@ awk -v s="$summed" -v v="$ours" 'BEGIN { exit !(s > 1.5 * v) }' ||
 
 echo "--- every dashboard panel and rule through Prometheus"
 sleep 2
-python3 "$here/dashboard_queries.py" "$PROM_URL" "$root/charts/sonde/dashboards" "$tmp/rules.yaml" ||
+python3 "$here/dashboard_queries.py" "$PROM_URL" "$tmp/dashboards" "$tmp/rules.yaml" ||
   fail "a dashboard or rule query returned no series"
 
 echo "--- the CPU panel against the kernel's accounting"
@@ -256,8 +268,10 @@ sleep 2  # the last scrapes of the window
 measured="$(awk -v a="$ticks0" -v b="$ticks1" -v s="$t_a" -v e="$t_b" -v hz="$(getconf CLK_TCK)" \
   'BEGIN { printf "%.3f", (b - a) / hz / (e - s) }')"
 panel_expr="$(jq -r '.panels[] | select(.title == "CPU per container (cores)") | .targets[0].expr' \
-  "$root/charts/sonde/dashboards/cpu-profiles.json")"
+  "$tmp/dashboards/cpu-profiles.json")"
 panel_expr="${panel_expr//\$__rate_interval/20s}"
+panel_expr="${panel_expr//\$agent_job/$agent_job}"
+panel_expr="${panel_expr//\$cluster/}"
 panel_expr="${panel_expr//\$namespace/shop}"
 panel_expr="${panel_expr//\$pod/web-1}"
 cores="$(curl -sf --get "$PROM_URL/api/v1/query" --data-urlencode "query=$panel_expr" \

@@ -99,4 +99,47 @@ wait_until 300 grep -q 'cannot update resource \\"clusterprofilingpolicies/statu
 [[ "$(kube_admin GET /apis/sonde.dev/v1alpha1/clusterprofilingpolicies/all-web | jq -c .status)" == null ]] ||
   fail "the cluster policy has a status although the operator may not write it"
 echo "operator: $(grep -o 'clusterprofilingpolicies.sonde.dev \\"all-web\\" is forbidden[^,]*' "$tmp/operator.log" | head -1)"
-echo "PASS: missing RBAC verbs fail with 403 and are reported"
+echo "missing RBAC verbs fail with 403 and are reported"
+
+echo "--- scoped (operator.watchNamespace=shop): Roles in shop suffice, nothing is refused"
+stop_agent
+kill "$op_pid" 2>/dev/null || true; wait "$op_pid" 2>/dev/null || true; op_pid=""
+kill "$API_PID" 2>/dev/null || true; wait "$API_PID" 2>/dev/null || true; API_PID=""
+helm template sonde "$root/charts/sonde" -n "$ns" --set operator.watchNamespace=shop \
+  >"$tmp/scoped.yaml" || fail "helm template (scoped)"
+python3 - "$tmp/scoped.yaml" <<'PY' || fail "the scoped chart grants pods, events or policies cluster-wide"
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "ClusterRole" and not any(
+            k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in d["metadata"]["labels"]):
+        for rule in d["rules"]:
+            assert not {"pods", "events", "profilingpolicies"} & set(rule["resources"]), (d["metadata"]["name"], rule)
+PY
+rm -f "$tmp/apiserver.out"  # or the new server's PORT line could be read from the old one's
+start_fake_apiserver "$tmp/scoped.yaml" "$ns"
+kube_admin POST /api/v1/nodes "{\"metadata\": {\"name\": \"$node_name\"}}" >/dev/null ||
+  fail "cannot create the Node"
+kube_admin POST /apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies '{
+  "apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
+  "metadata": {"name": "web", "namespace": "shop"},
+  "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
+           "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null || fail "cannot create the policy"
+"$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
+  --watch-namespace shop --metrics-address "127.0.0.1:$port" >"$tmp/agent-scoped.log" 2>&1 &
+AGENT_PID=$!
+# Leader election on, with the chart's Lease name: the operator may write that Lease only.
+"$SONDE_BIN/sonde-operator" --kubeconfig "$tmp/kubeconfig-operator" --report-namespace "$ns" \
+  --namespace shop --leader-elect=true --leader-election-id sonde-operator \
+  --leader-election-identity rbac-test --metrics-address "127.0.0.1:$(free_port)" \
+  >"$tmp/operator-scoped.log" 2>&1 &
+op_pid=$!
+has_status() { [[ "$(kube_admin GET /apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies/web | jq -c .status)" != null ]]; }
+wait_until 600 has_status ||
+  { tail -20 "$tmp/operator-scoped.log"; fail "the scoped operator wrote no status for shop/web"; }
+kube_admin GET "/apis/coordination.k8s.io/v1/namespaces/$ns/leases/sonde-operator" | jq -e '.spec.holderIdentity == "rbac-test"' >/dev/null ||
+  fail "the scoped operator does not hold its leader Lease"
+sleep 3
+refused="$(fake_requests_with 403 | jq -c '[.method, .path, .userAgent]')"
+[[ -z "$refused" ]] || fail "requests the scoped chart's RBAC refuses:"$'\n'"$refused"
+echo "scoped: the policy's status written, the leader Lease held, no request refused"
+echo "PASS: missing RBAC verbs fail with 403 and are reported; a scoped install needs no cluster-wide grant"

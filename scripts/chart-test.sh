@@ -56,7 +56,43 @@ grep -q 'image: registry.example.com/sonde:' "$tmp/subchart.yaml" ||
   { echo "FAIL: the subchart's image values were not applied" >&2; exit 1; }
 echo "rendered $(grep -c '^kind:' "$tmp/subchart.yaml") objects"
 
+echo "--- version: Chart.yaml's version and appVersion are the project's"
+echo "version $("$root/scripts/chart-version.sh")"
+
+echo "--- image, pull secrets and scheduling knobs as rendered"
+helm template sonde "$chart" -n sonde-system --set global.imageRegistry=mirror.example.com \
+  --set image.digest="sha256:$(printf 'a%.0s' {1..64})" \
+  --set-json 'global.imagePullSecrets=[{"name":"globalcred"}]' \
+  --set-json 'imagePullSecrets=[{"name":"regcred"},{"name":"globalcred"}]' \
+  --set-json 'agent.podLabels={"azure.workload.identity/use":"true"}' \
+  --set-json 'operator.topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"ScheduleAnyway"}]' \
+  --set-json 'operator.updateStrategy={"type":"Recreate"}' --set agent.updateStrategy.type=OnDelete \
+  >"$tmp/knobs.yaml"
+python3 - "$tmp/knobs.yaml" <<'PY'
+import sys, yaml
+objs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(sys.argv[1])) if d}
+ds, dep = objs[("DaemonSet", "sonde-agent")], objs[("Deployment", "sonde-operator")]
+want = "mirror.example.com/sonde@sha256:" + "a" * 64
+for o in (ds, dep):
+    spec = o["spec"]["template"]["spec"]
+    assert spec["containers"][0]["image"] == want, spec["containers"][0]["image"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}, {"name": "globalcred"}], spec["imagePullSecrets"]
+assert ds["spec"]["template"]["metadata"]["labels"]["azure.workload.identity/use"] == "true"
+assert "azure.workload.identity/use" not in ds["spec"]["selector"]["matchLabels"]
+assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}, ds["spec"]["updateStrategy"]
+assert dep["spec"]["strategy"] == {"type": "Recreate"}
+assert dep["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+print("image", want, "; pull secrets regcred, globalcred once; podLabels, updateStrategy, strategy, topologySpreadConstraints applied")
+PY
+
 echo "--- a bad value is refused with its name"
+for bad in 'imagePullSecrets=["regcred"]' 'agent.tolerations=[{"operator":"Sometimes"}]' \
+           'operator.tolerations=["NoSchedule"]' 'global.imagePullSecrets=[{"secret":"x"}]'; do
+  if helm template sonde "$chart" --set-json "$bad" >"$tmp/bad.out" 2>&1; then
+    echo "FAIL: $bad was accepted: the schema must refuse it" >&2; exit 1
+  fi
+  echo "$bad: refused: $(grep -o "at '[^']*'.*" "$tmp/bad.out" | head -1)"
+done
 if helm template sonde "$chart" --set operator.replicas=0 >"$tmp/bad.out" 2>&1 ||
    ! grep -q "replicas" "$tmp/bad.out"; then
   cat "$tmp/bad.out"; echo "FAIL: operator.replicas=0 was not refused by the schema" >&2; exit 1
@@ -69,7 +105,35 @@ python3 "$check" rules "$tmp/rules.yaml" "$tmp/promrules/sonde-rules.yaml"
 promtool check rules "$tmp/promrules/sonde-rules.yaml"
 cp "$tests/rules_test.yaml" "$tmp/promrules/"
 promtool test rules "$tmp/promrules/rules_test.yaml"
+python3 "$check" rule-selectors "$tmp/promrules/sonde-rules.yaml" sonde-agent sonde-operator
+# The jobs are the chart's: other values reach every rule.
+helm template sonde "$chart" -n sonde-system --set prometheusRule.enabled=true \
+  --set metrics.jobs.agent=ours-agent --set metrics.jobs.operator=ours-operator >"$tmp/jobs.yaml"
+python3 "$check" rules "$tmp/jobs.yaml" "$tmp/jobs-rules.yaml"
+python3 "$check" rule-selectors "$tmp/jobs-rules.yaml" ours-agent ours-operator
+
+echo "--- values: each documented in charts/sonde/README.md and changing the rendered chart"
+mkdir -p "$tmp/values-doc"
+python3 "$check" values-doc "$tmp/values-doc"
 
 echo "--- dashboards"
 python3 "$check" dashboards "$chart/dashboards" "$tmp/promrules/sonde-rules.yaml"
+echo "--- dashboards as rendered"
+python3 "$check" rendered-dashboards "$tmp/defaults.yaml" "$tmp/dash-defaults"
+python3 "$check" dashboards "$tmp/dash-defaults" "$tmp/promrules/sonde-rules.yaml" >/dev/null
+helm template sonde "$chart" -n sonde-system --set dashboards.multiCluster=true --set dashboards.editable=true \
+  --set fullnameOverride=obs-sonde >"$tmp/multicluster.yaml"
+python3 "$check" rendered-dashboards "$tmp/multicluster.yaml" "$tmp/dash-multicluster" >/dev/null
+python3 - "$tmp/dash-multicluster" <<'PY'
+import json, os, sys
+for f in sorted(os.listdir(sys.argv[1])):
+    d = json.load(open(os.path.join(sys.argv[1], f)))
+    v = {x["name"]: x for x in d["templating"]["list"]}
+    c = v["cluster"]
+    assert c["type"] == "query" and c["hide"] == 0 and "cluster)" in c["definition"], (f, c)
+    assert d["editable"] is True, f
+    if "agent_daemonset" in v:
+        assert v["agent_daemonset"]["query"] == "obs-sonde-agent", v["agent_daemonset"]
+print("multiCluster: a visible Cluster variable on every dashboard; editable; the DaemonSet's name")
+PY
 echo "chart-test: ok"

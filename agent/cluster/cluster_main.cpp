@@ -189,8 +189,12 @@ int cluster_main(int argc, char** argv) {
     if (AgentRuntime* r = runtime_ptr.load()) r->request_reselect();
   });
   kube::Informer policies(client, kube::kProfilingPolicies, {.ns = args->watch_namespace});
-  kube::Informer pods(client, kube::kPods, {.field_selector = "spec.nodeName=" + args->node_name},
-                      trim_pod);
+  // Scoped like the policies: a policy selects pods of its own namespace only, so a scoped agent
+  // needs (and the chart grants, in a Role) the pods of the watched namespace alone.
+  kube::Informer pods(
+      client, kube::kPods,
+      {.ns = args->watch_namespace, .field_selector = "spec.nodeName=" + args->node_name},
+      trim_pod);
   policies.add_handlers(selector.policy_handlers());
   pods.add_handlers(selector.pod_handlers());
   // ClusterProfilingPolicies and the namespaces' labels they select by: cluster-wide reads an

@@ -186,6 +186,7 @@ void EventLoopMonitor::sweep() {
 std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
   std::lock_guard lock(mu_);
   std::map<ContainerLabels, LoopCounts> live;
+  std::map<ContainerLabels, size_t> loops;
   uint64_t now = clock_.now_ns();
   for (auto& [pid, p] : processes_) {
     auto v = probes_.read_at(pid, now);
@@ -198,11 +199,13 @@ std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
                 {{"pid", pid}, {"max_processes", SONDE_NODEJS_MAX_PROCESSES}});
     }
     live[p.labels] += p.last;
+    if (!p.lost) loops[p.labels]++;
   }
   std::vector<Sample> out;
   for (const auto& t : containers_.report(live, now)) {
-    out.push_back(
-        {t.labels, static_cast<double>(t.value.blocked_ns) / 1e9, t.processes, t.value.blocks});
+    auto l = loops.find(t.labels);
+    out.push_back({t.labels, static_cast<double>(t.value.blocked_ns) / 1e9, t.processes,
+                   l == loops.end() ? 0 : l->second, t.value.blocks});
   }
   return out;
 }

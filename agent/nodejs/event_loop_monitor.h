@@ -69,6 +69,7 @@ class EventLoopMonitor {
     ContainerLabels labels;
     double blocked_seconds;
     size_t processes;   // live Node.js processes of the container
+    size_t loops;       // of those, the ones measured: their kernel state not lost
     LoopBlocks blocks;  // finished blocks by duration (kLoopBlockBoundsNs), sum in ns
   };
   // Per container, including containers whose processes exited less than `grace` ago.

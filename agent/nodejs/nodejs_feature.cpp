@@ -48,6 +48,10 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   }();
   auto procs = gauge_family("sonde_agent_nodejs_processes",
                             "Node.js processes instrumented, per container.");
+  // The divisor of a per-loop blocked ratio: blocked seconds per second over this never exceed
+  // 1 per loop, however many node processes a container runs.
+  auto loops = gauge_family("container_nodejs_event_loops",
+                            "Node.js main-thread event loops measured, per container.");
   for (const auto& s : monitor_.samples()) {
     LabelPairs labels{{"namespace", s.labels.namespace_name},
                       {"pod", s.labels.pod},
@@ -57,6 +61,7 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
     add_histogram(blocks, labels, kBounds, s.blocks.counts,
                   static_cast<double>(s.blocks.sum) / 1e9);
     add_sample(procs, labels, static_cast<double>(s.processes));
+    add_sample(loops, labels, static_cast<double>(s.loops));
   }
   auto binaries = gauge_family("sonde_agent_nodejs_binaries",
                                "Instrumented Node.js binaries: processes per binary (path as "
@@ -78,6 +83,7 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   out.push_back(std::move(blocked));
   out.push_back(std::move(blocks));
   out.push_back(std::move(procs));
+  out.push_back(std::move(loops));
   out.push_back(std::move(binaries));
   out.push_back(std::move(lost));
 }

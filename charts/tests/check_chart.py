@@ -4,6 +4,10 @@
   check_chart.py invariants RENDERED.yaml VALUES.yaml  security and scraping invariants
   check_chart.py rules RENDERED.yaml OUT.yaml           the PrometheusRule's spec as a rules file
   check_chart.py dashboards DASHBOARD_DIR RULES.yaml    the dashboards' JSON model and metric names
+  check_chart.py rendered-dashboards RENDERED.yaml OUT_DIR  the rendered dashboards, written out
+  check_chart.py rule-selectors RULES.yaml AGENT_JOB OPERATOR_JOB  every rule reads sonde's jobs only
+  check_chart.py values-doc SCRATCH_DIR                 every leaf of values.yaml is in the chart
+                                                        README and changes the rendered chart
 
 Prints what it checked; exits non-zero with the reasons on the first failing document.
 """
@@ -140,10 +144,10 @@ def invariants(rendered, values_file):
     # ClusterProfilingPolicies (and the Namespaces they select by) only when not scoped: a
     # scoped install has no cluster-wide reach. Read, and the operator's /status, never create.
     want = {} if scope else {
-        "agent": {"clusterprofilingpolicies": {"get", "list", "watch"},
-                  "namespaces": {"get", "list", "watch"}},
-        "operator": {"clusterprofilingpolicies": {"get", "list", "watch"},
-                     "clusterprofilingpolicies/status": {"get", "update", "patch"}}}
+        "agent": {"clusterprofilingpolicies": {"list", "watch"},
+                  "namespaces": {"list", "watch"}},
+        "operator": {"clusterprofilingpolicies": {"list", "watch"},
+                     "clusterprofilingpolicies/status": {"update"}}}
     for o in kinds.get("ClusterRole", []) + kinds.get("Role", []):
         name = o["metadata"]["name"]
         got = {}
@@ -155,10 +159,57 @@ def invariants(rendered, values_file):
         if got != expected:
             fail(f'{o["kind"]}/{name}: cluster-policy and namespace rules {got}, want {expected} '
                  f'(operator.watchNamespace={scope!r})')
+    # Scoped: pods, events and policies only through Roles in the watched namespace; the only
+    # cluster-wide grant left is the agent's get of its Node (and the aggregated user roles).
+    release_ns = "sonde-system"
+    for o in kinds.get("ClusterRole", []):
+        labels = o["metadata"].get("labels") or {}
+        aggregated = any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in labels)
+        for rule in o.get("rules") or []:
+            res = set(rule.get("resources") or [])
+            if scope and not aggregated and res & {"pods", "events", "profilingpolicies",
+                                                   "profilingpolicies/status"}:
+                fail(f'ClusterRole/{o["metadata"]["name"]}: grants {sorted(res)} cluster-wide '
+                     f'although operator.watchNamespace={scope!r}')
+    if scope:
+        for who, want_res in (("agent", {"profilingpolicies", "pods"}),
+                              ("operator", {"profilingpolicies", "profilingpolicies/status", "events"})):
+            roles = [o for o in kinds.get("Role", [])
+                     if o["metadata"]["name"].endswith(f"-{who}-watch")
+                     and o["metadata"]["namespace"] == scope]
+            got = {r for o in roles for rule in o.get("rules") or [] for r in rule.get("resources") or []}
+            if got != want_res:
+                fail(f"scoped: the {who}'s Role in {scope} grants {sorted(got)}, want {sorted(want_res)}")
+    # The operator writes only its own leader Lease, by name.
+    for o in kinds.get("Role", []):
+        if o["metadata"]["name"].endswith("-operator") and o["metadata"]["namespace"] == release_ns:
+            for rule in o.get("rules") or []:
+                if "leases" in (rule.get("resources") or []) and {"update", "get"} & set(rule["verbs"]):
+                    if rule.get("resourceNames") != [o["metadata"]["name"]]:
+                        fail(f'Role/{o["metadata"]["name"]}: leases {rule["verbs"]} not limited to '
+                             f'its leader Lease by resourceNames ({rule.get("resourceNames")})')
+    # Namespace users see and write their policies through the standard roles.
+    if ((values.get("rbac") or {}).get("aggregateToDefaultRoles", True)):
+        agg = {}
+        for o in kinds.get("ClusterRole", []):
+            for k, v in (o["metadata"].get("labels") or {}).items():
+                if k.startswith("rbac.authorization.k8s.io/aggregate-to-") and v == "true":
+                    agg[k.rsplit("-", 1)[-1]] = {vb for r in o["rules"] for vb in r["verbs"]}
+        if not ({"get", "list", "watch"} <= agg.get("view", set())
+                and {"create", "update", "patch", "delete"} <= agg.get("edit", set())):
+            fail(f"no ClusterRoles aggregated to view/edit for ProfilingPolicies: {agg}")
     for kind in ("PodMonitor", "ServiceMonitor"):
         for o in kinds.get(kind, []):
             eps = o["spec"].get("podMetricsEndpoints") or o["spec"].get("endpoints")
+            jobs = (values.get("metrics") or {}).get("jobs") or {}
+            want_job = jobs.get("agent" if kind == "PodMonitor" else "operator",
+                                defaults["metrics"]["jobs"]["agent" if kind == "PodMonitor" else "operator"])
             for ep in eps:
+                got_job = [r.get("replacement") for r in ep.get("relabelings") or []
+                           if r.get("targetLabel") == "job"]
+                if got_job != [want_job]:
+                    fail(f"{kind}/{o['metadata']['name']}: job relabeled to {got_job}, want "
+                         f"[{want_job!r}] (metrics.jobs): the rules and dashboards select on it")
                 if ep.get("honorLabels") is not True:
                     fail(f"{kind}/{o['metadata']['name']}: honorLabels is not true: the "
                          "workload's namespace/pod/container labels would become exported_*")
@@ -208,7 +259,15 @@ def rules(rendered, out):
 # Metrics the dashboards may use that sonde does not export: the agent pods' own CPU (cAdvisor,
 # from the kubelet) and resources (kube-state-metrics). Only in the agent health dashboard.
 EXTERNAL = {"container_cpu_usage_seconds_total", "kube_pod_container_resource_limits",
-            "kube_pod_container_resource_requests"}
+            "kube_pod_container_resource_requests", "kube_daemonset_status_desired_number_scheduled"}
+# Series of sonde's targets that sonde does not export itself: Prometheus's own per target.
+TARGET_SERIES = {"up"}
+# The operator's series; every other sonde_ / container_ series is an agent's.
+OPERATOR_PREFIXES = ("sonde_operator_", "sonde_node_report", "sonde_policy_matched_pods",
+                     "sonde_policy_instrumented_pods", "sonde_policy_nodejs_processes")
+# Self-monitoring series (grepped from the sources) that the agent health dashboard need not
+# show, each with the reason. Empty: it shows them all.
+HEALTH_NOT_PLACED = {}
 SONDE_PREFIXES = ("sonde_", "container_nodejs_", "container_go_tls_", "container_cpu_profile_")
 PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "or", "and",
                    "unless", "bool", "offset"}
@@ -230,6 +289,96 @@ def metric_names(expr):
     return names
 
 
+def selectors(expr):
+    """(metric name, its matchers) for every series selector of a PromQL expression."""
+    expr_nostr = re.sub(r'"(?:[^"\\]|\\.)*"', lambda m: "\0" * len(m.group(0)), expr)
+    out = []
+    for m in re.finditer(r"(?<![\w:$])([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{)?", expr_nostr):
+        name, brace = m.group(1), m.group(2)
+        after = expr_nostr[m.end():m.end() + 1]
+        if name in PROMQL_KEYWORDS or (not brace and after == "("):
+            continue
+        if not (name.startswith(SONDE_PREFIXES) or name in EXTERNAL or name in TARGET_SERIES):
+            continue
+        matchers = ""
+        if brace:
+            end = expr_nostr.index("}", m.end())
+            matchers = expr[m.end():end]
+        out.append((name, matchers))
+    return out
+
+
+def want_job(name, agent, operator):
+    if name in EXTERNAL:
+        return None
+    return operator if name.startswith(OPERATOR_PREFIXES) else agent
+
+
+def check_selectors(where, expr, agent, operator, cluster):
+    for name, matchers in selectors(expr):
+        job = want_job(name, agent, operator)
+        if job is not None and f'job=~"{job}"' not in matchers:
+            fail(f'{where}: {name}{{{matchers}}} does not select job=~"{job}"')
+        if cluster and 'cluster=~"$cluster"' not in matchers:
+            fail(f'{where}: {name}{{{matchers}}} does not select cluster=~"$cluster"')
+
+
+def rule_selectors(rules_file, agent, operator):
+    """Every selector of every rule carries the chart's job matcher; every alert a runbook."""
+    n = 0
+    root = os.path.join(HERE, "..", "..")
+    for g in yaml.safe_load(open(rules_file))["groups"]:
+        for r in g["rules"]:
+            name = r.get("record") or r.get("alert")
+            check_selectors(f"rule {name}", r["expr"], agent, operator, False)
+            n += 1
+            if "alert" in r:
+                url = r.get("annotations", {}).get("runbook_url", "")
+                if not url.endswith(f"/{name}.md"):
+                    fail(f"alert {name}: runbook_url {url!r} does not name {name}.md")
+                book = os.path.join(root, "docs", "runbooks", f"{name}.md")
+                if not os.path.exists(book):
+                    fail(f"alert {name}: no runbook docs/runbooks/{name}.md")
+                else:
+                    text = open(book).read()
+                    for part in ("## Meaning", "## Check", "## Fix"):
+                        if part not in text:
+                            fail(f"docs/runbooks/{name}.md: no {part!r} section")
+    print(f"rule-selectors: {n} rules select job=~{agent!r}/{operator!r} only; runbooks present")
+
+
+def health_series():
+    """The agent's and operator's own series names, from the sources."""
+    root = os.path.normpath(os.path.join(HERE, "..", ".."))
+    names = set()
+    for top in ("agent", "operator"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            if "tests" in os.path.relpath(dirpath, root).split(os.sep):
+                continue
+            for f in files:
+                if not f.endswith(".cpp"):
+                    continue
+                text = open(os.path.join(dirpath, f)).read()
+                names |= set(re.findall(r'"(sonde_(?:agent|operator)_[a-z0-9_]+)"', text))
+                # families named from a prefix (the symbol cache's)
+                for prefix in re.findall(r'std::string\("(sonde_agent_[a-z_]+_)"\) \+ name \+ "_total"', text):
+                    for part in re.findall(r'cache_family\("([a-z]+)"', text):
+                        names.add(f"{prefix}{part}_total")
+    return {n for n in names if not n.endswith("_")}
+
+
+def rendered_dashboards(rendered, out):
+    os.makedirs(out, exist_ok=True)
+    n = 0
+    for o in docs(rendered):
+        if o["kind"] == "ConfigMap" and "-dashboard-" in o["metadata"]["name"]:
+            for key, text in o["data"].items():
+                with open(os.path.join(out, key), "w") as f:
+                    f.write(text)
+                n += 1
+    print(f"rendered-dashboards: {n} written to {out}")
+
+
 def dashboards(folder, rules_file):
     recorded = set()
     for g in yaml.safe_load(open(rules_file))["groups"]:
@@ -246,6 +395,13 @@ def dashboards(folder, rules_file):
             fail(f"{where}: uid {d.get('uid')!r} missing, longer than 40 or not unique")
         uids.add(d.get("uid"))
         variables = {v["name"]: v for v in d["templating"]["list"]}
+        if d.get("editable") is not False:
+            fail(f"{where}: editable is {d.get('editable')!r}, want false (dashboards.editable)")
+        for name in ("agent_job", "operator_job", "cluster") + (
+                ("agent_daemonset",) if d.get("uid") == "sonde-agent-health" else ()):
+            v = variables.get(name)
+            if not v or v["type"] != "constant" or v.get("hide") != 2:
+                fail(f"{where}: no hidden constant variable {name}")
         ds = variables.get("datasource")
         if not ds or ds["type"] != "datasource" or ds["query"] != "prometheus":
             fail(f"{where}: no Prometheus datasource variable")
@@ -280,9 +436,20 @@ def dashboards(folder, rules_file):
         used = set()
         for e in exprs:
             used |= metric_names(e)
+            check_selectors(where, e, "$agent_job", "$operator_job", True)
+            for window in re.findall(r"\[([^\]]*)\]", e):
+                if window != "$__rate_interval":
+                    fail(f"{where}: range [{window}] in {e!r}: use [$__rate_interval]")
+        if d["uid"] == "sonde-agent-health":
+            shown = {re.sub(r"_(bucket|sum|count)$", "", m) for m in used} | used
+            missing = health_series() - shown - set(HEALTH_NOT_PLACED)
+            for m in sorted(missing):
+                fail(f"{where}: the health series {m} is on no panel")
         for m in sorted(used):
             if m in recorded:
                 fail(f"{where}: uses the recording rule {m}: dashboards must work without the rules")
+            elif m in TARGET_SERIES:
+                pass
             elif m in EXTERNAL:
                 if d["uid"] != "sonde-agent-health":
                     fail(f"{where}: {m} (not sonde's) outside the agent health dashboard")
@@ -291,9 +458,149 @@ def dashboards(folder, rules_file):
         print(f"dashboards: {fname}: {len(d['panels'])} panels, metrics {sorted(used)}")
 
 
+# The leaves a generic change cannot exercise, and a value that renders differently for each.
+VALUE_CHANGES = {
+    "image.digest": "sha256:" + "a" * 64,
+    "image.pullPolicy": "Always",
+    "image.repository": "registry.example.com/sonde2",
+    "global.imageRegistry": "mirror.example.com",
+    "global.imagePullSecrets": [{"name": "globalcred"}],
+    "imagePullSecrets": [{"name": "regcred"}],
+    "operator.logLevel": "debug",
+    "agent.logLevel": "debug",
+    "operator.watchNamespace": "shop",
+    "operator.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}}},
+    "agent.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}}},
+    "operator.tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
+    "agent.tolerations": [],
+    "operator.extraEnv": [{"name": "TZ", "value": "UTC"}],
+    "agent.extraEnv": [{"name": "TZ", "value": "UTC"}],
+    "operator.topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                            "whenUnsatisfiable": "ScheduleAnyway"}],
+    "operator.updateStrategy": {"type": "Recreate"},
+    "agent.updateStrategy.type": "OnDelete",
+    "agent.updateStrategy.rollingUpdate.maxUnavailable": "20%",
+    "agent.pyroscope.url": "http://pyroscope-2.monitoring:4040",
+    "prometheusRule.runbookBaseURL": "https://runbooks.example.com/sonde",
+    "metrics.jobs.agent": "other-agent-job",
+    "metrics.jobs.operator": "other-operator-job",
+    "dashboards.namespace": "monitoring",
+}
+# Changes that need another value to render at all.
+VALUE_NEEDS = {
+    "operator.serviceAccount.create": {"operator": {"serviceAccount": {"name": "operator-sa"}}},
+    "agent.serviceAccount.create": {"agent": {"serviceAccount": {"name": "agent-sa"}}},
+}
+# Switched on underneath every change, so that the values they enable are rendered.
+VALUES_BASE = {
+    "prometheusRule": {"enabled": True},
+    "metrics": {"podMonitor": {"enabled": True}, "serviceMonitor": {"enabled": True}},
+    "agent": {"pyroscope": {"url": "http://pyroscope.monitoring:4040"}},
+}
+
+
+def leaves(tree, prefix=""):
+    """Dotted paths of values.yaml's leaves (an empty map or list is a leaf)."""
+    if isinstance(tree, dict) and tree:
+        for k, v in tree.items():
+            yield from leaves(v, f"{prefix}{k}.")
+    else:
+        yield prefix[:-1], tree
+
+
+def nested(path, value):
+    out = {}
+    cur = out
+    parts = path.split(".")
+    for p in parts[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[parts[-1]] = value
+    return out
+
+
+def merge(a, b):
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def candidates(path, value):
+    if path in VALUE_CHANGES:
+        return [VALUE_CHANGES[path]]
+    key = path.rsplit(".", 1)[-1]
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1, value - 1]
+    if isinstance(value, float):
+        return [round(value / 2, 3)]
+    if isinstance(value, dict):
+        return [{"example.com/owner": "platform"}]
+    if isinstance(value, list):
+        return [[{"name": "x"}]]
+    if isinstance(value, str):
+        if re.fullmatch(r"[0-9]+(ms|s|m|h)", value):
+            return [value[:-1] + "7" + value[-1] if value[-1] != "s" or value.endswith("ms")
+                    else "17s", "7m"]
+        if re.fullmatch(r"[0-9]+m", value):
+            return ["37m"]
+        if re.fullmatch(r"[0-9]+(Mi|Gi)", value):
+            return ["99Mi"]
+        if key == "severity":
+            return ["page"]
+        return [value + "2" if value else "custom-" + key.lower()]
+    return []
+
+
+def values_doc(scratch):
+    import subprocess
+    defaults = yaml.safe_load(open(os.path.join(CHART, "values.yaml")))
+    readme_path = os.path.join(CHART, "README.md")
+    readme = open(readme_path).read() if os.path.exists(readme_path) else ""
+
+    def render(values):
+        f = os.path.join(scratch, "v.yaml")
+        with open(f, "w") as out:
+            yaml.safe_dump(values, out)
+        r = subprocess.run(["helm", "template", "sonde", CHART, "-n", "sonde-system", "-f", f],
+                           capture_output=True, text=True)
+        return r.returncode, r.stdout, r.stderr
+
+    code, base, err = render(VALUES_BASE)
+    if code:
+        fail(f"values-doc: the base values do not render: {err}")
+        return
+    n = 0
+    effective = dict(leaves(merge(defaults, VALUES_BASE)))
+    for path, value in leaves(defaults):
+        n += 1
+        value = effective.get(path, value)
+        if f"`{path}`" not in readme:
+            fail(f"values-doc: {path} is not documented in charts/sonde/README.md")
+        verdicts = []
+        for cand in candidates(path, value):
+            code, out, err = render(merge(merge(VALUES_BASE, VALUE_NEEDS.get(path, {})),
+                                          nested(path, cand)))
+            if code:
+                verdicts.append(f"{cand!r} refused: {err.strip().splitlines()[-1] if err.strip() else code}")
+            elif out == base:
+                verdicts.append(f"{cand!r} renders the same")
+            else:
+                verdicts = None
+                break
+        if verdicts is not None:
+            fail(f"values-doc: setting {path} changes nothing: {'; '.join(verdicts) or 'no candidate'}")
+    print(f"values-doc: {n} values, each in the chart README and changing the rendered chart")
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"invariants": invariants, "rules": rules, "dashboards": dashboards}[cmd](*args)
+    {"invariants": invariants, "rules": rules, "dashboards": dashboards,
+     "rendered-dashboards": rendered_dashboards, "rule-selectors": rule_selectors,
+     "values-doc": values_doc}[cmd](*args)
     if failures:
         for f in failures:
             print(f"FAIL: {f}", file=sys.stderr)

@@ -82,6 +82,13 @@ class EventLoopMonitorTest : public ::testing::Test {
     return -1;  // no series
   }
 
+  int event_loops(const ContainerLabels& labels) {
+    for (const auto& s : monitor_.samples()) {
+      if (s.labels == labels) return static_cast<int>(s.loops);
+    }
+    return -1;  // no series
+  }
+
   ProcReader proc_;
   symbols::ProbeTargetCache cache_{64};
   FakeClock clock_;
@@ -114,9 +121,11 @@ TEST_F(EventLoopMonitorTest, ACounterNeverGoesBackwardsWhenTheKernelStateIsLost)
   ASSERT_EQ(monitor_.consider(candidate(true), kWeb), EventLoopMonitor::Outcome::kTracked);
   loops_.blocked[pid] = 5'000'000'000;
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), 5.0);
+  EXPECT_EQ(event_loops(kWeb), 1);
   loops_.blocked.erase(pid);  // evicted from the LRU map
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), 5.0);
   EXPECT_EQ(monitor_.states_lost(), 1u);
+  EXPECT_EQ(event_loops(kWeb), 0);  // still a process, no longer a measured loop
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), 5.0);
   EXPECT_EQ(monitor_.states_lost(), 1u);  // counted once
   monitor_.exited(pid, clock_.now);       // untrack fails: the last value read is what folds
@@ -127,9 +136,11 @@ TEST_F(EventLoopMonitorTest, FoldsAtExitAndForgetsTheContainerAfterTheGrace) {
   const pid_t pid = child_->pid();
   ASSERT_EQ(monitor_.consider(candidate(true), kWeb), EventLoopMonitor::Outcome::kTracked);
   loops_.blocked[pid] = 2'000'000'000;
+  EXPECT_EQ(event_loops(kWeb), 1);
   monitor_.exited(pid, clock_.now);
   EXPECT_EQ(monitor_.tracked(), 0u);
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), 2.0);
+  EXPECT_EQ(event_loops(kWeb), 0);  // the series stays through the grace, at 0 loops
   clock_.now += kGrace - 1;
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), 2.0);
   clock_.now += 1;

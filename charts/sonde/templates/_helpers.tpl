@@ -36,8 +36,34 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: agent
 {{- end -}}
 
+{{- /* The image: global.imageRegistry, when set, replaces the registry part of image.repository
+(its first path component when that names a host: has a "." or ":", or is localhost) or is put
+in front of it; image.digest, when set, pins it (repository@digest; the tag is then not used). */ -}}
 {{- define "sonde.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $repo := .Values.image.repository -}}
+{{- $registry := (.Values.global).imageRegistry -}}
+{{- if $registry -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $repo = join "/" (rest $parts) -}}
+{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" $registry) $repo -}}
+{{- end -}}
+{{- if .Values.image.digest -}}
+{{ $repo }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ $repo }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{- /* imagePullSecrets, then global.imagePullSecrets (an umbrella chart's), without repeats. */ -}}
+{{- define "sonde.imagePullSecrets" -}}
+{{- $all := concat (.Values.imagePullSecrets | default list) ((.Values.global).imagePullSecrets | default list) | uniq -}}
+{{- with $all }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "sonde.operator.serviceAccountName" -}}
@@ -63,4 +89,16 @@ the port. Scrape configs that read them (e.g. the prometheus-community chart's
 prometheus.io/scrape: "true"
 prometheus.io/port: {{ . | quote }}
 prometheus.io/path: /metrics
+{{- end -}}
+
+{{- /* A DaemonSet's updateStrategy or a Deployment's strategy from values: rollingUpdate only with
+type RollingUpdate (the API server refuses it with OnDelete or Recreate, and values merged from
+the defaults would otherwise carry it along). */ -}}
+{{- define "sonde.updateStrategy" -}}
+{{- $type := .type | default "RollingUpdate" -}}
+type: {{ $type }}
+{{- if and (eq $type "RollingUpdate") .rollingUpdate }}
+rollingUpdate:
+  {{- toYaml .rollingUpdate | nindent 2 }}
+{{- end }}
 {{- end -}}
