@@ -106,12 +106,15 @@ at_least() { awk -v v="$1" -v w="$2" 'BEGIN { exit !(v >= w) }'; }
 # API_URL and API_PID and writes $SONDE_E2E_TMP/kubeconfig-{admin,agent,operator}, whose
 # tokens are "admin" (everything: the test's own set-up) and the chart's sonde-agent and
 # sonde-operator service accounts, so the binaries run with exactly the chart's permissions.
+# More identities for the fake (TOKEN=USER[;aud=A,B][;expired]) go in FAKE_API_IDENTITIES.
+FAKE_API_IDENTITIES=()
 start_fake_apiserver() {
   local chart="$1" ns="$2" out="$SONDE_E2E_TMP/apiserver.out" who
   python3 "$(dirname "${BASH_SOURCE[0]}")/../common/kube/testing/fake_apiserver.py" --port 0 \
     --rbac "$chart" --identity admin-token=admin \
     --identity "agent-token=system:serviceaccount:$ns:sonde-agent" \
-    --identity "operator-token=system:serviceaccount:$ns:sonde-operator" >"$out" 2>&1 &
+    --identity "operator-token=system:serviceaccount:$ns:sonde-operator" \
+    "${FAKE_API_IDENTITIES[@]/#/--identity=}" >"$out" 2>&1 &
   API_PID=$!
   wait_until 100 grep -q '^PORT ' "$out" || { cat "$out"; fail "the fake API server did not start"; }
   API_URL="http://127.0.0.1:$(sed -n 's/^PORT //p' "$out")"

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Who may read a CPU profile from an in-cluster agent: the agent asks the (fake) API server, as
+# the real one would answer, with a TokenReview for the bearer token (audience "sonde") and a
+# SubjectAccessReview for get profiles.sonde.dev in the profile's namespace. alice may read
+# namespace team-a (a RoleBinding to the chart's profile-reader ClusterRole) and nothing else;
+# no, forged, expired and wrong-audience tokens get 401, bob (no binding) 403; /metrics stays
+# open; with the API server gone a token not yet decided gets 503. Needs root and helm.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+tmp="$SONDE_E2E_TMP"
+ns="sonde-system"
+
+[[ $EUID -eq 0 ]] || fail "needs root (the agent loads BPF)"
+command -v helm >/dev/null || fail "helm not found (make deps)"
+API_PID=""
+cleanup() {
+  stop_agent
+  [[ -n "$API_PID" ]] && { kill "$API_PID" 2>/dev/null || true; wait "$API_PID" 2>/dev/null || true; }
+}
+trap cleanup EXIT
+
+helm template sonde "$root/charts/sonde" -n "$ns" >"$tmp/chart.yaml" || fail "helm template"
+grep -q 'name: sonde-profile-reader' "$tmp/chart.yaml" || fail "the chart has no profile-reader ClusterRole"
+cat >>"$tmp/chart.yaml" <<'YAML'
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: alice-reads-profiles, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: sonde-profile-reader}
+subjects: [{kind: User, name: alice}]
+YAML
+FAKE_API_IDENTITIES=("alice-token=alice;aud=sonde" "alice-api=alice" "alice-old=alice;aud=sonde;expired"
+                     "bob-token=bob;aud=sonde" "late-token=alice;aud=sonde")
+start_fake_apiserver "$tmp/chart.yaml" "$ns"
+kube_admin POST /api/v1/nodes '{"metadata": {"name": "auth-node"}}' >/dev/null || fail "cannot create the Node"
+
+port="$(free_port)"
+"$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name auth-node \
+  --metrics-address "127.0.0.1:$port" --token-audience sonde >"$tmp/agent.log" 2>&1 &
+AGENT_PID=$!
+wait_until 300 curl -sf "http://127.0.0.1:$port/metrics" ||
+  { tail -20 "$tmp/agent.log"; fail "the agent did not serve /metrics"; }
+
+# status TOKEN QUERY: the HTTP status of a one-second profile request ("" TOKEN: none sent).
+status() {
+  local auth=()
+  [[ -n "$1" ]] && auth=(-H "Authorization: Bearer $1")
+  curl -s -o "$tmp/body" -w '%{http_code}' "${auth[@]}" \
+    "http://127.0.0.1:$port/debug/pprof/profile?seconds=1$2"
+}
+expect() {  # expect STATUS TOKEN QUERY WHAT
+  local got
+  got="$(status "$2" "$3")"
+  [[ "$got" == "$1" ]] || fail "$4: got $got, want $1 ($(head -c 300 "$tmp/body"))"
+  echo "ok: $4 -> $got"
+}
+expect 401 "" "&namespace=team-a" "no token"
+expect 401 forged-token "&namespace=team-a" "a forged token"
+expect 401 alice-old "&namespace=team-a" "an expired token"
+grep -q 'expired' "$tmp/body" || fail "the 401 does not say the token expired"
+expect 401 alice-api "&namespace=team-a" "a token for another audience"
+grep -q 'audiences' "$tmp/body" || fail "the 401 does not name the audience"
+expect 200 alice-token "&namespace=team-a" "alice, her namespace"
+expect 403 alice-token "&namespace=team-b" "alice, another namespace"
+expect 403 alice-token "" "alice, every namespace"
+expect 403 bob-token "&namespace=team-a" "bob, no binding"
+curl -sf -o /dev/null "http://127.0.0.1:$port/metrics" || fail "/metrics needs no token"
+curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" || fail "/healthz needs no token"
+
+# Decisions are cached: asking again sends no review.
+before="$(agent_metric "$port" sonde_agent_access_reviews_total)"
+expect 200 alice-token "&namespace=team-a" "alice again (cached)"
+expect 401 forged-token "&namespace=team-a" "the forged token again (cached)"
+after="$(agent_metric "$port" sonde_agent_access_reviews_total)"
+[[ "$before" == "$after" ]] || fail "cached decisions sent reviews ($before -> $after)"
+
+# The API server gone: a token not decided yet is a 503, never let through.
+kill "$API_PID"; wait "$API_PID" 2>/dev/null || true; API_PID=""
+expect 503 late-token "&namespace=team-a" "the API server down"
+n="$(agent_metric "$port" 'sonde_agent_debug_requests_total{result="unavailable"}')"
+[[ "$n" == 1 ]] || fail "unavailable requests counted $n, want 1"
+echo "debug routes: tokens reviewed by the API server, namespaces by RBAC, 503 without it"
