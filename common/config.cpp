@@ -4,10 +4,9 @@
 
 #include <cctype>
 #include <cerrno>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "common/files.h"
 #include "common/log.h"
 
 namespace sonde {
@@ -177,11 +176,9 @@ Result<AgentConfig> parse_agent_config(const std::string& yaml, const std::strin
 }
 
 Result<AgentConfig> load_agent_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return errno_error("open config " + path, errno);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_agent_config(ss.str(), path);
+  auto text = read_file(path);
+  if (!text.ok()) return errno_error("open config " + path, text.error().code());
+  return parse_agent_config(*text, path);
 }
 
 }  // namespace sonde

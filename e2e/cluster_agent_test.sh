@@ -204,7 +204,8 @@ wait_until 150 cpu_entry_is '[1,1,0]' ||
 wait_until 100 grep -q 'CPU sampling frequency changed.*frequency_hz=49' "$tmp/agent.log" ||
   fail "the node does not sample at the policy's 49 Hz: $(grep -i 'cpu' "$tmp/agent.log" | tail -3)"
 folded_samples() {  # folded_samples POD: samples of shop/POD in a 3 s profile
-  curl -sf "http://127.0.0.1:$port/debug/pprof/profile?seconds=3&format=folded&namespace=shop&pod=$1" |
+  curl -sf -H "Authorization: Bearer admin-token" \
+    "http://127.0.0.1:$port/debug/pprof/profile?seconds=3&format=folded&namespace=shop&pod=$1" |
     awk '{ n += $NF } END { print n + 0 }'
 }
 cpu_ticks() {  # cpu_ticks PID...: utime + stime, summed
@@ -215,7 +216,8 @@ cpu_ticks() {  # cpu_ticks PID...: utime + stime, summed
 ticks0="$(cpu_ticks "$busy_pid" "$worker_pid")"
 busy_samples="$(folded_samples busy-1)"
 busy_cpu="$(awk -v a="$ticks0" -v b="$(cpu_ticks "$busy_pid" "$worker_pid")" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')"
-worker_samples="$(curl -sf "http://127.0.0.1:$port/debug/pprof/profile?seconds=2&format=folded&pid=$worker_pid" |
+worker_samples="$(curl -sf -H "Authorization: Bearer admin-token" \
+  "http://127.0.0.1:$port/debug/pprof/profile?seconds=2&format=folded&pid=$worker_pid" |
   awk '{ n += $NF } END { print n + 0 }')"
 spare_samples="$(folded_samples spare-1)"
 echo "3 s profiles at 49 Hz: busy-1 $busy_samples samples for $busy_cpu s of CPU (its forked worker alone, 2 s: $worker_samples), spare-1 (not selected) $spare_samples"

@@ -10,13 +10,12 @@
 
 #include <cerrno>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <thread>
 #include <unordered_map>
 
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/symbolize/perf_ksymbol_events.h"
+#include "common/files.h"
 #include "common/unique_fd.h"
 #include "cpu_sampler.h"
 #include "cpu_sampler.skel.h"
@@ -27,11 +26,9 @@ namespace {
 
 Result<std::vector<int>> online_cpus(const std::string& sys_root) {
   std::string path = sys_root + "/devices/system/cpu/online";
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) return Error("read " + path + ": cannot read the list of online CPUs");
-  auto cpus = symbolize::parse_cpu_list(text.str());
+  auto text = read_file(path);
+  if (!text.ok()) return text.error().wrap("cannot read the list of online CPUs");
+  auto cpus = symbolize::parse_cpu_list(*text);
   if (!cpus.ok()) return cpus.error().wrap(path);
   return cpus;
 }

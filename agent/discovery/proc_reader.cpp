@@ -7,21 +7,12 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "common/files.h"
 #include "common/text.h"
 
 namespace sonde::agent {
 namespace {
-
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return errno_error("read " + path, errno ? errno : ENOENT);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool is_hex64(std::string_view s) {
   if (s.size() != 64) return false;
@@ -173,7 +164,7 @@ std::vector<pid_t> ProcReader::list_pids() const {
 }
 
 Result<uint64_t> ProcReader::start_time(pid_t pid) const {
-  ASSIGN_OR_RETURN(auto stat, read_text(root_ + "/" + std::to_string(pid) + "/stat"));
+  ASSIGN_OR_RETURN(auto stat, read_file(root_ + "/" + std::to_string(pid) + "/stat"));
   auto t = parse_stat_start_time(stat);
   if (!t) return Error("malformed " + root_ + "/" + std::to_string(pid) + "/stat");
   return *t;
@@ -188,7 +179,7 @@ Result<ProcessInfo> ProcReader::read(pid_t pid) const {
   info.pid = pid;
   std::string dir = root_ + "/" + std::to_string(pid);
   ASSIGN_OR_RETURN(info.start_time, start_time(pid));
-  ASSIGN_OR_RETURN(auto comm, read_text(dir + "/comm"));
+  ASSIGN_OR_RETURN(auto comm, read_file(dir + "/comm"));
   while (!comm.empty() && comm.back() == '\n') comm.pop_back();
   // Names and paths are the tenant's bytes: kept as valid UTF-8 from here on, as they end up
   // in labels, JSON and logs. The executable is opened through /proc/<pid>/exe, not this path.
@@ -197,13 +188,13 @@ Result<ProcessInfo> ProcReader::read(pid_t pid) const {
   ssize_t n = ::readlink((dir + "/exe").c_str(), buf, sizeof buf - 1);
   if (n < 0) return errno_error("readlink " + dir + "/exe", errno);
   info.exe = valid_utf8({buf, static_cast<size_t>(n)});
-  ASSIGN_OR_RETURN(auto cgroup, read_text(dir + "/cgroup"));
+  ASSIGN_OR_RETURN(auto cgroup, read_file(dir + "/cgroup"));
   info.container_id = container_id_from_cgroup(cgroup);
   return info;
 }
 
 Result<BlockedSyscall> ProcReader::syscall_of(pid_t pid, pid_t tid) const {
-  ASSIGN_OR_RETURN(auto text, read_text(root_ + "/" + std::to_string(pid) + "/task/" +
+  ASSIGN_OR_RETURN(auto text, read_file(root_ + "/" + std::to_string(pid) + "/task/" +
                                         std::to_string(tid) + "/syscall"));
   return parse_syscall(text);
 }
@@ -219,7 +210,7 @@ Result<ExeMapping> ProcReader::exe_mapping(pid_t pid) const {
   ssize_t n = ::readlink((dir + "/exe").c_str(), buf, sizeof buf - 1);
   if (n < 0) return errno_error("readlink " + dir + "/exe", errno);
   std::string exe(buf, static_cast<size_t>(n));
-  ASSIGN_OR_RETURN(auto maps, read_text(dir + "/maps"));
+  ASSIGN_OR_RETURN(auto maps, read_file(dir + "/maps"));
   if (auto mapping = exe_mapping_from_maps(maps, exe)) return *mapping;
   return Error("no mapping of " + exe + " in " + dir + "/maps", ENOENT);
 }

@@ -23,6 +23,7 @@
 #include "agent/kernel/process_cgroups.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
+#include "common/files.h"
 
 namespace sonde::agent {
 namespace {
@@ -33,14 +34,6 @@ using Verdict = Check::Verdict;
 constexpr KernelVersion kMinKernel{5, 8, 0};
 // From 5.11 BPF memory is charged to the memory cgroup and RLIMIT_MEMLOCK no longer applies.
 constexpr KernelVersion kMemcgAccountingKernel{5, 11, 0};
-
-std::optional<std::string> read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();

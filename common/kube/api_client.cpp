@@ -3,11 +3,10 @@
 #include <cpprest/http_client.h>
 
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
+#include "common/files.h"
 #include "common/kube/rate_limiter.h"
 #include "common/log.h"
 
@@ -201,12 +200,10 @@ std::string ApiClient::current_token() {
   std::lock_guard lock(impl_->token_mu);
   if (!config_.bearer_token_file.empty() &&
       std::chrono::steady_clock::now() - impl_->token_read >= kTokenReloadInterval) {
-    std::ifstream in(config_.bearer_token_file);
-    std::ostringstream text;
-    text << in.rdbuf();
-    std::string fresh = text.str();
+    auto text = read_file(config_.bearer_token_file);
+    std::string fresh = text.ok() ? *text : "";
     while (!fresh.empty() && (fresh.back() == '\n' || fresh.back() == ' ')) fresh.pop_back();
-    if (in && !fresh.empty()) impl_->token = std::move(fresh);
+    if (!fresh.empty()) impl_->token = std::move(fresh);
     impl_->token_read = std::chrono::steady_clock::now();
   }
   return impl_->token;

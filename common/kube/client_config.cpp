@@ -5,20 +5,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
+
+#include "common/files.h"
 
 namespace sonde::kube {
 namespace {
-
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return errno_error("read " + path, errno);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 std::string trim(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\r\n");
