@@ -497,7 +497,8 @@ VALUE_NEEDS = {
 VALUES_BASE = {
     "prometheusRule": {"enabled": True},
     "metrics": {"podMonitor": {"enabled": True}, "serviceMonitor": {"enabled": True}},
-    "agent": {"pyroscope": {"url": "http://pyroscope.monitoring:4040"}},
+    "agent": {"pyroscope": {"url": "http://pyroscope.monitoring:4040"},
+              "networkPolicy": {"enabled": True}},
 }
 
 
