@@ -214,6 +214,7 @@ int cluster_main(int argc, char** argv) {
       args->agent.metrics_address.empty() ? options.metrics_address : args->agent.metrics_address;
   options.wait_source = args->agent.wait_source;
   options.go_tls_perform_ret = args->agent.go_tls_perform_ret;
+  options.max_go_tls_binaries = args->agent.max_go_tls_binaries;
   options.node_name = args->node_name;
   options.go_tls_cgroup_filter = true;  // policies select containers: other pods are not counted
   // Policies with `cpu` select containers for sampling; a node that cannot sample says so in

@@ -28,6 +28,11 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
       "register writes, instead of the kernel single-stepping it: cheaper per call, but "
       "untested on any kernel sonde was tested on ('sonde-agent doctor' says whether this "
       "kernel allows it); off by default");
+  app.add_option("--max-go-tls-binaries", flags.max_go_tls_binaries,
+                 "Go TLS binaries instrumented at once on this node; a process of one more is "
+                 "not instrumented (LimitExceeded, sonde_agent_gotls_not_instrumented_total)")
+      ->check(CLI::Range(size_t{1}, size_t{100000}))
+      ->capture_default_str();
 }
 
 }  // namespace sonde::agent

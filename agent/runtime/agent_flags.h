@@ -2,9 +2,11 @@
 // declared once so they are spelled, defaulted and checked the same in each.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "agent/nodejs/loop_probes.h"
+#include "agent/runtime/fd_budget.h"
 #include "common/cli.h"
 
 namespace sonde::agent {
@@ -14,7 +16,8 @@ struct AgentFlags {
   std::string proc_root = "/proc";
   cli::LogFlags log;
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
-  bool go_tls_perform_ret = false;  // RuntimeOptions::go_tls_perform_ret
+  bool go_tls_perform_ret = false;                        // RuntimeOptions::go_tls_perform_ret
+  size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;  // RuntimeOptions::max_go_tls_binaries
 };
 
 // `metrics_default` and `level_default` are what the help says an absent flag means.

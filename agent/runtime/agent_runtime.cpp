@@ -16,6 +16,7 @@
 #include "agent/metrics/metrics_server.h"
 #include "agent/nodejs/nodejs_feature.h"
 #include "agent/procevents/process_events.h"
+#include "agent/runtime/fd_budget.h"
 #include "agent/runtime/inspection_queue.h"
 #include "agent/symbols/probe_target_cache.h"
 #include "common/log.h"
@@ -62,7 +63,7 @@ Result<RuntimeParts> load_parts(const RuntimeServices& s) {
   if (options.go_tls) {
     ASSIGN_OR_RETURN(
         auto f, GoTlsFeature::load(s.cache, s.proc, grace_ns, s.node, options.go_tls_cgroup_filter,
-                                   options.go_tls_perform_ret));
+                                   options.go_tls_perform_ret, options.max_go_tls_binaries));
     parts.features.push_back(std::move(f));
   }
   if (options.cpu.enabled) {
@@ -445,6 +446,15 @@ void AgentRuntime::Impl::add_collector() {
 
 Result<std::unique_ptr<AgentRuntime>> AgentRuntime::start(const RuntimeOptions& options,
                                                           Selector& selector) {
+  // Before anything holds descriptors: uprobe links are held against this limit (fd_budget.h).
+  if (auto limits = raise_fd_limit(); limits.ok()) {
+    log::info("file descriptor limit", {{"soft_before", limits->soft_before},
+                                        {"soft", limits->soft},
+                                        {"hard", limits->hard},
+                                        {"reserve", static_cast<uint64_t>(kFdReserve)}});
+  } else {
+    log::warn("file descriptor limit not raised", {{"error", limits.error().message()}});
+  }
   return start(options, selector, load_parts, monotonic_clock());
 }
 

@@ -34,6 +34,7 @@
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
 #include "agent/runtime/clock.h"
+#include "agent/runtime/fd_budget.h"
 #include "agent/runtime/feature.h"
 #include "agent/runtime/health.h"
 #include "agent/symbols/probe_target_cache.h"
@@ -65,6 +66,8 @@ struct RuntimeOptions {
   bool go_tls_cgroup_filter = false;
   // Let Go TLS RET probes perform the `ret` (register writes) where the kernel allows it.
   bool go_tls_perform_ret = false;
+  // Go TLS binaries instrumented at once on the node (TlsMonitor::Budget).
+  size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;
   struct Cpu {
     bool enabled = false;        // load the CPU sampler and serve /debug/pprof/profile
     uint32_t frequency_hz = 19;  // unless selections ask for more (Selection::cpu_frequency_hz)

@@ -86,6 +86,7 @@ int standalone_main(int argc, char** argv) {
   options.symbol_cache_entries = cfg.symbol_cache_entries;
   options.wait_source = args->agent.wait_source;
   options.go_tls_perform_ret = args->agent.go_tls_perform_ret;
+  options.max_go_tls_binaries = args->agent.max_go_tls_binaries;
   options.nodejs_event_loop = cfg.instrumentations.nodejs_event_loop;
   options.go_tls = cfg.instrumentations.go_tls;
   // CPU profiles: the configured targets, and with none configured every process on the host.
