@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "common/unique_fd.h"
@@ -61,17 +60,18 @@ UprobeLinkSupport probe_uprobe_link_support() {
   UniqueFd prog(bpf_prog_load(BPF_PROG_TYPE_KPROBE, "sonde_umulti", "GPL", return_zero,
                               sizeof return_zero / sizeof return_zero[0], &opts));
   if (!prog.valid()) {
-    return {UprobeLinkKind::kSingle, std::string("uprobe_multi program refused: ") +
-                                         std::strerror(errno) + " (needs Linux 6.6)"};
+    return {UprobeLinkKind::kSingle,
+            errno_error("uprobe_multi program refused (needs Linux 6.6)", errno).message()};
   }
   const uint64_t offset = 0;
   UniqueFd link(create_uprobe_multi_link(prog.get(), "/", &offset, nullptr, 1));
   const int err = errno;
   if (!link.valid() && err == EBADF) return {UprobeLinkKind::kMulti, "uprobe_multi links"};
+  if (link.valid()) {
+    return {UprobeLinkKind::kSingle, "uprobe_multi links refused: a link to / was created"};
+  }
   return {UprobeLinkKind::kSingle,
-          std::string("uprobe_multi links refused: ") +
-              (link.valid() ? "a link to / was created" : std::strerror(err)) +
-              " (needs Linux 6.6)"};
+          errno_error("uprobe_multi links refused (needs Linux 6.6)", err).message()};
 }
 
 // A uprobe_multi link: closing its descriptor detaches every site.
