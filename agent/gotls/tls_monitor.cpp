@@ -302,7 +302,10 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
                         }});
     fds += probes_.link_fds(p.sites.size());
   }
-  if (uprobes_.missing(requests) == 0) fds = 0;  // attached already (another process of it)
+  // Attached already (another process of it): no new descriptor. Asked before the budget's lock;
+  // a detach finishing in between makes acquire() attach again unbudgeted, by one binary's
+  // links at most per process in flight.
+  if (uprobes_.missing(requests) == 0) fds = 0;
   {
     std::lock_guard lock(mu_);
     if (auto refused = use_budget_locked(pid, key, fds, c.info.exe)) {
