@@ -9,6 +9,7 @@ void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, Feature
   if (!flags.metrics_address.empty()) runtime.metrics_address = flags.metrics_address;
   features.wait_source = flags.wait_source;
   features.go_tls_perform_ret = flags.go_tls_perform_ret;
+  features.max_go_tls_binaries = flags.max_go_tls_binaries;
 }
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metrics_default,
@@ -35,6 +36,11 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
       "register writes, instead of the kernel single-stepping it: cheaper per call, but "
       "untested on any kernel sonde was tested on ('sonde-agent doctor' says whether this "
       "kernel allows it); off by default");
+  app.add_option("--max-go-tls-binaries", flags.max_go_tls_binaries,
+                 "Go TLS binaries instrumented at once on this node; a process of one more is "
+                 "not instrumented (LimitExceeded, sonde_agent_gotls_not_instrumented_total)")
+      ->check(CLI::Range(size_t{1}, size_t{100000}))
+      ->capture_default_str();
 }
 
 }  // namespace sonde::agent

@@ -2,11 +2,13 @@
 // declared once so they are spelled, defaulted and checked the same in each.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "agent/assembly/agent_parts.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/runtime/agent_runtime.h"
+#include "agent/runtime/fd_budget.h"
 #include "common/cli.h"
 
 namespace sonde::agent {
@@ -16,7 +18,8 @@ struct AgentFlags {
   std::string proc_root = "/proc";
   cli::LogFlags log;
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
-  bool go_tls_perform_ret = false;  // FeatureOptions::go_tls_perform_ret
+  bool go_tls_perform_ret = false;                        // FeatureOptions::go_tls_perform_ret
+  size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;  // FeatureOptions::max_go_tls_binaries
 };
 
 // What the flags set in both modes' options (the metrics address only when given).

@@ -25,9 +25,9 @@ PartsFactory agent_parts(FeatureOptions options) {
       parts.features.push_back(std::move(f));
     }
     if (options.load[Instrumentation::kGoTls]) {
-      ASSIGN_OR_RETURN(
-          auto f, GoTlsFeature::load(s.cache, s.proc, grace_ns, s.node,
-                                     options.go_tls_cgroup_filter, options.go_tls_perform_ret));
+      ASSIGN_OR_RETURN(auto f, GoTlsFeature::load(
+                                   s.cache, s.proc, grace_ns, s.node, options.go_tls_cgroup_filter,
+                                   options.go_tls_perform_ret, options.max_go_tls_binaries));
       parts.features.push_back(std::move(f));
     }
     if (options.load[Instrumentation::kCpu]) {

@@ -7,6 +7,7 @@
 
 #include "agent/nodejs/loop_probes.h"
 #include "agent/runtime/agent_runtime.h"
+#include "agent/runtime/fd_budget.h"
 #include "common/instrumentation.h"
 
 namespace sonde::agent {
@@ -20,6 +21,8 @@ struct FeatureOptions {
   bool go_tls_cgroup_filter = false;
   // Let Go TLS RET probes perform the `ret` (register writes) where the kernel allows it.
   bool go_tls_perform_ret = false;
+  // Go TLS binaries instrumented at once on the node (TlsMonitor::Budget).
+  size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;
   struct Cpu {
     uint32_t frequency_hz = 19;  // unless selections ask for more (the policies' cpu.frequencyHz)
     bool all_processes = false;  // sample every process, not only selected ones

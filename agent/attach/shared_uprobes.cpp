@@ -5,8 +5,7 @@ namespace sonde::agent {
 bool SharedUprobes::Key::operator<(const Key& o) const {
   auto fields = [](const Key& k) {
     const auto& b = k.binary;
-    return std::tie(b.inode, b.size, b.mtime_ns, b.digest_kind, b.digest_size, b.digest,
-                    k.file_offset, k.program);
+    return std::tie(b.inode, b.size, b.mtime_ns, b.digest_kind, b.digest_size, b.digest, k.program);
   };
   return fields(*this) < fields(o);
 }
@@ -22,19 +21,43 @@ SharedUprobes::~SharedUprobes() {
   detacher_.join();
 }
 
-Status SharedUprobes::acquire(const Key& key, const std::string& path, pid_t pid,
-                              const AttachFn& attach) {
+Status SharedUprobes::acquire(const std::vector<Request>& requests, const std::string& path,
+                              pid_t pid) {
   std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] { return !detaching_.contains(key); });
-  auto it = by_key_.find(key);
-  if (it == by_key_.end()) {
-    ASSIGN_OR_RETURN(auto attachment, attach(path, key.file_offset));
-    it = by_key_.emplace(key, Shared{std::move(attachment), {}}).first;
+  changed_.wait(lock, [&] {
+    for (const auto& r : requests) {
+      if (detaching_.contains(r.key)) return false;
+    }
+    return true;
+  });
+  std::vector<const Key*> attached;  // by this call
+  for (const auto& r : requests) {
+    if (by_key_.contains(r.key)) continue;
+    auto attachment = r.attach(path);
+    if (!attachment.ok()) {
+      // Left without users, like a release: detached on the detach thread.
+      for (const Key* k : attached) unused_.push_back(*k);
+      if (!attached.empty()) changed_.notify_all();
+      return attachment.error();
+    }
+    by_key_.emplace(r.key, Shared{std::move(attachment).value(), {}});
+    attached.push_back(&r.key);
     ++attach_count_;
   }
-  it->second.users.insert(pid);
-  by_pid_[pid].insert(key);
+  for (const auto& r : requests) {
+    by_key_.at(r.key).users.insert(pid);
+    by_pid_[pid].insert(r.key);
+  }
   return ok_status();
+}
+
+size_t SharedUprobes::missing(const std::vector<Request>& requests) const {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& r : requests) {
+    if (!by_key_.contains(r.key) || detaching_.contains(r.key)) ++n;
+  }
+  return n;
 }
 
 void SharedUprobes::release(pid_t pid) {

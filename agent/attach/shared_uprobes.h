@@ -1,5 +1,7 @@
-// SharedUprobes: one uprobe attachment per (real file, offset, program), shared by every
-// process that runs the file and reference-counted by their pids.
+// SharedUprobes: one uprobe attachment per (real file, program), covering every site of that
+// program in the file (one uprobe_multi link, or one link per site on older kernels:
+// agent/kernel/uprobe_links.h), shared by every process that runs the file and
+// reference-counted by their pids.
 //
 // Two pods of one image reach the same lower-layer file through two overlay mounts (same
 // inode, different st_dev); a uprobe attached through either lands on the real inode and fires
@@ -9,10 +11,14 @@
 //
 // Detaching is slow and happens on a thread of its own: closing a uprobe link waits for an RCU
 // grace period in the kernel (about 100 ms per link on 6.18, measured in bench/gotls), so a Go
-// binary's last exit would otherwise hold up its caller (the event thread) for about a second.
+// binary's last exit would otherwise hold up its caller (the event thread) for about a second
+// with single links (9 per binary), 0.3 s with uprobe_multi links (3).
 // An attachment left without users stays attached until that thread gets to it; a process of
 // the file that starts meanwhile takes it over, and one that starts while it is being detached
 // waits for the detach, so two links never fire for one site.
+//
+// A process acquires the attachments of all its programs at once, and gets all or none: a
+// binary is never left half instrumented (say, Read's entry counted without its returns).
 //
 // Thread-safety: all methods may be called concurrently. Attachment happens under the lock so
 // two threads can never attach the same key twice.
@@ -39,15 +45,19 @@ namespace sonde::agent {
 
 class SharedUprobes {
  public:
-  // Attaches `program` at `file_offset` of the file at `path` for all processes.
-  using AttachFn =
-      std::function<Result<std::unique_ptr<Attachment>>(const std::string& path, uint64_t offset)>;
+  // Attaches one program at all its sites of the file at `path`, for all processes.
+  using AttachFn = std::function<Result<std::unique_ptr<Attachment>>(const std::string& path)>;
 
+  // The sites of one program in one file are a function of the file's content, so they are
+  // not part of the key.
   struct Key {
     symbols::BinaryIdentity binary;
-    uint64_t file_offset = 0;
     std::string program;  // e.g. "gotls/read"
     bool operator<(const Key& o) const;
+  };
+  struct Request {
+    Key key;
+    AttachFn attach;
   };
 
   SharedUprobes();
@@ -56,9 +66,13 @@ class SharedUprobes {
   SharedUprobes(const SharedUprobes&) = delete;
   SharedUprobes& operator=(const SharedUprobes&) = delete;
 
-  // Adds `pid` as a user of the attachment for `key`, attaching through `path` (a path valid
-  // now, such as /proc/<pid>/exe) when there is none. On failure nothing is recorded.
-  Status acquire(const Key& key, const std::string& path, pid_t pid, const AttachFn& attach);
+  // Adds `pid` as a user of the attachment of every request's key, attaching through `path` (a
+  // path valid now, such as /proc/<pid>/exe) those that have none. All or none: on failure
+  // `pid` uses none of them, and what this call attached is detached on the detach thread (a
+  // process of the file that comes meanwhile may take it over).
+  Status acquire(const std::vector<Request>& requests, const std::string& path, pid_t pid);
+  // Attachments `requests` would add now (keys not attached, or being detached).
+  size_t missing(const std::vector<Request>& requests) const;
 
   // Removes `pid` from every attachment it uses; those left without users are detached soon,
   // on the detach thread. Returns at once.

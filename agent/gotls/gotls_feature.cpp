@@ -11,15 +11,21 @@ namespace sonde::agent {
 Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCache& cache,
                                                          const ProcReader& proc, uint64_t grace_ns,
                                                          std::string node, bool filter_by_cgroup,
-                                                         bool perform_ret) {
+                                                         bool perform_ret, size_t max_binaries) {
   ASSIGN_OR_RETURN(auto probes, TlsProbes::load(perform_ret));
+  log::info("Go TLS uprobe links", {{"links", uprobe_link_kind_name(probes->links())},
+                                    {"why", uprobe_link_support().why},
+                                    {"max_binaries", max_binaries},
+                                    {"fd_reserve", kFdReserve}});
   if (perform_ret) {
     log::info("Go TLS: RET probes performing the ret (--go-tls-perform-ret)",
               {{"register_writes", probes->register_writes()}});
   }
   auto f = std::unique_ptr<GoTlsFeature>(new GoTlsFeature(std::move(node)));
   f->probes_ = std::move(probes);
-  f->monitor_ = std::make_unique<TlsMonitor>(*f->probes_, cache, f->uprobes_, proc, grace_ns);
+  f->monitor_ = std::make_unique<TlsMonitor>(
+      *f->probes_, cache, f->uprobes_, proc, grace_ns, monotonic_clock(),
+      TlsMonitor::Budget{.max_binaries = max_binaries, .fds = &f->fds_});
   if (filter_by_cgroup) {
     std::ifstream in(proc.root() + "/self/mounts");
     std::stringstream mounts;
@@ -108,11 +114,12 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                                "Go binaries seen with crypto/tls (or stripped): 1 per binary, "
                                "with whether it is instrumented and why not.");
   for (const auto& v : monitor_->verdicts()) {
+    const bool limited = !v.limit_exceeded.empty();
     add_sample(binaries,
                {{"binary", v.path},
                 {"build_id", v.build_id},
-                {"instrumented", v.instrumentable ? "true" : "false"},
-                {"reason", v.reason},
+                {"instrumented", v.instrumentable && !limited ? "true" : "false"},
+                {"reason", limited ? "LimitExceeded: " + v.limit_exceeded : v.reason},
                 {"stripped", v.stripped ? "true" : "false"},
                 {"entry_probe", v.entry_probe},
                 {"return_probe", v.return_probe}},
@@ -134,8 +141,9 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                              "when it counts every process of instrumented binaries.");
   add_sample(filter, {}, monitor_->filtering_by_cgroup() ? 1 : 0);
   auto attachments = gauge_family("sonde_agent_uprobe_attachments",
-                                  "Uprobe attachments alive: one per (real file, offset, "
-                                  "program), shared by every process running the file.");
+                                  "Uprobe attachments alive: one per (real file, program) with "
+                                  "all the program's sites in the file, shared by every process "
+                                  "running the file.");
   add_sample(attachments, {{"feature", "gotls"}}, static_cast<double>(uprobes_.size()));
   auto attaches =
       counter_family("sonde_agent_uprobe_attaches_total", "Uprobe attachments made since start.");
@@ -146,8 +154,25 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   for (const auto& [policy, n] : monitor_->policy_uprobes()) {
     add_sample(by_policy, {{"policy", policy}, {"node", node_}}, static_cast<double>(n));
   }
-  for (auto* f : {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full,
-                  &discarded, &filter, &attachments, &attaches, &by_policy}) {
+  auto instrumented = gauge_family("sonde_agent_gotls_instrumented_binaries",
+                                   "Go TLS binaries instrumented now, held against "
+                                   "--max-go-tls-binaries (the `max` series).");
+  add_sample(instrumented, {{"kind", "instrumented"}},
+             static_cast<double>(monitor_->instrumented_binaries()));
+  add_sample(instrumented, {{"kind", "max"}}, static_cast<double>(monitor_->max_binaries()));
+  auto left_out = counter_family(
+      "sonde_agent_gotls_not_instrumented_total",
+      "Go TLS processes not instrumented (LimitExceeded) because of a node-wide bound: "
+      "binary_limit (--max-go-tls-binaries binaries instrumented already) or fd_reserve (their "
+      "uprobe links would leave fewer descriptors than the agent's reserve).");
+  const auto counts = monitor_->not_instrumented();
+  for (const char* reason : {"binary_limit", "fd_reserve"}) {
+    add_sample(left_out, {{"reason", reason}},
+               static_cast<double>(counts.contains(reason) ? counts.at(reason) : 0));
+  }
+  for (auto* f :
+       {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full, &discarded,
+        &filter, &attachments, &attaches, &by_policy, &instrumented, &left_out}) {
     out.push_back(std::move(*f));
   }
 }

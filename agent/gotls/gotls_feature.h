@@ -20,11 +20,13 @@ class GoTlsFeature final : public Feature {
   // Loads the probes; `node` is the metrics' node label. With `filter_by_cgroup` (cluster mode:
   // selection is per container) the kernel counts only the cgroups of selected processes
   // (TlsMonitor::filter_by_cgroup()), when the agent sees a cgroup v2 hierarchy. With
-  // `perform_ret` the RET probes perform the `ret` where the kernel allows it (TlsProbes).
+  // `perform_ret` the RET probes perform the `ret` where the kernel allows it (TlsProbes). At
+  // most `max_binaries` binaries are instrumented at once, and none past the agent's descriptor
+  // reserve (TlsMonitor::Budget).
   static Result<std::unique_ptr<GoTlsFeature>> load(symbols::ProbeTargetCache& cache,
                                                     const ProcReader& proc, uint64_t grace_ns,
                                                     std::string node, bool filter_by_cgroup,
-                                                    bool perform_ret);
+                                                    bool perform_ret, size_t max_binaries);
 
   Instrumentation kind() const override { return Instrumentation::kGoTls; }
   const std::vector<std::string>& symbol_names() const override {
@@ -48,6 +50,7 @@ class GoTlsFeature final : public Feature {
   explicit GoTlsFeature(std::string node) : node_(std::move(node)) {}
 
   const std::string node_;
+  ProcessDescriptors fds_;
   // Destroyed in reverse: the uprobes first, then the programs they run, then the monitor.
   std::unique_ptr<TlsMonitor> monitor_;
   std::unique_ptr<TlsProbes> probes_;

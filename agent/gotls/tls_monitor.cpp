@@ -98,13 +98,20 @@ Result<std::vector<uint8_t>> read_code(const symbols::OpenBinary& binary, uint64
 
 TlsMonitor::TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache,
                        SharedUprobes& uprobes, const ProcReader& proc, uint64_t grace_ns,
-                       const Clock& clock)
+                       const Clock& clock, Budget budget)
     : probes_(probes),
       cache_(cache),
       uprobes_(uprobes),
       proc_(proc),
       clock_(clock),
+      budget_(budget),
       containers_(grace_ns) {}
+
+size_t TlsMonitor::Binary::sites() const {
+  size_t n = 0;
+  for (const auto& p : programs) n += p.sites.size();
+  return n;
+}
 
 TlsMonitor::Counters& TlsMonitor::Counters::operator+=(const Counters& other) {
   for (const auto& [k, n] : other.requests) requests[k] += n;
@@ -204,22 +211,29 @@ TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std
   v.reason = version->text;
   const bool checked = ws.entry_at_stack_check && rs.entry_at_stack_check;
   v.entry_probe = checked ? "emulated-jump" : "single-step";
-  b.sites.push_back(
+  b.programs.push_back(
       {checked ? TlsCounters::Program::kWriteChecked : TlsCounters::Program::kWriteEnter,
-       "gotls/write", write_offset + (checked ? ws.entry_offset : 0), 0});
-  b.sites.push_back(
+       "gotls/write",
+       {{write_offset + (checked ? ws.entry_offset : 0), 0}}});
+  b.programs.push_back(
       {checked ? TlsCounters::Program::kReadChecked : TlsCounters::Program::kReadEnter,
-       "gotls/read", read_offset + (checked ? rs.entry_offset : 0), 0});
+       "gotls/read",
+       {{read_offset + (checked ? rs.entry_offset : 0), 0}}});
   // The ret-performing program knows its site by address (its guard), which is the same in
   // every process only in a position-dependent executable.
   const bool perform_ret =
       rs.returns_are_plain_ret && probes_.can_perform_ret() && elf->type() == ET_EXEC;
   v.return_probe = perform_ret ? "bpf-ret" : "single-step";
+  ProgramSites returns{
+      perform_ret ? TlsCounters::Program::kReadReturnRet : TlsCounters::Program::kReadReturn,
+      "gotls/read_return",
+      {}};
   for (uint32_t ret : rs.returns) {
-    b.sites.push_back(
-        {perform_ret ? TlsCounters::Program::kReadReturnRet : TlsCounters::Program::kReadReturn,
-         "gotls/read_return", read_offset + ret, read->address + ret});
+    // The guard of tls_read_return_ret, its cookie: it writes registers only while the
+    // instruction pointer is this address.
+    returns.sites.push_back({read_offset + ret, perform_ret ? read->address + ret : 0});
   }
+  b.programs.push_back(std::move(returns));
   return b;
 }
 
@@ -279,26 +293,46 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   if (!b.verdict.instrumentable) return Outcome::kNotInstrumentable;
 
   const auto& id = c.binary.identity();
+  const std::string key = id.to_string();
+  std::vector<SharedUprobes::Request> requests;
+  size_t fds = 0;
+  for (const ProgramSites& p : b.programs) {
+    requests.push_back({{id, p.name}, [this, &p](const std::string& attach_path) {
+                          return probes_.attach(p.program, attach_path, p.sites);
+                        }});
+    fds += probes_.link_fds(p.sites.size());
+  }
+  // Attached already (another process of it): no new descriptor. Asked before the budget's lock;
+  // a detach finishing in between makes acquire() attach again unbudgeted, by one binary's
+  // links at most per process in flight.
+  if (uprobes_.missing(requests) == 0) fds = 0;
   {
     std::lock_guard lock(mu_);
-    if (auto over = use_uprobes_locked(pid, id.to_string(), b.sites.size(), limits, c.info.exe)) {
+    if (auto refused = use_budget_locked(pid, key, fds, c.info.exe)) {
+      not_instrumented_[refused->reason]++;
+      auto it = binaries_.find(key);
+      if (it != binaries_.end() && it->second.verdict.limit_exceeded.empty()) {
+        log::warn("Go TLS binary not instrumented: LimitExceeded",
+                  {{"binary", c.info.exe}, {"pid", pid}, {"reason", refused->why}});
+      }
+      if (it != binaries_.end()) it->second.verdict.limit_exceeded = refused->why;
+      if (why) *why = std::move(refused->why);
+      return Outcome::kOverLimit;
+    }
+    if (auto over = use_uprobes_locked(pid, key, b.sites(), limits, c.info.exe)) {
+      attaching_fds_ -= fds;
+      unuse_budget_locked(pid, key);
       if (why) *why = std::move(*over);
       return Outcome::kOverLimit;
     }
   }
-  Status st = ok_status();
-  for (const Site& s : b.sites) {
-    st = uprobes_.acquire({id, s.file_offset, s.name}, path, pid,
-                          [&](const std::string& p, uint64_t off) {
-                            return probes_.attach(s.program, p, off, s.address);
-                          });
-    if (!st.ok()) break;
-  }
+  Status st = uprobes_.acquire(requests, path, pid);
   if (!st.ok()) {
-    uprobes_.release(pid);
     {
       std::lock_guard lock(mu_);
+      attaching_fds_ -= fds;
       unuse_uprobes_locked(pid);
+      unuse_budget_locked(pid, key);
     }
     if (is_gone(st.error())) return Outcome::kGone;
     if (st.error().code() == EACCES || st.error().code() == EPERM) {
@@ -306,23 +340,74 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
       // and later processes of it are not attached (nor logged) again.
       b.verdict.instrumentable = false;
       b.verdict.reason = std::string(kUprobesRefused);
-      b.sites.clear();
+      b.programs.clear();
       log::warn(
           "Go TLS binary not instrumentable",
           {{"binary", c.info.exe}, {"reason", b.verdict.reason}, {"error", st.error().message()}});
       std::lock_guard lock(mu_);
-      binaries_.erase(id.to_string());
-      remember_locked(id.to_string(), b);
+      binaries_.erase(key);
+      remember_locked(key, b);
       return Outcome::kFailed;
     }
     log::warn("cannot instrument Go TLS process", {{"pid", pid}, {"error", st.error().message()}});
     return Outcome::kFailed;
   }
   std::lock_guard lock(mu_);
-  processes_[pid] = Process{c.info.start_time, labels};
+  attaching_fds_ -= fds;
+  if (auto it = binaries_.find(key); it != binaries_.end()) it->second.verdict.limit_exceeded = "";
+  processes_[pid] = Process{c.info.start_time, labels, key};
   containers_.started(labels);
   untracked_seen_.erase(static_cast<uint32_t>(pid));
   return Outcome::kTracked;
+}
+
+std::optional<TlsMonitor::Refusal> TlsMonitor::use_budget_locked(pid_t pid, const std::string& key,
+                                                                 size_t fds,
+                                                                 const std::string& exe) {
+  auto it = instrumented_.find(key);
+  if (it != instrumented_.end()) {
+    it->second.insert(pid);
+    attaching_fds_ += fds;
+    return std::nullopt;
+  }
+  if (instrumented_.size() >= budget_.max_binaries) {
+    return Refusal{"binary_limit", "not instrumented: " + std::to_string(instrumented_.size()) +
+                                       " Go TLS binaries are instrumented on this node, the "
+                                       "most --max-go-tls-binaries allows; " +
+                                       exe + " would be one more"};
+  }
+  if (budget_.fds != nullptr && fds > 0) {
+    auto open = budget_.fds->open();
+    const uint64_t limit = budget_.fds->soft_limit();
+    if (!open.ok() || *open + attaching_fds_ + fds + kFdReserve > limit) {
+      return Refusal{
+          "fd_reserve",
+          "not instrumented: " + exe + " needs " + std::to_string(fds) +
+              " descriptors and the agent keeps " + std::to_string(kFdReserve) +
+              " of its soft RLIMIT_NOFILE (" + std::to_string(limit) + ") free; open now: " +
+              (open.ok() ? std::to_string(*open + attaching_fds_) : open.error().message())};
+    }
+  }
+  instrumented_[key].insert(pid);
+  attaching_fds_ += fds;
+  return std::nullopt;
+}
+
+void TlsMonitor::unuse_budget_locked(pid_t pid, const std::string& key) {
+  auto it = instrumented_.find(key);
+  if (it == instrumented_.end()) return;
+  it->second.erase(pid);
+  if (it->second.empty()) instrumented_.erase(it);
+}
+
+size_t TlsMonitor::instrumented_binaries() const {
+  std::lock_guard lock(mu_);
+  return instrumented_.size();
+}
+
+std::map<std::string, uint64_t> TlsMonitor::not_instrumented() const {
+  std::lock_guard lock(mu_);
+  return not_instrumented_;
 }
 
 void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
@@ -360,6 +445,7 @@ void TlsMonitor::finish_locked(pid_t pid) {
   add_counts(probes_.take(static_cast<uint32_t>(pid)), final_counts);
   uprobes_.release(pid);  // detached later, on SharedUprobes' own thread
   unuse_uprobes_locked(pid);
+  unuse_budget_locked(pid, it->second.binary);
   containers_.finished(it->second.labels, final_counts, clock_.now_ns());
   processes_.erase(it);
 }

@@ -10,12 +10,19 @@
 // per binary (probe_sites.h) and the verdict says which kind each is (entry_probe,
 // return_probe).
 //
-// Uprobes are shared per real file through SharedUprobes (write entry, read entry, one per
-// RET of Read). The kernel counts every process of an instrumented file from its first call,
-// per tgid (TlsProbes); a process's counts are attributed to its container once consider()
-// tracks it, and fold into container totals at exit (ContainerTotalsOf: folded at exit, never
-// backwards, forgotten `grace` after a container's last process). Counts of processes never
-// tracked are discarded (exited(), sweep()).
+// Uprobes are shared per real file through SharedUprobes: per program (write entry, read entry,
+// the RETs of Read) one attachment with all its sites in the file, taken all or none.
+//
+// Node-wide bounds (Budget), checked when a process of a binary not instrumented yet would be:
+// at most `max_binaries` binaries instrumented at once, and the binary's links must leave
+// kFdReserve descriptors under the soft RLIMIT_NOFILE. Past either, the process is not
+// instrumented (kOverLimit, `why` says which; the binary's verdict says LimitExceeded until a
+// process of it is instrumented; logged once per binary then; counted in not_instrumented()). The
+// kernel counts every process of an instrumented file from its first call, per tgid (TlsProbes); a
+// process's counts are attributed to its container once consider() tracks it, and fold into
+// container totals at exit (ContainerTotalsOf: folded at exit, never backwards, forgotten `grace`
+// after a container's last process). Counts of processes never tracked are discarded (exited(),
+// sweep()).
 //
 // The uprobes are per file, so without a filter every process of an instrumented file is
 // counted, selected or not: another pod of the same image fills the kernel maps and is parsed
@@ -46,6 +53,7 @@
 #include "agent/gotls/tls_probes.h"
 #include "agent/runtime/clock.h"
 #include "agent/runtime/container_totals.h"
+#include "agent/runtime/fd_budget.h"
 #include "agent/symbols/probe_target_cache.h"
 
 namespace sonde::agent {
@@ -60,13 +68,20 @@ inline constexpr std::array<double, SONDE_GOTLS_BUCKETS> kTlsDurationBuckets = {
 inline constexpr std::string_view kUprobesRefused =
     "uprobes refused: this kernel requires CAP_SYS_ADMIN to create them (chart: agent.uprobes)";
 
+// Node-wide bounds on what instrumenting Go TLS costs the agent. `fds`: null, no descriptor check.
+struct TlsMonitorBudget {
+  size_t max_binaries = kDefaultMaxGoTlsBinaries;
+  const Descriptors* fds = nullptr;
+};
+
 class TlsMonitor {
  public:
   // `grace_ns`: how long a container's series outlive its last process. `probes` and `clock`
   // are the kernel's counters and CLOCK_MONOTONIC in the agent, fakes in unit tests.
+  using Budget = TlsMonitorBudget;
   TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
              const ProcReader& proc, uint64_t grace_ns = kDefaultSeriesGraceNs,
-             const Clock& clock = monotonic_clock());
+             const Clock& clock = monotonic_clock(), Budget budget = {});
   static constexpr uint64_t kDefaultSeriesGraceNs = 300'000'000'000;
 
   // The symbols consider() looks up (see EventLoopMonitor::symbol_names()).
@@ -75,8 +90,9 @@ class TlsMonitor {
   // Policy → its limits.maxUprobesPerNode (Selection::uprobe_limits).
   using UprobeLimits = std::map<std::string, int64_t>;
   enum class Outcome { kTracked, kNotTlsUser, kNotInstrumentable, kGone, kFailed, kOverLimit };
-  // kOverLimit: a binary new to one of `limits`' policies would take its uprobes past the
-  // limit, so the process is not instrumented (`why` says which). A policy's uprobes are the
+  // kOverLimit: the node's Budget leaves the binary out, or a binary new to one of `limits`'
+  // policies would take its uprobes past the limit, so the process is not instrumented (`why`
+  // says which). A policy's uprobes are the
   // sites of the binaries its tracked processes run, each binary counted once however many of
   // them run it (uprobes are per file). Checked when a process is instrumented.
   Outcome consider(const Candidate& candidate, const ContainerLabels& labels,
@@ -135,6 +151,9 @@ class TlsMonitor {
     // "single-step" (first instruction); "bpf-ret" (the program performs the ret) or
     // "single-step".
     std::string entry_probe, return_probe;
+    // Instrumentable, but its last process considered was left out by the node's Budget (why);
+    // empty once a process of it is instrumented.
+    std::string limit_exceeded;
   };
   std::vector<BinaryVerdict> verdicts() const;
   size_t tracked() const;
@@ -147,21 +166,28 @@ class TlsMonitor {
   // Per policy with a limit whose tracked processes run instrumented binaries: the uprobes
   // they use now (what limits.maxUprobesPerNode is held against).
   std::map<std::string, size_t> policy_uprobes() const;
+  // Binaries instrumented now (held against Budget::max_binaries).
+  size_t instrumented_binaries() const;
+  size_t max_binaries() const { return budget_.max_binaries; }
+  // Processes the node's Budget left out, by reason: "binary_limit", "fd_reserve".
+  std::map<std::string, uint64_t> not_instrumented() const;
 
  private:
   struct Process {
     uint64_t start_time;
     ContainerLabels labels;
+    std::string binary;  // BinaryIdentity::to_string()
   };
-  struct Site {
+  // One program's sites in one binary: one SharedUprobes attachment.
+  struct ProgramSites {
     TlsCounters::Program program;
     const char* name;
-    uint64_t file_offset;
-    uint64_t address;  // the virtual address in the ELF file (the ret program's guard)
+    std::vector<UprobeSite> sites;
   };
   struct Binary {
     BinaryVerdict verdict;
-    std::vector<Site> sites;  // empty unless instrumentable
+    std::vector<ProgramSites> programs;  // empty unless instrumentable
+    size_t sites() const;                // uprobes
   };
 
   // The verdict and probe sites for binary, computed once per identity.
@@ -178,6 +204,17 @@ class TlsMonitor {
                                                 const UprobeLimits& limits, const std::string& exe);
   // With mu_ held: pid no longer counts against any policy's uprobes.
   void unuse_uprobes_locked(pid_t pid);
+  // With mu_ held: makes pid a user of the binary `key` within the node's Budget (a new binary
+  // takes a slot and `fds` descriptors are set aside until attach_done()), or says why not
+  // (and records nothing).
+  struct Refusal {
+    const char* reason;  // not_instrumented()'s
+    std::string why;
+  };
+  std::optional<Refusal> use_budget_locked(pid_t pid, const std::string& key, size_t fds,
+                                           const std::string& exe);
+  // With mu_ held: pid no longer uses its binary.
+  void unuse_budget_locked(pid_t pid, const std::string& key);
   // With mu_ held: pid's cgroup is no longer counted on its behalf.
   void unadmit_locked(pid_t pid);
   void stop_filtering_locked(const std::string& why);
@@ -188,6 +225,7 @@ class TlsMonitor {
   SharedUprobes& uprobes_;
   const ProcReader& proc_;
   const Clock& clock_;
+  const Budget budget_;
 
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;
@@ -208,6 +246,10 @@ class TlsMonitor {
     std::map<std::string, PolicyBinary> binaries;  // by BinaryIdentity::to_string()
   };
   std::map<std::string, PolicyUse> policy_use_;  // by policy (UprobeLimits' keys); none empty
+  // Instrumented binaries (and those being attached) → their processes; none empty.
+  std::map<std::string, std::set<pid_t>> instrumented_;
+  size_t attaching_fds_ = 0;  // set aside for attaches in flight
+  std::map<std::string, uint64_t> not_instrumented_;
   bool filtering_ = false;
   std::map<pid_t, Admission> admitted_;
   std::map<uint64_t, size_t> admitted_cgroups_;  // cgroup id → admitted processes in it

@@ -101,7 +101,7 @@ const char* gotls_counter_map_name(sonde_gotls_counter counter) {
   return "unknown";
 }
 
-Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret) {
+Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkKind links) {
   std::unique_ptr<TlsProbes> self(new TlsProbes());
   self->skel_ = {gotls_bpf__open(), gotls_bpf__destroy};
   if (!self->skel_) return errno_error("go tls probes: open BPF object", errno);
@@ -115,6 +115,11 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret) {
 #if defined(__x86_64__)
   bpf_program__set_autoload(self->skel_->progs.tls_read_return_ret, self->can_perform_ret_);
 #endif
+  self->links_ = links;
+  bpf_program* program = nullptr;  // every program of gotls.bpf.c is a uprobe
+  bpf_object__for_each_program(program, self->skel_->obj) {
+    prepare_uprobe_program(program, links);
+  }
   if (int err = gotls_bpf__load(self->skel_.get()); err) {
     return errno_error("go tls probes: load BPF programs (run 'sonde-agent doctor')", -err);
   }
@@ -131,7 +136,7 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret) {
 TlsProbes::~TlsProbes() = default;
 
 Result<std::unique_ptr<Attachment>> TlsProbes::attach(Program program, const std::string& path,
-                                                      uint64_t file_offset, uint64_t site_address) {
+                                                      std::span<const UprobeSite> sites) {
   auto& p = skel_->progs;
   bpf_program* prog = nullptr;
   switch (program) {
@@ -147,10 +152,7 @@ Result<std::unique_ptr<Attachment>> TlsProbes::attach(Program program, const std
       break;
   }
   if (prog == nullptr) return Error("go tls probes: the ret-performing program is not loaded");
-  // The guard of tls_read_return_ret: it writes registers only while the instruction pointer is
-  // this address.
-  return attach_uprobe(prog, path, file_offset,
-                       program == Program::kReadReturnRet ? site_address : 0);
+  return attach_uprobes(prog, links_, path, sites);
 }
 
 void TlsProbes::filter_by_cgroup(bool on) {

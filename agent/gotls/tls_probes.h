@@ -26,11 +26,13 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/kernel/process_cgroups.h"
+#include "agent/kernel/uprobe_links.h"
 #include "common/result.h"
 #include "gotls.h"
 
@@ -58,12 +60,13 @@ class TlsCounters {
   // Whether kReadReturnRet loaded (asked for, and the kernel lets uprobe programs write
   // registers).
   virtual bool can_perform_ret() const = 0;
-  // Attaches `program` at `file_offset` of the file at `path` for every process running it.
-  // kReadReturnRet takes the `ret`'s address at run time as `site_address` (its guard); the
-  // others ignore it.
+  // Attaches `program` at every site of the file at `path` for every process running it, all
+  // or none (attach_uprobes()). kReadReturnRet takes each `ret`'s address at run time as its
+  // site's cookie (its guard); the others ignore the cookie.
   virtual Result<std::unique_ptr<Attachment>> attach(Program program, const std::string& path,
-                                                     uint64_t file_offset,
-                                                     uint64_t site_address) = 0;
+                                                     std::span<const UprobeSite> sites) = 0;
+  // The most descriptors one attach() of `sites` sites holds.
+  virtual size_t link_fds(size_t sites) const = 0;
   // With the filter on, a process starts being counted only if its cgroup (v2 id) is allowed.
   // Off by default: every process of an instrumented binary is counted.
   virtual void filter_by_cgroup(bool on) = 0;
@@ -86,15 +89,19 @@ class TlsCounters {
 
 class TlsProbes final : public TlsCounters {
  public:
-  // `perform_ret`: load kReadReturnRet if the kernel allows it (opt-in, see above).
-  static Result<std::unique_ptr<TlsProbes>> load(bool perform_ret = false);
+  // `perform_ret`: load kReadReturnRet if the kernel allows it (opt-in, see above). `links`: how
+  // the programs attach (tests force kSingle to compare; kMulti needs a kernel that has it).
+  static Result<std::unique_ptr<TlsProbes>> load(bool perform_ret = false,
+                                                 UprobeLinkKind links = uprobe_link_support().kind);
   ~TlsProbes() override;
 
   bool can_perform_ret() const override { return can_perform_ret_; }
   // For logs and doctor: "off", "on", or "refused by the kernel: <why>".
   const std::string& register_writes() const { return register_writes_; }
+  UprobeLinkKind links() const { return links_; }
   Result<std::unique_ptr<Attachment>> attach(Program program, const std::string& path,
-                                             uint64_t file_offset, uint64_t site_address) override;
+                                             std::span<const UprobeSite> sites) override;
+  size_t link_fds(size_t sites) const override { return uprobe_link_fds(links_, sites); }
   void filter_by_cgroup(bool on) override;
   Status allow_cgroup(uint64_t cgroup_id) override;
   void disallow_cgroup(uint64_t cgroup_id) override;
@@ -112,6 +119,7 @@ class TlsProbes final : public TlsCounters {
   std::optional<Error> cgroups_error_;
   bool can_perform_ret_ = false;
   std::string register_writes_ = "off";
+  UprobeLinkKind links_ = UprobeLinkKind::kSingle;
 };
 
 // Whether this kernel's verifier accepts a uprobe (BPF_PROG_TYPE_KPROBE) program that writes the

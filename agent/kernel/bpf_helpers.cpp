@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <vector>
 
 namespace sonde::agent {
@@ -34,21 +33,6 @@ std::string PidNamespace::describe() const {
 
 BpfLink::~BpfLink() {
   bpf_link__destroy(link_);
-}
-
-Result<std::unique_ptr<Attachment>> attach_uprobe(bpf_program* program, const std::string& path,
-                                                  uint64_t file_offset, uint64_t cookie) {
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie);
-  bpf_link* link = bpf_program__attach_uprobe_opts(program, -1, path.c_str(), file_offset, &opts);
-  if (!link) {
-    char offset[32];
-    (void)std::snprintf(offset, sizeof offset, "0x%llx",
-                        static_cast<unsigned long long>(file_offset));
-    return errno_error(
-        std::string("attach uprobe ") + bpf_program__name(program) + " to " + path + "+" + offset,
-        errno);
-  }
-  return std::unique_ptr<Attachment>(new BpfLink(link));
 }
 
 uint64_t sum_percpu_counter(const bpf_map* map, uint32_t key) {

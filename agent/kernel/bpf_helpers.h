@@ -34,12 +34,6 @@ class BpfLink : public Attachment {
   bpf_link* link_;
 };
 
-// Attaches `program` as a uprobe at `file_offset` of the file at `path`, for every process
-// (pid -1): callers filter per process in the kernel. The program reads `cookie` with
-// bpf_get_attach_cookie(). The error names program, file, offset.
-Result<std::unique_ptr<Attachment>> attach_uprobe(bpf_program* program, const std::string& path,
-                                                  uint64_t file_offset, uint64_t cookie = 0);
-
 // The pid namespace whose numbers the agent's /proc shows, for the programs that report or key
 // by pid (bpf/pidns.bpf.h): the namespace of /proc's pid 1 (the init of the procfs's namespace),
 // else the agent's own. Computed once per process; `initial` when it is the initial namespace

@@ -13,6 +13,7 @@
 #include "agent/kernel/libbpf_log.h"
 #include "agent/metrics/metrics_server.h"
 #include "agent/procevents/process_events.h"
+#include "agent/runtime/fd_budget.h"
 #include "agent/runtime/inspection_queue.h"
 #include "agent/symbols/probe_target_cache.h"
 #include "common/log.h"
@@ -409,6 +410,15 @@ Result<std::unique_ptr<AgentRuntime>> AgentRuntime::start(const RuntimeOptions& 
                                                           Selector& selector,
                                                           const PartsFactory& build,
                                                           const Clock& clock) {
+  // Before anything holds descriptors: uprobe links are held against this limit (fd_budget.h).
+  if (auto limits = raise_fd_limit(); limits.ok()) {
+    log::info("file descriptor limit", {{"soft_before", limits->soft_before},
+                                        {"soft", limits->soft},
+                                        {"hard", limits->hard},
+                                        {"reserve", static_cast<uint64_t>(kFdReserve)}});
+  } else {
+    log::warn("file descriptor limit not raised", {{"error", limits.error().message()}});
+  }
   auto impl = std::make_unique<Impl>(options, selector, clock);
   RETURN_IF_ERROR(impl->start(build));
   return std::unique_ptr<AgentRuntime>(new AgentRuntime(std::move(impl)));

@@ -36,7 +36,7 @@ struct SlowAttachment : Attachment {
 class SharedUprobesTest : public ::testing::Test {
  protected:
   SharedUprobes::AttachFn attach_fn() {
-    return [this](const std::string& path, uint64_t) -> Result<std::unique_ptr<Attachment>> {
+    return [this](const std::string& path) -> Result<std::unique_ptr<Attachment>> {
       paths_.push_back(path);
       if (fail_next_) {
         fail_next_ = false;
@@ -45,13 +45,19 @@ class SharedUprobesTest : public ::testing::Test {
       return std::unique_ptr<Attachment>(new CountingAttachment(live_));
     };
   }
-  static SharedUprobes::Key key(uint64_t inode, uint64_t offset) {
+  static SharedUprobes::Key key(uint64_t inode, std::string program = "test") {
     SharedUprobes::Key k;
     k.binary.inode = inode;
     k.binary.size = 100;
-    k.file_offset = offset;
-    k.program = "test";
+    k.program = std::move(program);
     return k;
+  }
+  // pid uses the attachment of each key, attached by `attach` when there is none.
+  Status acquire(std::vector<SharedUprobes::Key> keys, const std::string& path, pid_t pid,
+                 const SharedUprobes::AttachFn& attach) {
+    std::vector<SharedUprobes::Request> requests;
+    for (auto& k : keys) requests.push_back({std::move(k), attach});
+    return uprobes_.acquire(requests, path, pid);
   }
 
   SharedUprobes uprobes_;
@@ -62,9 +68,7 @@ class SharedUprobesTest : public ::testing::Test {
 
 TEST_F(SharedUprobesTest, OneAttachmentPerKeySharedByPids) {
   for (pid_t pid = 100; pid < 150; ++pid) {
-    ASSERT_TRUE(
-        uprobes_.acquire(key(7, 0x40), "/proc/" + std::to_string(pid) + "/exe", pid, attach_fn())
-            .ok());
+    ASSERT_TRUE(acquire({key(7)}, "/proc/" + std::to_string(pid) + "/exe", pid, attach_fn()).ok());
   }
   EXPECT_EQ(live_, 1);
   EXPECT_EQ(uprobes_.size(), 1u);
@@ -81,36 +85,60 @@ TEST_F(SharedUprobesTest, OneAttachmentPerKeySharedByPids) {
   EXPECT_EQ(uprobes_.size(), 0u);
 }
 
-TEST_F(SharedUprobesTest, DifferentFilesOffsetsOrProgramsAreDifferentAttachments) {
-  ASSERT_TRUE(uprobes_.acquire(key(7, 0x40), "a", 1, attach_fn()).ok());
-  ASSERT_TRUE(uprobes_.acquire(key(8, 0x40), "b", 1, attach_fn()).ok());
-  ASSERT_TRUE(uprobes_.acquire(key(7, 0x80), "c", 2, attach_fn()).ok());
-  auto other = key(7, 0x40);
-  other.program = "other";
-  ASSERT_TRUE(uprobes_.acquire(other, "d", 2, attach_fn()).ok());
-  EXPECT_EQ(live_, 4);
+TEST_F(SharedUprobesTest, DifferentFilesOrProgramsAreDifferentAttachments) {
+  ASSERT_TRUE(acquire({key(7)}, "a", 1, attach_fn()).ok());
+  ASSERT_TRUE(acquire({key(8)}, "b", 1, attach_fn()).ok());
+  ASSERT_TRUE(acquire({key(7, "other")}, "c", 2, attach_fn()).ok());
+  ASSERT_TRUE(acquire({key(7)}, "d", 2, attach_fn()).ok());
+  EXPECT_EQ(live_, 3);
   uprobes_.release(1);
   uprobes_.flush();
-  EXPECT_EQ(live_, 2);
+  EXPECT_EQ(live_, 2) << "key 7 is still used by pid 2";
   uprobes_.release(2);
+  uprobes_.flush();
+  EXPECT_EQ(live_, 0);
+}
+
+// A process gets all its programs' attachments or none: when one attach fails, pid uses none,
+// what the call attached is detached (off the caller), and what others use stays.
+TEST_F(SharedUprobesTest, AllOrNone) {
+  ASSERT_TRUE(acquire({key(7, "write")}, "a", 1, attach_fn()).ok());
+  int attempts = 0;
+  auto second_fails = [&](const std::string& path) -> Result<std::unique_ptr<Attachment>> {
+    if (++attempts == 2) return errno_error("attach " + path, EMFILE);
+    return std::unique_ptr<Attachment>(new CountingAttachment(live_));
+  };
+  // write is attached (pid 1's), read is attached by this call, read_return fails.
+  auto st = acquire({key(7, "write"), key(7, "read"), key(7, "read_return")}, "b", 2, second_fails);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), EMFILE);
+  EXPECT_EQ(attempts, 2);
+  uprobes_.flush();
+  EXPECT_EQ(live_, 1) << "only pid 1's write attachment is left";
+  EXPECT_EQ(uprobes_.size(), 1u);
+  uprobes_.release(2);  // pid 2 uses nothing
+  uprobes_.flush();
+  EXPECT_EQ(live_, 1);
+  EXPECT_EQ(uprobes_.missing({{key(7, "write"), attach_fn()}, {key(7, "read"), attach_fn()}}), 1u);
+  uprobes_.release(1);
   uprobes_.flush();
   EXPECT_EQ(live_, 0);
 }
 
 TEST_F(SharedUprobesTest, FailedAttachRecordsNothingAndTheNextUserRetries) {
   fail_next_ = true;
-  auto st = uprobes_.acquire(key(7, 0x40), "/proc/1/exe", 1, attach_fn());
+  auto st = acquire({key(7)}, "/proc/1/exe", 1, attach_fn());
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.error().code(), ENOENT);
   EXPECT_EQ(uprobes_.size(), 0u);
   uprobes_.release(1);  // nothing to release: no crash
-  ASSERT_TRUE(uprobes_.acquire(key(7, 0x40), "/proc/2/exe", 2, attach_fn()).ok());
+  ASSERT_TRUE(acquire({key(7)}, "/proc/2/exe", 2, attach_fn()).ok());
   EXPECT_EQ(live_, 1);
   EXPECT_EQ(uprobes_.attach_count(), 1u);
 }
 
 TEST_F(SharedUprobesTest, ReleasingAnUnknownPidIsHarmless) {
-  ASSERT_TRUE(uprobes_.acquire(key(7, 0x40), "a", 1, attach_fn()).ok());
+  ASSERT_TRUE(acquire({key(7)}, "a", 1, attach_fn()).ok());
   uprobes_.release(99);
   uprobes_.flush();
   EXPECT_EQ(live_, 1);
@@ -124,23 +152,22 @@ TEST_F(SharedUprobesTest, DetachesOffTheCallerAndNeverTwoLinksForOneSite) {
   const std::shared_future<void> detach_may_end = go.get_future().share();
   std::atomic<bool> detach_began = false;
   std::vector<std::string> log;  // ordered by SharedUprobes' lock: see the comment at the end
-  auto slow = [&](const std::string&, uint64_t) -> Result<std::unique_ptr<Attachment>> {
+  auto slow = [&](const std::string&) -> Result<std::unique_ptr<Attachment>> {
     log.emplace_back("attached");
     return std::unique_ptr<Attachment>(new SlowAttachment(detach_may_end, detach_began, log));
   };
-  ASSERT_TRUE(uprobes_.acquire(key(7, 0x40), "a", 1, slow).ok());
-  ASSERT_TRUE(uprobes_.acquire(key(8, 0x40), "b", 2, attach_fn()).ok());
+  ASSERT_TRUE(acquire({key(7)}, "a", 1, slow).ok());
+  ASSERT_TRUE(acquire({key(8)}, "b", 2, attach_fn()).ok());
   uprobes_.release(1);  // returns although the detach cannot end yet
   while (!detach_began) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
   // Released while the detach thread is busy, and taken over before it gets to it.
   uprobes_.release(2);
-  ASSERT_TRUE(uprobes_.acquire(key(8, 0x40), "b", 3, attach_fn()).ok());
+  ASSERT_TRUE(acquire({key(8)}, "b", 3, attach_fn()).ok());
   EXPECT_EQ(uprobes_.attach_count(), 2u) << "pid 3 took over key 8's attachment";
 
   // A new process of key 7's file while its old link is still being detached.
-  auto again =
-      std::async(std::launch::async, [&] { return uprobes_.acquire(key(7, 0x40), "a", 4, slow); });
+  auto again = std::async(std::launch::async, [&] { return acquire({key(7)}, "a", 4, slow); });
   EXPECT_EQ(again.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
       << "attached while the site's old link was still being detached";
   go.set_value();

@@ -109,6 +109,11 @@ def invariants(rendered, values_file):
             if is_agent and ("--go-tls-perform-ret" in c.get("args", [])) != bool(perform_ret):
                 fail(f"{cname}: --go-tls-perform-ret in args is not agent.goTls.performRet "
                      f"({perform_ret})")
+            max_binaries = ((values.get("agent") or {}).get("goTls") or {}).get(
+                "maxBinaries", defaults["agent"]["goTls"]["maxBinaries"])
+            if is_agent and f"--max-go-tls-binaries={max_binaries}" not in c.get("args", []):
+                fail(f"{cname}: --max-go-tls-binaries in args is not agent.goTls.maxBinaries "
+                     f"({max_binaries})")
             for m in c.get("volumeMounts", []):
                 if m["name"] in host_volumes and m.get("readOnly") is not True:
                     fail(f"{cname}: host volume {m['name']} mounted read-write")

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <optional>
 #include <set>
+#include <span>
 
 #include "agent/runtime/tests/fake_clock.h"
 #include "agent/symbols/tests/temp_dir.h"
@@ -35,11 +36,13 @@ class FakeAttachment final : public Attachment {
 class FakeCounters final : public TlsCounters {
  public:
   bool can_perform_ret() const override { return perform_ret; }
-  Result<std::unique_ptr<Attachment>> attach(Program program, const std::string&, uint64_t offset,
-                                             uint64_t address) override {
-    attached.push_back({program, offset, address});
+  Result<std::unique_ptr<Attachment>> attach(Program program, const std::string&,
+                                             std::span<const UprobeSite> sites) override {
+    if (fail_attach_of && *fail_attach_of == program) return Error("attach", EMFILE);
+    for (const auto& s : sites) attached.push_back({program, s.file_offset, s.cookie});
     return std::unique_ptr<Attachment>(new FakeAttachment(attachments));
   }
+  size_t link_fds(size_t) const override { return 1; }
   void filter_by_cgroup(bool on) override { filtering = on; }
   Status allow_cgroup(uint64_t id) override {
     if (allowed.size() >= max_cgroups) return Error("cgroup map full", E2BIG);
@@ -81,9 +84,10 @@ class FakeCounters final : public TlsCounters {
   struct Attached {
     Program program;
     uint64_t file_offset;
-    uint64_t address;
+    uint64_t cookie;
   };
   bool perform_ret = false;
+  std::optional<Program> fail_attach_of;
   std::vector<Attached> attached;
   std::map<uint32_t, Counts> table;
   std::atomic<int> attachments = 0;
@@ -109,11 +113,28 @@ class TlsMonitorTest : public ::testing::Test {
 
   // A process of the fixture binary, alive in the fixture /proc since `start_time`.
   Candidate process(pid_t pid, uint64_t start_time, bool running = true) {
+    return process_of(SONDE_GO_TLS_FIXTURE, "/srv/api", pid, start_time, running);
+  }
+  Candidate process_of(const std::string& file, const std::string& exe, pid_t pid,
+                       uint64_t start_time, bool running = true) {
     set_alive(pid, start_time);
-    auto again = symbols::OpenBinary::open(SONDE_GO_TLS_FIXTURE);
+    auto again = symbols::OpenBinary::open(file);
     EXPECT_TRUE(again.ok());
-    ProcessInfo info{.pid = pid, .start_time = start_time, .comm = "api", .exe = "/srv/api"};
+    ProcessInfo info{.pid = pid, .start_time = start_time, .comm = "api", .exe = exe};
     return Candidate{info, std::move(again).value(), running};
+  }
+  // Another binary: a copy of the fixture (another inode: another file for the kernel too).
+  std::string copy_of_fixture(const std::string& name) {
+    auto path = copies_.path() / name;
+    std::filesystem::copy_file(SONDE_GO_TLS_FIXTURE, path);
+    return path.string();
+  }
+  static std::optional<TlsMonitor::BinaryVerdict> verdict_of(const TlsMonitor& monitor,
+                                                             const std::string& exe) {
+    for (const auto& v : monitor.verdicts()) {
+      if (v.path == exe) return v;
+    }
+    return std::nullopt;
   }
   void set_alive(pid_t pid, uint64_t start_time) {
     auto dir = proc_dir_.path() / std::to_string(pid);
@@ -136,6 +157,7 @@ class TlsMonitorTest : public ::testing::Test {
   }
 
   symbols::testing::TempDir proc_dir_;
+  symbols::testing::TempDir copies_;
   ProcReader proc_{proc_dir_.path().string()};
   symbols::ProbeTargetCache cache_{64};
   SharedUprobes uprobes_;
@@ -198,10 +220,10 @@ TEST_F(TlsMonitorTest, PerformsRetsOnlyInPositionDependentBinariesAtTheirOwnAddr
     for (const auto& r : rets) {
       // The guard's address is the RET's: the file offset attached is where that address lies,
       // and the byte there is a one-byte `ret`.
-      auto offset = elf->file_offset_of(r.address);
+      auto offset = elf->file_offset_of(r.cookie);
       ASSERT_TRUE(offset.ok()) << offset.error().message();
       EXPECT_EQ(*offset, r.file_offset);
-      EXPECT_EQ(binary_->bytes()[r.file_offset], 0xC3) << std::hex << r.address;
+      EXPECT_EQ(binary_->bytes()[r.file_offset], 0xC3) << std::hex << r.cookie;
     }
     monitor.exited(101);
   }
@@ -295,7 +317,7 @@ TEST_F(TlsMonitorTest, DiscardsCountsOfProcessesNeverTracked) {
 // attached), and what a policy uses goes down as its processes go.
 TEST_F(TlsMonitorTest, APolicysUprobeLimitCountsEachBinaryOnceAndLeavesOutWhatWouldExceedIt) {
   ASSERT_EQ(monitor_.consider(process(100, 7), kApi), TlsMonitor::Outcome::kTracked);
-  const size_t sites = uprobes_.size();  // the fixture binary's
+  const size_t sites = kernel_.attached.size();  // the fixture binary's
   ASSERT_GT(sites, 1u);
   const auto limit = static_cast<int64_t>(sites);
   const TlsMonitor::UprobeLimits roomy{{"shop/api", limit}};
@@ -324,6 +346,100 @@ TEST_F(TlsMonitorTest, APolicysUprobeLimitCountsEachBinaryOnceAndLeavesOutWhatWo
   EXPECT_TRUE(monitor_.policy_uprobes().empty());
   EXPECT_EQ(monitor_.consider(process(104, 11), kApi, tight), TlsMonitor::Outcome::kOverLimit)
       << "the tighter policy's limit still holds";
+}
+
+// At most Budget::max_binaries binaries are instrumented at once: a process of one more is left
+// out whole (nothing of it attached), with a LimitExceeded verdict and a count, and gets in once
+// a binary's last process is gone. Processes of an instrumented binary need no slot.
+TEST_F(TlsMonitorTest, BoundsTheInstrumentedBinariesAndLeavesTheRestOutWhole) {
+  TlsMonitor monitor{kernel_, cache_, uprobes_, proc_, kGrace, clock_, {.max_binaries = 1}};
+  const std::string other = copy_of_fixture("other");
+  ASSERT_EQ(monitor.consider(process(100, 7), kApi), TlsMonitor::Outcome::kTracked);
+  const size_t sites = kernel_.attached.size();
+  std::string why;
+  EXPECT_EQ(monitor.consider(process_of(other, "/srv/other", 200, 7), kApi, {}, &why),
+            TlsMonitor::Outcome::kOverLimit);
+  EXPECT_NE(why.find("--max-go-tls-binaries"), std::string::npos) << why;
+  EXPECT_NE(why.find("/srv/other"), std::string::npos) << why;
+  EXPECT_EQ(kernel_.attached.size(), sites) << "nothing of /srv/other attached";
+  EXPECT_EQ(monitor.not_instrumented(), (std::map<std::string, uint64_t>{{"binary_limit", 1}}));
+  auto v = verdict_of(monitor, "/srv/other");
+  ASSERT_TRUE(v);
+  EXPECT_TRUE(v->instrumentable);
+  EXPECT_EQ(v->limit_exceeded, why);
+  EXPECT_TRUE(verdict_of(monitor, "/srv/api")->limit_exceeded.empty());
+
+  ASSERT_EQ(monitor.consider(process(101, 8), kApi), TlsMonitor::Outcome::kTracked)
+      << "a second process of the instrumented binary takes no slot";
+  EXPECT_EQ(monitor.instrumented_binaries(), 1u);
+  monitor.exited(100);
+  EXPECT_EQ(monitor.consider(process_of(other, "/srv/other", 201, 9), kApi),
+            TlsMonitor::Outcome::kOverLimit)
+      << "pid 101 still runs /srv/api";
+  EXPECT_EQ(monitor.not_instrumented().at("binary_limit"), 2u);
+  monitor.exited(101);
+  EXPECT_EQ(monitor.instrumented_binaries(), 0u);
+  ASSERT_EQ(monitor.consider(process_of(other, "/srv/other", 202, 10), kApi),
+            TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(kernel_.attached.size(), 2 * sites);
+  EXPECT_TRUE(verdict_of(monitor, "/srv/other")->limit_exceeded.empty());
+  EXPECT_EQ(monitor.instrumented_binaries(), 1u);
+  monitor.exited(202);
+}
+
+class FakeDescriptors final : public Descriptors {
+ public:
+  Result<size_t> open() const override {
+    if (error) return Error("count open descriptors", EMFILE);
+    return open_now;
+  }
+  uint64_t soft_limit() const override { return limit; }
+  size_t open_now = 0;
+  uint64_t limit = 1024;
+  bool error = false;
+};
+
+// A binary's links must leave kFdReserve descriptors under the soft limit, counted before it is
+// attached; one already attached needs none; descriptors that cannot be counted mean none free.
+TEST_F(TlsMonitorTest, KeepsTheDescriptorReserve) {
+  FakeDescriptors fds;
+  TlsMonitor monitor{kernel_, cache_, uprobes_, proc_, kGrace, clock_, {.fds = &fds}};
+  const size_t links = 3;  // write, read, read_return: one descriptor each in FakeCounters
+  fds.open_now = fds.limit - kFdReserve - links + 1;
+  std::string why;
+  EXPECT_EQ(monitor.consider(process(100, 7), kApi, {}, &why), TlsMonitor::Outcome::kOverLimit);
+  EXPECT_NE(why.find("keeps " + std::to_string(kFdReserve)), std::string::npos) << why;
+  EXPECT_TRUE(kernel_.attached.empty());
+  EXPECT_EQ(monitor.not_instrumented(), (std::map<std::string, uint64_t>{{"fd_reserve", 1}}));
+  EXPECT_FALSE(verdict_of(monitor, "/srv/api")->limit_exceeded.empty());
+
+  fds.open_now = fds.limit - kFdReserve - links;
+  ASSERT_EQ(monitor.consider(process(101, 8), kApi), TlsMonitor::Outcome::kTracked);
+  EXPECT_TRUE(verdict_of(monitor, "/srv/api")->limit_exceeded.empty());
+  fds.open_now = fds.limit;  // full, but the binary's links exist already
+  EXPECT_EQ(monitor.consider(process(102, 9), kApi), TlsMonitor::Outcome::kTracked);
+
+  fds.error = true;
+  EXPECT_EQ(monitor.consider(process_of(copy_of_fixture("other"), "/srv/other", 200, 7), kApi),
+            TlsMonitor::Outcome::kOverLimit);
+  EXPECT_EQ(monitor.not_instrumented().at("fd_reserve"), 2u);
+  monitor.exited(101);
+  monitor.exited(102);
+}
+
+// When one program cannot be attached, the process is not instrumented and nothing of its
+// binary stays attached (no half attach); the next process attaches everything.
+TEST_F(TlsMonitorTest, AFailedAttachLeavesNothingAttached) {
+  kernel_.fail_attach_of = TlsCounters::Program::kReadReturn;
+  EXPECT_EQ(monitor_.consider(process(100, 7), kApi), TlsMonitor::Outcome::kFailed);
+  uprobes_.flush();
+  EXPECT_EQ(kernel_.attachments, 0);
+  EXPECT_EQ(monitor_.tracked(), 0u);
+  EXPECT_EQ(monitor_.instrumented_binaries(), 0u);
+  kernel_.fail_attach_of.reset();
+  ASSERT_EQ(monitor_.consider(process(101, 8), kApi), TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(kernel_.attachments, 3) << "one attachment per program";
+  EXPECT_EQ(monitor_.instrumented_binaries(), 1u);
 }
 
 // The filter counts a cgroup while an admitted process of it lives: two processes of one pod

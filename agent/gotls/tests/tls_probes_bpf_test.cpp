@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,8 @@
 #include "agent/discovery/candidate.h"
 #include "agent/gotls/tls_monitor.h"
 #include "agent/gotls/tls_probes.h"
+#include "agent/kernel/uprobe_links.h"
+#include "agent/runtime/fd_budget.h"
 #include "agent/tests/cgroup2_root.h"
 #include "agent/tests/child_process.h"
 
@@ -174,6 +177,64 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   EXPECT_EQ(requests_of(*probes_, after, &counted), 0u);
   EXPECT_FALSE(counted);
   for (const auto& [map, n] : monitor.kernel_map_full()) EXPECT_EQ(n, 0u) << map;
+}
+
+// On a kernel with uprobe_multi links (6.6+) a binary costs one descriptor per program (write,
+// read, the RETs of read) instead of two per site, and counts exactly what single links count:
+// both kinds run here against one server and its clients, with the descriptors the agent
+// (this process) holds counted in /proc/self/fd before and after the binary is attached.
+TEST_F(TlsProbesBpfTest, UprobeMultiLinksCountExactlyWithOneDescriptorPerProgram) {
+  if (uprobe_link_support().kind != UprobeLinkKind::kMulti) {
+    GTEST_SKIP() << "no uprobe_multi links on this kernel: " << uprobe_link_support().why;
+  }
+  const std::string root = cgroup2_root();
+  if (root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  const int port = std::stoi(server.last_line().substr(std::string("listening ").size()));
+  ProcReader proc;
+  ProcessDescriptors fds;
+  for (UprobeLinkKind kind : {UprobeLinkKind::kMulti, UprobeLinkKind::kSingle}) {
+    SCOPED_TRACE(uprobe_link_kind_name(kind));
+    auto probes = TlsProbes::load(/*perform_ret=*/false, kind);
+    ASSERT_TRUE(probes.ok()) << probes.error().message();
+    ASSERT_EQ((*probes)->links(), kind);
+    symbols::ProbeTargetCache cache;
+    SharedUprobes uprobes;
+    TlsMonitor monitor(**probes, cache, uprobes, proc);
+    auto info = proc.read(server.pid());
+    ASSERT_TRUE(info.ok()) << info.error().message();
+    auto candidate = open_candidate(proc, *info, true);
+    ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+    auto before = fds.open();
+    ASSERT_TRUE(before.ok()) << before.error().message();
+    // A limit high enough to leave it in, to learn the binary's sites (policy_uprobes()).
+    ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}, {{"test", 1000}}),
+              TlsMonitor::Outcome::kTracked);
+    auto after = fds.open();
+    ASSERT_TRUE(after.ok()) << after.error().message();
+    const size_t sites = monitor.policy_uprobes().at("test");
+    const size_t held = *after - *before;
+    std::cout << "fds per instrumented binary, " << uprobe_link_kind_name(kind)
+              << " links: " << held << " (" << sites << " sites, " << uprobes.size()
+              << " programs)\n";
+    ASSERT_EQ(uprobes.size(), 3u);
+    EXPECT_EQ(held, kind == UprobeLinkKind::kMulti ? 3u : 2 * sites);
+    EXPECT_EQ(held, (*probes)->link_fds(1) * (kind == UprobeLinkKind::kMulti ? 3 : sites));
+
+    bool counted = false;
+    const uint64_t server_before = requests_of(**probes, server.pid(), &counted);
+    pid_t client = run_client(root, port);
+    EXPECT_EQ(requests_of(**probes, client, &counted), 2u);
+    EXPECT_TRUE(counted);
+    EXPECT_EQ(requests_of(**probes, server.pid(), &counted) - server_before, 2u);
+    monitor.exited(client);
+    monitor.exited(server.pid());
+    uprobes.flush();
+    auto detached = fds.open();
+    ASSERT_TRUE(detached.ok());
+    EXPECT_EQ(*detached, *before) << "every link closed";
+  }
 }
 
 // Two agents that both perform the `ret` on one site (a DaemonSet rollout with maxSurge): the
