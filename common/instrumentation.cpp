@@ -114,7 +114,8 @@ Result<Instrumentations> parse_instrumentations(const Json& object, ParamsSource
     out = config_defaults();
     if (object.is_null()) return out;
     if (!object.is_object()) return Error(path + ": must be a mapping");
-    for (const auto& [key, value] : object.items()) {
+    for (const auto& item : object.items()) {
+      const std::string& key = item.key();
       if (std::none_of(kKinds.begin(), kKinds.end(), [&](const auto& k) { return k.key == key; })) {
         return Error(path + "." + key + ": unknown key");
       }

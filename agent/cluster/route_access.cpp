@@ -39,7 +39,7 @@ std::string sha256_hex(const std::string& text) {
   unsigned int size = 0;
   EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr);
   std::string out;
-  out.reserve(size * 2);
+  out.reserve(static_cast<size_t>(size) * 2);
   char byte[3];
   for (unsigned int i = 0; i < size; ++i) {
     (void)std::snprintf(byte, sizeof byte, "%02x", digest[i]);
