@@ -4,7 +4,9 @@
 # SubjectAccessReview for get profiles.sonde.dev in the profile's namespace. alice may read
 # namespace team-a (a RoleBinding to the chart's profile-reader ClusterRole) and nothing else;
 # no, forged, expired and wrong-audience tokens get 401, bob (no binding) 403; /metrics stays
-# open; with the API server gone a token not yet decided gets 503. Needs root and helm.
+# open; with the API server gone a token not yet decided gets 503. The routes are served on
+# --debug-address (the pod's loopback in the chart's agent.debugAuth.loopbackPort), not on the
+# metrics port. Needs root and helm.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -36,9 +38,11 @@ FAKE_API_IDENTITIES=("alice-token=alice;aud=sonde" "alice-api=alice" "alice-old=
 start_fake_apiserver "$tmp/chart.yaml" "$ns"
 kube_admin POST /api/v1/nodes '{"metadata": {"name": "auth-node"}}' >/dev/null || fail "cannot create the Node"
 
-port="$(free_port)"
+port="$(free_port)" dport="$(free_port)"
+while [[ "$dport" == "$port" ]]; do dport="$(free_port)"; done
 "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name auth-node \
-  --metrics-address "127.0.0.1:$port" --token-audience sonde >"$tmp/agent.log" 2>&1 &
+  --metrics-address "127.0.0.1:$port" --debug-address "127.0.0.1:$dport" --token-audience sonde \
+  >"$tmp/agent.log" 2>&1 &
 AGENT_PID=$!
 wait_until 300 curl -sf "http://127.0.0.1:$port/metrics" ||
   { tail -20 "$tmp/agent.log"; fail "the agent did not serve /metrics"; }
@@ -48,7 +52,7 @@ status() {
   local auth=()
   [[ -n "$1" ]] && auth=(-H "Authorization: Bearer $1")
   curl -s -o "$tmp/body" -w '%{http_code}' "${auth[@]}" \
-    "http://127.0.0.1:$port/debug/pprof/profile?seconds=1$2"
+    "http://127.0.0.1:$dport/debug/pprof/profile?seconds=1$2"
 }
 expect() {  # expect STATUS TOKEN QUERY WHAT
   local got
@@ -67,6 +71,9 @@ expect 403 alice-token "&namespace=team-b" "alice, another namespace"
 expect 403 alice-token "" "alice, every namespace"
 expect 403 bob-token "&namespace=team-a" "bob, no binding"
 curl -sf -o /dev/null "http://127.0.0.1:$port/metrics" || fail "/metrics needs no token"
+code="$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer alice-token" \
+  "http://127.0.0.1:$port/debug/pprof/profile?seconds=1&namespace=team-a")"
+[[ "$code" == 404 ]] || fail "/debug/ is still served on the metrics port with --debug-address ($code)"
 curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" || fail "/healthz needs no token"
 
 # Decisions are cached: asking again sends no review.

@@ -7,6 +7,7 @@ namespace sonde::agent {
 void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, FeatureOptions& features) {
   runtime.proc_root = flags.proc_root;
   if (!flags.metrics_address.empty()) runtime.metrics_address = flags.metrics_address;
+  runtime.debug_address = flags.debug_address;
   features.wait_source = flags.wait_source;
   features.go_tls_perform_ret = flags.go_tls_perform_ret;
   features.max_go_tls_binaries = flags.max_go_tls_binaries;
@@ -16,6 +17,10 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
                      const std::string& level_default) {
   app.add_option("--metrics-address", flags.metrics_address,
                  "host:port for /metrics (default " + metrics_default + ")");
+  app.add_option("--debug-address", flags.debug_address,
+                 "host:port for the /debug/ routes (CPU profiles), e.g. 127.0.0.1:9465 to reach "
+                 "them only from inside the agent's network namespace (kubectl port-forward); "
+                 "default: the metrics address");
   app.add_option("--proc-root", flags.proc_root, "the host's /proc")->capture_default_str();
   cli::add_log_flags(app, flags.log, level_default);
   static const std::map<std::string, LoopProbes::WaitSource> kSources = {

@@ -101,20 +101,16 @@ const char* gotls_counter_map_name(sonde_gotls_counter counter) {
   return "unknown";
 }
 
-Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkKind links) {
+Result<std::unique_ptr<TlsProbes>> TlsProbes::open_and_load(bool perform_ret,
+                                                            UprobeLinkKind links) {
   std::unique_ptr<TlsProbes> self(new TlsProbes());
   self->skel_ = {gotls_bpf__open(), gotls_bpf__destroy};
   if (!self->skel_) return errno_error("go tls probes: open BPF object", errno);
   configure_pid_namespace(self->skel_->rodata);
-  if (perform_ret) {
-    Status allowed = kernel_allows_uprobe_register_writes();
-    self->can_perform_ret_ = allowed.ok();
-    self->register_writes_ =
-        allowed.ok() ? "on" : "refused by the kernel: " + allowed.error().message();
-  }
 #if defined(__x86_64__)
-  bpf_program__set_autoload(self->skel_->progs.tls_read_return_ret, self->can_perform_ret_);
+  bpf_program__set_autoload(self->skel_->progs.tls_read_return_ret, perform_ret);
 #endif
+  self->can_perform_ret_ = perform_ret;
   self->links_ = links;
   bpf_program* program = nullptr;  // every program of gotls.bpf.c is a uprobe
   bpf_object__for_each_program(program, self->skel_->obj) {
@@ -123,6 +119,26 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkK
   if (int err = gotls_bpf__load(self->skel_.get()); err) {
     return errno_error("go tls probes: load BPF programs (run 'sonde-agent doctor')", -err);
   }
+  return self;
+}
+
+Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkKind links) {
+  std::string register_writes = "off";
+  if (perform_ret) {
+    Status allowed = kernel_allows_uprobe_register_writes();
+    perform_ret = allowed.ok();
+    register_writes = allowed.ok() ? "on" : "refused by the kernel: " + allowed.error().message();
+  }
+  auto loaded = open_and_load(perform_ret, links);
+  if (!loaded.ok() && perform_ret) {
+    // The verifier took the probe program but not tls_read_return_ret as loaded here (another
+    // attach type, its helpers): the RETs are single-stepped and the rest still counts.
+    register_writes = "refused at load: " + loaded.error().message();
+    loaded = open_and_load(false, links);
+  }
+  if (!loaded.ok()) return loaded.error();
+  std::unique_ptr<TlsProbes> self = std::move(loaded).value();
+  self->register_writes_ = std::move(register_writes);
   // Only the cgroup filter needs it: without it the filter turns off, saying why.
   auto cgroups = ProcessCgroups::load();
   if (cgroups.ok()) {

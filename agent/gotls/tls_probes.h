@@ -96,7 +96,8 @@ class TlsProbes final : public TlsCounters {
   ~TlsProbes() override;
 
   bool can_perform_ret() const override { return can_perform_ret_; }
-  // For logs and doctor: "off", "on", or "refused by the kernel: <why>".
+  // For logs: "off", "on", "refused by the kernel: <why>" or "refused at load: <why>" (then
+  // the RETs are single-stepped and everything else loads).
   const std::string& register_writes() const { return register_writes_; }
   UprobeLinkKind links() const { return links_; }
   Result<std::unique_ptr<Attachment>> attach(Program program, const std::string& path,
@@ -113,6 +114,7 @@ class TlsProbes final : public TlsCounters {
 
  private:
   TlsProbes() = default;
+  static Result<std::unique_ptr<TlsProbes>> open_and_load(bool perform_ret, UprobeLinkKind links);
 
   std::unique_ptr<gotls_bpf, void (*)(gotls_bpf*)> skel_{nullptr, nullptr};
   std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_

@@ -50,6 +50,7 @@ struct AgentRuntime::Impl {
   // What the inspection worker and the metrics server call into goes after them; features in
   // the reverse order of their start (the CPU sampler reads the Node.js probes' map).
   ~Impl() {
+    debug_server.reset();
     server.reset();
     inspections.reset();
     while (!features.empty()) features.pop_back();
@@ -105,6 +106,7 @@ struct AgentRuntime::Impl {
   // worker finishes the job in hand (or is abandoned) while what the job touches still exists.
   std::unique_ptr<InspectionQueue> inspections;
   std::unique_ptr<MetricsServer> server;
+  std::unique_ptr<MetricsServer> debug_server;  // the /debug/ routes, when on their own address
 };
 
 Status AgentRuntime::Impl::start(const PartsFactory& build) {
@@ -129,8 +131,12 @@ Status AgentRuntime::Impl::start(const PartsFactory& build) {
   inspections = std::make_unique<InspectionQueue>(
       InspectionQueue::Options{.deadline = options.inspection_deadline});
   ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address, options.debug_guard));
+  if (!options.debug_address.empty()) {
+    ASSIGN_OR_RETURN(debug_server,
+                     MetricsServer::start(options.debug_address, options.debug_guard));
+  }
   add_collector();
-  for (const auto& f : features) f->add_routes(*server);
+  for (const auto& f : features) f->add_routes(debug_server ? *debug_server : *server);
   auto probe = [this](HealthRegistry::Probe p) {
     return [this, p](const HttpRequest&) {
       auto answer = health.check(p);
@@ -445,6 +451,10 @@ std::vector<ProcessOutcome> AgentRuntime::outcomes() const {
 
 int AgentRuntime::metrics_port() const {
   return impl_->server->port();
+}
+
+int AgentRuntime::debug_port() const {
+  return impl_->debug_server ? impl_->debug_server->port() : impl_->server->port();
 }
 
 void AgentRuntime::add_collector(MetricsServer::Collector collector) {

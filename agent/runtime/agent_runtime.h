@@ -61,6 +61,9 @@ struct RuntimeOptions {
   std::chrono::milliseconds inspection_deadline{5000};
   // Who may read /debug/ routes (cluster mode: RouteAccess); empty: anyone who reaches the port.
   MetricsServer::Guard debug_guard;
+  // Serve the /debug/ routes (CPU profiles) on this host:port instead of the metrics port, e.g.
+  // 127.0.0.1:9465 so that only who can enter the pod (kubectl port-forward) reaches them.
+  std::string debug_address;
 };
 
 // What the runtime drives, built once at start: the process events and the features. The agent's
@@ -106,6 +109,9 @@ class AgentRuntime {
   // Selected processes and what became of them.
   std::vector<ProcessOutcome> outcomes() const;
   int metrics_port() const;
+  // Where the /debug/ routes are served: RuntimeOptions::debug_address's port, else the metrics
+  // port.
+  int debug_port() const;
   // Adds series to /metrics: `collector` runs at every scrape, on the server's threads.
   void add_collector(MetricsServer::Collector collector);
   // What /healthz and /readyz answer; callers add their own loops' checks.

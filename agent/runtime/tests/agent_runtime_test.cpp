@@ -125,7 +125,11 @@ class FakeFeature final : public Feature {
     add_sample(f, {}, static_cast<double>(tracked()));
     out.push_back(std::move(f));
   }
-  void add_routes(MetricsServer&) override {}
+  void add_routes(MetricsServer& server) override {
+    server.add_route(std::string("/debug/fake_") + name_, [](const HttpRequest&) {
+      return HttpResponse{.status = 200, .body = "profile\n"};
+    });
+  }
 
   // instrument() of `pid` records its call, then waits until the returned promise is set.
   std::promise<void> hold(pid_t pid) {
@@ -236,9 +240,10 @@ bool eventually(F done) {
 class AgentRuntimeTest : public ::testing::Test {
  protected:
   // Starts the runtime with the fakes; run() starts separately (what it scans at start matters).
-  void start() {
+  void start(std::string debug_address = "") {
     RuntimeOptions options;
     options.metrics_address = "127.0.0.1:0";
+    options.debug_address = std::move(debug_address);
     options.node_name = "test-node";
     auto rt = AgentRuntime::start(
         options, selector_,
@@ -539,6 +544,23 @@ TEST_F(AgentRuntimeTest, MetricsHoldEveryFeaturesFamiliesAndTheRuntimesOwn) {
   // Every feature's symbols are resolved in one parse of the executable.
   EXPECT_NE(r.body.find("\nsonde_agent_symbol_cache_parses_total 1\n"), std::string::npos)
       << r.body;
+}
+
+// The /debug/ routes on an address of their own (e.g. the pod's loopback): served there, and no
+// more on the metrics port, which keeps /metrics and the probes.
+TEST_F(AgentRuntimeTest, DebugRoutesMoveToTheirOwnAddress) {
+  start();
+  EXPECT_EQ(runtime_->debug_port(), runtime_->metrics_port());
+  EXPECT_EQ(sonde::testing::http_get(runtime_->metrics_port(), "/debug/fake_c").status, 200);
+  runtime_.reset();
+  start("127.0.0.1:0");
+  ASSERT_NE(runtime_->debug_port(), runtime_->metrics_port());
+  auto r = sonde::testing::http_get(runtime_->debug_port(), "/debug/fake_c");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "profile\n");
+  EXPECT_EQ(sonde::testing::http_get(runtime_->metrics_port(), "/debug/fake_c").status, 404);
+  EXPECT_EQ(sonde::testing::http_get(runtime_->metrics_port(), "/metrics").status, 200);
+  EXPECT_NE(sonde::testing::http_get(runtime_->metrics_port(), "/healthz").status, 404);
 }
 
 TEST_F(AgentRuntimeTest, AFailingPartsFactoryFailsTheStart) {
