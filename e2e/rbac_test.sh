@@ -49,14 +49,19 @@ yaml.safe_dump_all(docs, open(sys.argv[2], "w"))
 print("removed from the chart's RBAC:", "; ".join(removed))
 PY
 
+# The Node and a ProfilingPolicy in shop, created as admin on the fake just started.
+create_node_and_policy() {
+  kube_admin POST /api/v1/nodes "{\"metadata\": {\"name\": \"$node_name\"}}" >/dev/null ||
+    fail "cannot create the Node"
+  kube_admin POST /apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies '{
+    "apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
+             "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null || fail "cannot create the policy"
+}
+
 start_fake_apiserver "$tmp/broken.yaml" "$ns"
-kube_admin POST /api/v1/nodes "{\"metadata\": {\"name\": \"$node_name\"}}" >/dev/null ||
-  fail "cannot create the Node"
-kube_admin POST /apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies '{
-  "apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
-  "metadata": {"name": "web", "namespace": "shop"},
-  "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
-           "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null || fail "cannot create the policy"
+create_node_and_policy
 kube_admin POST /apis/sonde.dev/v1alpha1/clusterprofilingpolicies '{
   "apiVersion": "sonde.dev/v1alpha1", "kind": "ClusterProfilingPolicy",
   "metadata": {"name": "all-web"},
@@ -117,13 +122,7 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
 PY
 rm -f "$tmp/apiserver.out"  # or the new server's PORT line could be read from the old one's
 start_fake_apiserver "$tmp/scoped.yaml" "$ns"
-kube_admin POST /api/v1/nodes "{\"metadata\": {\"name\": \"$node_name\"}}" >/dev/null ||
-  fail "cannot create the Node"
-kube_admin POST /apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies '{
-  "apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
-  "metadata": {"name": "web", "namespace": "shop"},
-  "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
-           "instrumentations": {"nodejsEventLoop": {}}}}' >/dev/null || fail "cannot create the policy"
+create_node_and_policy
 "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
   --watch-namespace shop --metrics-address "127.0.0.1:$port" >"$tmp/agent-scoped.log" 2>&1 &
 AGENT_PID=$!
