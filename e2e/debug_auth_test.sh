@@ -19,7 +19,7 @@ command -v helm >/dev/null || fail "helm not found (make deps)"
 API_PID=""
 cleanup() {
   stop_agent
-  [[ -n "$API_PID" ]] && { kill "$API_PID" 2>/dev/null || true; wait "$API_PID" 2>/dev/null || true; }
+  if [[ -n "$API_PID" ]]; then kill "$API_PID" 2>/dev/null || true; wait "$API_PID" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
 
