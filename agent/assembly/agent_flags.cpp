@@ -11,6 +11,7 @@ void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, Feature
   features.wait_source = flags.wait_source;
   features.go_tls_perform_ret = flags.go_tls_perform_ret;
   features.max_go_tls_binaries = flags.max_go_tls_binaries;
+  features.go_tls_keep_probes_seconds = flags.go_tls_keep_probes_seconds;
 }
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metrics_default,
@@ -45,6 +46,13 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
                  "Go TLS binaries instrumented at once on this node; a process of one more is "
                  "not instrumented (LimitExceeded, sonde_agent_gotls_not_instrumented_total)")
       ->check(CLI::Range(size_t{1}, size_t{100000}))
+      ->capture_default_str();
+  app.add_option("--go-tls-keep-probes-seconds", flags.go_tls_keep_probes_seconds,
+                 "how long a Go TLS binary keeps its uprobes after its last process exits, so "
+                 "a program run again (a CronJob, a CLI tool) is counted from its first call; "
+                 "kept binaries give way, oldest first, when a new one needs their descriptors "
+                 "or --max-go-tls-binaries slot; 0 detaches at the last exit")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{86400}))
       ->capture_default_str();
 }
 

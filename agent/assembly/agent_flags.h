@@ -21,6 +21,7 @@ struct AgentFlags {
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
   bool go_tls_perform_ret = false;                        // FeatureOptions::go_tls_perform_ret
   size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;  // FeatureOptions::max_go_tls_binaries
+  uint64_t go_tls_keep_probes_seconds = kDefaultGoTlsKeepProbesSeconds;  // FeatureOptions's
 };
 
 // What the flags set in both modes' options (the metrics address only when given).

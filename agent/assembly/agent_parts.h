@@ -23,6 +23,8 @@ struct FeatureOptions {
   bool go_tls_perform_ret = false;
   // Go TLS binaries instrumented at once on the node (TlsMonitor::Budget).
   size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;
+  // How long a Go TLS binary keeps its uprobes after its last process exits (SharedUprobes).
+  uint64_t go_tls_keep_probes_seconds = kDefaultGoTlsKeepProbesSeconds;
   struct Cpu {
     uint32_t frequency_hz = 19;  // unless selections ask for more (the policies' cpu.frequencyHz)
     bool all_processes = false;  // sample every process, not only selected ones

@@ -1,5 +1,7 @@
 #include "agent/attach/shared_uprobes.h"
 
+#include <algorithm>
+
 namespace sonde::agent {
 
 bool SharedUprobes::Key::operator<(const Key& o) const {
@@ -10,7 +12,8 @@ bool SharedUprobes::Key::operator<(const Key& o) const {
   return fields(*this) < fields(o);
 }
 
-SharedUprobes::SharedUprobes() : detacher_([this] { detach_unused(); }) {}
+SharedUprobes::SharedUprobes(uint64_t linger_ns, const Clock& clock)
+    : linger_ns_(linger_ns), clock_(clock), detacher_([this] { detach_unused(); }) {}
 
 SharedUprobes::~SharedUprobes() {
   {
@@ -47,6 +50,7 @@ Status SharedUprobes::acquire(const std::vector<Request>& requests, const std::s
   for (const auto& r : requests) {
     by_key_.at(r.key).users.insert(pid);
     by_pid_[pid].insert(r.key);
+    idle_.erase(r.key);
   }
   return ok_status();
 }
@@ -70,7 +74,10 @@ void SharedUprobes::release(pid_t pid) {
       auto it = by_key_.find(key);
       if (it == by_key_.end()) continue;
       it->second.users.erase(pid);
-      if (it->second.users.empty()) {
+      if (!it->second.users.empty()) continue;
+      if (linger_ns_ > 0) {
+        idle_[key] = clock_.now_ns();
+      } else {
         unused_.push_back(key);
         more = true;
       }
@@ -80,8 +87,56 @@ void SharedUprobes::release(pid_t pid) {
   if (more) changed_.notify_all();
 }
 
+void SharedUprobes::expire() {
+  bool more = false;
+  {
+    std::lock_guard lock(mu_);
+    const uint64_t now = clock_.now_ns();
+    for (auto it = idle_.begin(); it != idle_.end();) {
+      if (now - it->second < linger_ns_) {
+        ++it;
+        continue;
+      }
+      unused_.push_back(it->first);
+      it = idle_.erase(it);
+      more = true;
+    }
+  }
+  if (more) changed_.notify_all();
+}
+
+bool SharedUprobes::evict_oldest_idle() {
+  std::unique_lock lock(mu_);
+  auto oldest = std::min_element(idle_.begin(), idle_.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (oldest == idle_.end()) return false;
+  const symbols::BinaryIdentity binary = oldest->first.binary;
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    if (it->first.binary != binary) {
+      ++it;
+      continue;
+    }
+    unused_.push_back(it->first);
+    it = idle_.erase(it);
+  }
+  changed_.notify_all();
+  wait_detached_locked(lock);
+  return true;
+}
+
+size_t SharedUprobes::idle_binaries() const {
+  std::lock_guard lock(mu_);
+  std::set<std::string> binaries;
+  for (const auto& [key, since] : idle_) binaries.insert(key.binary.to_string());
+  return binaries.size();
+}
+
 void SharedUprobes::flush() {
   std::unique_lock lock(mu_);
+  wait_detached_locked(lock);
+}
+
+void SharedUprobes::wait_detached_locked(std::unique_lock<std::mutex>& lock) {
   // The round in progress took what was unused when it started; what was released since
   // waits for the next one.
   const uint64_t until = detach_rounds_ + (in_round_ ? 1 : 0) + (unused_.empty() ? 0 : 1);
@@ -97,10 +152,12 @@ void SharedUprobes::detach_unused() {
       for (auto& [key, shared] : by_key_) doomed.push_back(std::move(shared.attachment));
       by_key_.clear();
       by_pid_.clear();
+      idle_.clear();
     }
     for (const Key& key : unused_) {
       auto it = by_key_.find(key);
-      if (it == by_key_.end() || !it->second.users.empty()) continue;  // taken over since
+      // Taken over since, or taken over and left idle again.
+      if (it == by_key_.end() || !it->second.users.empty() || idle_.contains(key)) continue;
       doomed.push_back(std::move(it->second.attachment));
       detaching_.insert(key);
       by_key_.erase(it);

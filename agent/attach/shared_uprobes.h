@@ -17,6 +17,13 @@
 // the file that starts meanwhile takes it over, and one that starts while it is being detached
 // waits for the detach, so two links never fire for one site.
 //
+// Idle attachments may be kept (`linger_ns`): a short-lived program (a CLI tool, a CronJob, an
+// init container) that runs again is then counted from its first instruction, where attaching
+// anew would race its first calls. They are detached once idle for `linger_ns` (expire(), called
+// periodically), or earlier, oldest first, when the caller needs their descriptors
+// (evict_oldest_idle()). An idle attachment costs its descriptors and nothing else: no process
+// runs the file, so its probes never fire.
+//
 // A process acquires the attachments of all its programs at once, and gets all or none: a
 // binary is never left half instrumented (say, Read's entry counted without its returns).
 //
@@ -38,6 +45,7 @@
 #include <vector>
 
 #include "agent/kernel/bpf_helpers.h"
+#include "agent/runtime/clock.h"
 #include "agent/symbols/binary_identity.h"
 #include "common/result.h"
 
@@ -60,7 +68,8 @@ class SharedUprobes {
     AttachFn attach;
   };
 
-  SharedUprobes();
+  // `linger_ns`: how long an attachment left without users is kept (0: detached at once).
+  explicit SharedUprobes(uint64_t linger_ns = 0, const Clock& clock = monotonic_clock());
   // Detaches everything, in use or not, before returning.
   ~SharedUprobes();
   SharedUprobes(const SharedUprobes&) = delete;
@@ -74,9 +83,17 @@ class SharedUprobes {
   // Attachments `requests` would add now (keys not attached, or being detached).
   size_t missing(const std::vector<Request>& requests) const;
 
-  // Removes `pid` from every attachment it uses; those left without users are detached soon,
-  // on the detach thread. Returns at once.
+  // Removes `pid` from every attachment it uses; those left without users are kept idle for
+  // the linger, or detached soon (on the detach thread) without one. Returns at once.
   void release(pid_t pid);
+
+  // Hands the attachments idle for the linger or longer to the detach thread. Returns at once.
+  void expire();
+  // Detaches every idle attachment of the binary idle the longest, and returns once they are
+  // detached (a grace period per link: ~0.1 s); false when no attachment is idle.
+  bool evict_oldest_idle();
+  // Binaries whose attachments are all idle (kept for the linger).
+  size_t idle_binaries() const;
 
   // Returns once every attachment without users at the time of the call is detached.
   void flush();
@@ -92,15 +109,21 @@ class SharedUprobes {
     std::set<pid_t> users;
   };
   void detach_unused();
+  // With mu_ held: returns once the detach rounds covering unused_ at the time of the call are
+  // done.
+  void wait_detached_locked(std::unique_lock<std::mutex>& lock);
 
+  const uint64_t linger_ns_;
+  const Clock& clock_;
   mutable std::mutex mu_;
   std::condition_variable changed_;  // unused_ grew, a detach finished, or stopping
   std::map<Key, Shared> by_key_;
   std::map<pid_t, std::set<Key>> by_pid_;
-  std::vector<Key> unused_;     // released to no users; may have been taken over since
-  std::set<Key> detaching_;     // out of by_key_, being detached now
-  bool in_round_ = false;       // the detach thread is working through what it took
-  uint64_t detach_rounds_ = 0;  // rounds of the detach thread finished
+  std::map<Key, uint64_t> idle_;  // without users, kept: since when (clock_)
+  std::vector<Key> unused_;       // to detach; may have been taken over (or idle again) since
+  std::set<Key> detaching_;       // out of by_key_, being detached now
+  bool in_round_ = false;         // the detach thread is working through what it took
+  uint64_t detach_rounds_ = 0;    // rounds of the detach thread finished
   uint64_t attach_count_ = 0;
   bool stopping_ = false;
   std::thread detacher_;  // last: started after the fields it uses

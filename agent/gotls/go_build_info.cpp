@@ -115,6 +115,18 @@ Result<GoVersion> go_build_version(const symbols::ElfFile& elf) {
   return *v;
 }
 
+GoVersion go_version_from_pclntab(symbolize::GoPclntabLayout layout) {
+  using L = symbolize::GoPclntabLayout;
+  const char* const suffix = " (from .gopclntab; no .go.buildinfo)";
+  switch (layout) {
+    case L::kGo12: return {1, 2, 0, std::string("go1.2-1.15") + suffix};
+    case L::kGo116: return {1, 16, 0, std::string("go1.16 or go1.17") + suffix};
+    case L::kGo118: return {1, 18, 0, std::string("go1.18-1.19") + suffix};
+    case L::kGo120: return {1, 20, 0, std::string("go1.20+") + suffix};
+  }
+  return {1, 2, 0, std::string("go1.2+") + suffix};
+}
+
 bool go_register_abi(symbols::Machine machine, const GoVersion& v) {
   auto at_least = [&](int minor) { return v.major > 1 || (v.major == 1 && v.minor >= minor); };
   switch (machine) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/symbolize/go_pclntab.h"
 #include "agent/symbols/elf_file.h"
 #include "common/result.h"
 
@@ -27,6 +28,13 @@ std::optional<GoVersion> parse_go_version(std::string_view text);
 // The version in elf's .go.buildinfo; an Error when there is none (not a Go binary) or it is
 // malformed.
 Result<GoVersion> go_build_version(const symbols::ElfFile& elf);
+
+// The oldest Go release whose .gopclntab has `layout`, for a binary without .go.buildinfo
+// (release pipelines strip it; the function table stays, as the runtime needs it): 1.2, 1.16,
+// 1.18 or 1.20, `text` saying so ("go1.18+ (from .gopclntab; no .go.buildinfo)"). The 1.16
+// layout is also 1.17's, which passes arguments in registers on amd64: the result (1.16) errs
+// on the side of not instrumenting.
+GoVersion go_version_from_pclntab(symbolize::GoPclntabLayout layout);
 
 // Go's register ABI for function arguments: amd64 from Go 1.17, arm64 from Go 1.18.
 bool go_register_abi(symbols::Machine machine, const GoVersion& v);

@@ -11,17 +11,19 @@ namespace sonde::agent {
 Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCache& cache,
                                                          const ProcReader& proc, uint64_t grace_ns,
                                                          std::string node, bool filter_by_cgroup,
-                                                         bool perform_ret, size_t max_binaries) {
+                                                         bool perform_ret, size_t max_binaries,
+                                                         uint64_t keep_probes_ns) {
   ASSIGN_OR_RETURN(auto probes, TlsProbes::load(perform_ret));
   log::info("Go TLS uprobe links", {{"links", uprobe_link_kind_name(probes->links())},
                                     {"why", uprobe_link_support().why},
                                     {"max_binaries", max_binaries},
+                                    {"keep_probes_s", keep_probes_ns / 1'000'000'000},
                                     {"fd_reserve", kFdReserve}});
   if (perform_ret) {
     log::info("Go TLS: RET probes performing the ret (--go-tls-perform-ret)",
               {{"register_writes", probes->register_writes()}});
   }
-  auto f = std::unique_ptr<GoTlsFeature>(new GoTlsFeature(std::move(node)));
+  auto f = std::unique_ptr<GoTlsFeature>(new GoTlsFeature(std::move(node), keep_probes_ns));
   f->probes_ = std::move(probes);
   f->monitor_ = std::make_unique<TlsMonitor>(
       *f->probes_, cache, f->uprobes_, proc, grace_ns, monotonic_clock(),
@@ -155,10 +157,12 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
     add_sample(by_policy, {{"policy", policy}, {"node", node_}}, static_cast<double>(n));
   }
   auto instrumented = gauge_family("sonde_agent_gotls_instrumented_binaries",
-                                   "Go TLS binaries instrumented now, held against "
-                                   "--max-go-tls-binaries (the `max` series).");
+                                   "Go TLS binaries holding uprobes now: instrumented, or idle "
+                                   "(kept after their last process exited); together held "
+                                   "against --max-go-tls-binaries (the `max` series).");
   add_sample(instrumented, {{"kind", "instrumented"}},
              static_cast<double>(monitor_->instrumented_binaries()));
+  add_sample(instrumented, {{"kind", "idle"}}, static_cast<double>(monitor_->idle_binaries()));
   add_sample(instrumented, {{"kind", "max"}}, static_cast<double>(monitor_->max_binaries()));
   auto left_out = counter_family(
       "sonde_agent_gotls_not_instrumented_total",
@@ -170,9 +174,18 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
     add_sample(left_out, {{"reason", reason}},
                static_cast<double>(counts.contains(reason) ? counts.at(reason) : 0));
   }
-  for (auto* f :
-       {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full, &discarded,
-        &filter, &attachments, &attaches, &by_policy, &instrumented, &left_out}) {
+  auto evicted = counter_family("sonde_agent_gotls_evicted_binaries_total",
+                                "Go TLS binaries kept after their last exit whose uprobes were "
+                                "detached early to make room for a new binary (oldest first).");
+  add_sample(evicted, {}, static_cast<double>(monitor_->evicted_binaries()));
+  auto unseen = counter_family("sonde_agent_gotls_exited_unseen_processes_total",
+                               "Selected Go TLS processes that exited before the agent inspected "
+                               "them (short-lived programs), counted for their container from "
+                               "the kernel's counts.");
+  add_sample(unseen, {}, static_cast<double>(monitor_->exited_unseen()));
+  for (auto* f : {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full,
+                  &discarded, &filter, &attachments, &attaches, &by_policy, &instrumented,
+                  &left_out, &evicted, &unseen}) {
     out.push_back(std::move(*f));
   }
 }

@@ -21,20 +21,22 @@ class GoTlsFeature final : public Feature {
   // selection is per container) the kernel counts only the cgroups of selected processes
   // (TlsMonitor::filter_by_cgroup()), when the agent sees a cgroup v2 hierarchy. With
   // `perform_ret` the RET probes perform the `ret` where the kernel allows it (TlsProbes). At
-  // most `max_binaries` binaries are instrumented at once, and none past the agent's descriptor
-  // reserve (TlsMonitor::Budget).
+  // most `max_binaries` binaries hold uprobes at once, and none past the agent's descriptor
+  // reserve (TlsMonitor::Budget); a binary keeps them `keep_probes_ns` after its last exit.
   static Result<std::unique_ptr<GoTlsFeature>> load(symbols::ProbeTargetCache& cache,
                                                     const ProcReader& proc, uint64_t grace_ns,
                                                     std::string node, bool filter_by_cgroup,
-                                                    bool perform_ret, size_t max_binaries);
+                                                    bool perform_ret, size_t max_binaries,
+                                                    uint64_t keep_probes_ns);
 
   Instrumentation kind() const override { return Instrumentation::kGoTls; }
   const std::vector<std::string>& symbol_names() const override {
     return TlsMonitor::symbol_names();
   }
-  // Admits the process's cgroup (TlsMonitor::admit()); the binary is read on the worker.
-  std::optional<FeatureResult> select(const ProcessInfo& process, const Selection&) override {
-    monitor_->admit(process);
+  // Admits the process (TlsMonitor::admit()); the binary is read on the worker.
+  std::optional<FeatureResult> select(const ProcessInfo& process,
+                                      const Selection& selection) override {
+    monitor_->admit(process, selection.labels);
     return std::nullopt;
   }
   FeatureResult instrument(const Candidate& candidate, const Selection& selection) override;
@@ -47,7 +49,8 @@ class GoTlsFeature final : public Feature {
   TlsMonitor& monitor() { return *monitor_; }
 
  private:
-  explicit GoTlsFeature(std::string node) : node_(std::move(node)) {}
+  GoTlsFeature(std::string node, uint64_t keep_probes_ns)
+      : node_(std::move(node)), uprobes_(keep_probes_ns) {}
 
   const std::string node_;
   ProcessDescriptors fds_;

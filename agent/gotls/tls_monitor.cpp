@@ -155,17 +155,18 @@ TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std
   std::optional<Function> write, read;
   if (t[kWrite].found) write = Function{t[kWrite].address, t[kWrite].size};
   if (t[kRead].found) read = Function{t[kRead].address, t[kRead].size};
+  std::optional<symbolize::GoPclntab> table;
   if (!write && !read && !elf->find_section(".symtab")) {
     v.stripped = true;
-    if (auto table = pclntab_of(*elf); table.ok()) {
-      if (auto f = table->find_function(kNames[kWrite]))
-        write = Function{f->entry, f->end - f->entry};
-      if (auto f = table->find_function(kNames[kRead]))
-        read = Function{f->entry, f->end - f->entry};
-    } else {
-      v.reason = "stripped Go binary without a readable .gopclntab: " + table.error().message();
+    auto parsed = pclntab_of(*elf);
+    if (!parsed.ok()) {
+      v.reason = "stripped Go binary without a readable .gopclntab: " + parsed.error().message();
       return b;
     }
+    table = std::move(parsed).value();
+    if (auto f = table->find_function(kNames[kWrite]))
+      write = Function{f->entry, f->end - f->entry};
+    if (auto f = table->find_function(kNames[kRead])) read = Function{f->entry, f->end - f->entry};
   }
   if (!write && !read) {
     v.reported = false;
@@ -174,8 +175,23 @@ TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std
   }
   auto version = go_build_version(*elf);
   if (!version.ok()) {
-    v.reason = "not a Go binary we can read: " + version.error().message();
-    return b;
+    // No .go.buildinfo: the function table still tells which releases could have built it.
+    if (!table) {
+      auto parsed = pclntab_of(*elf);
+      if (!parsed.ok()) {
+        v.reason = "Go binary without .go.buildinfo or a readable .gopclntab (" +
+                   version.error().message() + "; " + parsed.error().message() + ")";
+        return b;
+      }
+      table = std::move(parsed).value();
+    }
+    version = go_version_from_pclntab(table->layout());
+    if (!go_register_abi(elf->machine(), *version)) {
+      v.reason = version->text +
+                 " may pass arguments on the stack (register ABI from Go 1.17 on amd64, 1.18 on "
+                 "arm64; nothing left in the file tells which release built it)";
+      return b;
+    }
   }
   if (!go_register_abi(elf->machine(), *version)) {
     v.reason =
@@ -302,13 +318,19 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
                         }});
     fds += probes_.link_fds(p.sites.size());
   }
-  // Attached already (another process of it): no new descriptor. Asked before the budget's lock;
-  // a detach finishing in between makes acquire() attach again unbudgeted, by one binary's
-  // links at most per process in flight.
-  if (uprobes_.missing(requests) == 0) fds = 0;
+  // Attached already (another process of it, or kept after its last exit): no new descriptor.
+  // Asked before the budget's lock; a detach finishing in between makes acquire() attach again
+  // unbudgeted, by one binary's links at most per process in flight.
+  const bool attached = uprobes_.missing(requests) == 0;
+  if (attached) {
+    fds = 0;
+  } else {
+    make_room(fds, c.info.exe);
+  }
   {
     std::lock_guard lock(mu_);
-    if (auto refused = use_budget_locked(pid, key, fds, c.info.exe)) {
+    if (auto refused = use_budget_locked(pid, key, fds, attached, c.info.exe)) {
+      unadmit_locked(pid);  // not counted (the kernel counts it only under another binary)
       not_instrumented_[refused->reason]++;
       auto it = binaries_.find(key);
       if (it != binaries_.end() && it->second.verdict.limit_exceeded.empty()) {
@@ -322,6 +344,7 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
     if (auto over = use_uprobes_locked(pid, key, b.sites(), limits, c.info.exe)) {
       attaching_fds_ -= fds;
       unuse_budget_locked(pid, key);
+      unadmit_locked(pid);  // the file's probes count it (other policies): not its policy's
       if (why) *why = std::move(*over);
       return Outcome::kOverLimit;
     }
@@ -362,18 +385,26 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
 }
 
 std::optional<TlsMonitor::Refusal> TlsMonitor::use_budget_locked(pid_t pid, const std::string& key,
-                                                                 size_t fds,
+                                                                 size_t fds, bool attached,
                                                                  const std::string& exe) {
   auto it = instrumented_.find(key);
-  if (it != instrumented_.end()) {
-    it->second.insert(pid);
-    attaching_fds_ += fds;
-    return std::nullopt;
+  if (it == instrumented_.end() && !attached) {
+    if (auto refused = over_budget_locked(fds, exe)) return refused;
   }
-  if (instrumented_.size() >= budget_.max_binaries) {
+  instrumented_[key].insert(pid);
+  attaching_fds_ += fds;
+  return std::nullopt;
+}
+
+std::optional<TlsMonitor::Refusal> TlsMonitor::over_budget_locked(size_t fds,
+                                                                  const std::string& exe) const {
+  const size_t idle = uprobes_.idle_binaries();
+  if (instrumented_.size() + idle >= budget_.max_binaries) {
     return Refusal{"binary_limit", "not instrumented: " + std::to_string(instrumented_.size()) +
-                                       " Go TLS binaries are instrumented on this node, the "
-                                       "most --max-go-tls-binaries allows; " +
+                                       " Go TLS binaries are instrumented on this node (and " +
+                                       std::to_string(idle) +
+                                       " kept after their last exit), the most "
+                                       "--max-go-tls-binaries allows; " +
                                        exe + " would be one more"};
   }
   if (budget_.fds != nullptr && fds > 0) {
@@ -388,9 +419,19 @@ std::optional<TlsMonitor::Refusal> TlsMonitor::use_budget_locked(pid_t pid, cons
               (open.ok() ? std::to_string(*open + attaching_fds_) : open.error().message())};
     }
   }
-  instrumented_[key].insert(pid);
-  attaching_fds_ += fds;
   return std::nullopt;
+}
+
+void TlsMonitor::make_room(size_t fds, const std::string& exe) {
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (!over_budget_locked(fds, exe)) return;
+    }
+    if (!uprobes_.evict_oldest_idle()) return;
+    std::lock_guard lock(mu_);
+    evicted_++;
+  }
 }
 
 void TlsMonitor::unuse_budget_locked(pid_t pid, const std::string& key) {
@@ -398,6 +439,16 @@ void TlsMonitor::unuse_budget_locked(pid_t pid, const std::string& key) {
   if (it == instrumented_.end()) return;
   it->second.erase(pid);
   if (it->second.empty()) instrumented_.erase(it);
+}
+
+uint64_t TlsMonitor::evicted_binaries() const {
+  std::lock_guard lock(mu_);
+  return evicted_;
+}
+
+uint64_t TlsMonitor::exited_unseen() const {
+  std::lock_guard lock(mu_);
+  return exited_unseen_;
 }
 
 size_t TlsMonitor::instrumented_binaries() const {
@@ -429,13 +480,27 @@ void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
 
 void TlsMonitor::exited(pid_t pid) {
   std::lock_guard lock(mu_);
-  unadmit_locked(pid);
   if (processes_.contains(pid)) {
     finish_locked(pid);
-  } else if (probes_.counting(static_cast<uint32_t>(pid))) {
-    probes_.take(static_cast<uint32_t>(pid));
-    discarded_++;
+  } else {
+    take_untracked_locked(pid);
   }
+  unadmit_locked(pid);
+}
+
+void TlsMonitor::take_untracked_locked(pid_t pid) {
+  const auto tgid = static_cast<uint32_t>(pid);
+  if (!probes_.counting(tgid)) return;
+  Counters counts;
+  add_counts(probes_.take(tgid), counts);
+  auto a = admitted_.find(pid);
+  if (a == admitted_.end()) {
+    discarded_++;
+    return;
+  }
+  containers_.started(a->second.labels);
+  containers_.finished(a->second.labels, counts, clock_.now_ns());
+  exited_unseen_++;
 }
 
 void TlsMonitor::finish_locked(pid_t pid) {
@@ -498,13 +563,18 @@ std::map<std::string, size_t> TlsMonitor::policy_uprobes() const {
 
 void TlsMonitor::sweep() {
   std::lock_guard lock(mu_);
+  uprobes_.expire();
   for (pid_t pid : vanished_pids(proc_, processes_)) finish_locked(pid);
-  for (pid_t pid : vanished_pids(proc_, admitted_)) unadmit_locked(pid);
-  // Counted by the kernel but not tracked: a process consider() has not seen yet (left for a
-  // sweep), one that is not selected, or one that exited before it was seen.
+  for (pid_t pid : vanished_pids(proc_, admitted_)) {
+    take_untracked_locked(pid);
+    unadmit_locked(pid);
+  }
+  // Counted by the kernel but not tracked: a process consider() has not seen yet (kept while it
+  // is selected, else left for a sweep), one that is not selected, or one that exited unseen.
   std::set<uint32_t> untracked;
   for (const auto& [tgid, counts] : probes_.counts()) {
-    if (processes_.contains(static_cast<pid_t>(tgid))) continue;
+    const auto pid = static_cast<pid_t>(tgid);
+    if (processes_.contains(pid) || admitted_.contains(pid)) continue;
     if (untracked_seen_.contains(tgid)) {
       probes_.take(tgid);
       discarded_++;
@@ -527,37 +597,45 @@ bool TlsMonitor::filtering_by_cgroup() const {
   return filtering_;
 }
 
-void TlsMonitor::admit(const ProcessInfo& process) {
+void TlsMonitor::admit(const ProcessInfo& process, const ContainerLabels& labels) {
   std::lock_guard lock(mu_);
-  if (!filtering_) return;
-  auto id = probes_.cgroup_of(process.pid, process.start_time);
-  if (!id.ok()) {
-    if (is_gone(id.error())) return;
-    stop_filtering_locked(id.error().message());
-    return;
+  std::optional<uint64_t> cgroup;
+  if (filtering_) {
+    auto id = probes_.cgroup_of(process.pid, process.start_time);
+    if (id.ok()) {
+      cgroup = *id;
+    } else if (is_gone(id.error())) {
+      return;
+    } else {
+      stop_filtering_locked(id.error().message());
+    }
   }
   auto it = admitted_.find(process.pid);
   if (it != admitted_.end()) {
-    if (it->second.start_time == process.start_time && it->second.cgroup_id == *id) return;
-    unadmit_locked(process.pid);  // another process under that pid, or moved to another cgroup
+    const Admission& a = it->second;
+    if (a.start_time == process.start_time && a.cgroup_id == cgroup && a.labels == labels) return;
+    // Another process under that pid, moved to another cgroup, or selected anew.
+    unadmit_locked(process.pid);
   }
-  if (admitted_cgroups_[*id]++ == 0) {
-    if (Status st = probes_.allow_cgroup(*id); !st.ok()) {
-      admitted_cgroups_.erase(*id);
+  if (cgroup && admitted_cgroups_[*cgroup]++ == 0) {
+    if (Status st = probes_.allow_cgroup(*cgroup); !st.ok()) {
+      admitted_cgroups_.erase(*cgroup);
       stop_filtering_locked(st.error().message());
-      return;
+      cgroup.reset();
     }
   }
-  admitted_[process.pid] = {process.start_time, *id};
+  admitted_[process.pid] = {process.start_time, labels, cgroup};
 }
 
 void TlsMonitor::unadmit_locked(pid_t pid) {
   auto it = admitted_.find(pid);
   if (it == admitted_.end()) return;
-  auto c = admitted_cgroups_.find(it->second.cgroup_id);
-  if (c != admitted_cgroups_.end() && --c->second == 0) {
-    probes_.disallow_cgroup(c->first);
-    admitted_cgroups_.erase(c);
+  if (it->second.cgroup_id) {
+    auto c = admitted_cgroups_.find(*it->second.cgroup_id);
+    if (c != admitted_cgroups_.end() && --c->second == 0) {
+      probes_.disallow_cgroup(c->first);
+      admitted_cgroups_.erase(c);
+    }
   }
   admitted_.erase(it);
 }
@@ -568,7 +646,7 @@ void TlsMonitor::stop_filtering_locked(const std::string& why) {
   probes_.filter_by_cgroup(false);
   for (const auto& [id, n] : admitted_cgroups_) probes_.disallow_cgroup(id);
   admitted_cgroups_.clear();
-  admitted_.clear();
+  for (auto& [pid, a] : admitted_) a.cgroup_id.reset();
   filtering_ = false;
 }
 

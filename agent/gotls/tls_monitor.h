@@ -13,16 +13,24 @@
 // Uprobes are shared per real file through SharedUprobes: per program (write entry, read entry,
 // the RETs of Read) one attachment with all its sites in the file, taken all or none.
 //
-// Node-wide bounds (Budget), checked when a process of a binary not instrumented yet would be:
-// at most `max_binaries` binaries instrumented at once, and the binary's links must leave
-// kFdReserve descriptors under the soft RLIMIT_NOFILE. Past either, the process is not
+// A binary keeps its uprobes after its last process exits, for SharedUprobes' linger (the
+// agent's --go-tls-keep-probes-seconds), so a program that runs again (a CLI tool, a CronJob) is
+// counted from its first call instead of racing a new attach; sweep() lets the linger expire.
+//
+// Node-wide bounds (Budget), checked when a process of a binary not attached yet would be:
+// at most `max_binaries` binaries hold uprobes at once (instrumented or kept after their last
+// exit), and the binary's links must leave kFdReserve descriptors under the soft RLIMIT_NOFILE.
+// Binaries kept after their last exit give way first, the one idle the longest first
+// (SharedUprobes::evict_oldest_idle(): a grace period per link on the caller's thread). Past
+// either bound, the process is not
 // instrumented (kOverLimit, `why` says which; the binary's verdict says LimitExceeded until a
 // process of it is instrumented; logged once per binary then; counted in not_instrumented()). The
 // kernel counts every process of an instrumented file from its first call, per tgid (TlsProbes); a
 // process's counts are attributed to its container once consider() tracks it, and fold into
 // container totals at exit (ContainerTotalsOf: folded at exit, never backwards, forgotten `grace`
-// after a container's last process). Counts of processes never tracked are discarded (exited(),
-// sweep()).
+// after a container's last process). A selected process (admit()) that exits before consider()
+// gets to it, as a short-lived program does, is attributed to the container it was selected
+// with. Counts of other processes never tracked are discarded (exited(), sweep()).
 //
 // The uprobes are per file, so without a filter every process of an instrumented file is
 // counted, selected or not: another pod of the same image fills the kernel maps and is parsed
@@ -107,14 +115,17 @@ class TlsMonitor {
   // From now on the kernel counts only processes of admitted cgroups (cgroup v2). Call it
   // before any process is considered.
   void filter_by_cgroup();
-  // With the filter on: the cgroup of `process` (selected for Go TLS; named by the kernel,
-  // TlsCounters::cgroup_of) is counted while the process lives (until exited() or a sweep
-  // finds it gone). Called before consider(), when the process is selected, so that the
-  // container's processes are counted from their first call. A cgroup the kernel cannot name
-  // (a kernel without per-process task iterators), or a full cgroup map, turns the filter off
-  // for good, with a warning: every process of an instrumented file is counted again (and
-  // unselected ones discarded here), rather than a selected process silently never counted.
-  void admit(const ProcessInfo& process);
+  // `process` is selected for Go TLS, its series labelled `labels`: called when it is selected,
+  // before consider() (on another thread, maybe much later), so that its counts reach its
+  // container even when it exits before consider() sees it. Held until exited(), a sweep that
+  // finds it gone, or a consider() that does not track it (one entry per selected live process).
+  // With the filter on, its cgroup (named by the kernel, TlsCounters::cgroup_of) is also counted
+  // while the process lives, so that the container's processes are counted from their first
+  // call. A cgroup the kernel cannot name (a kernel without per-process task iterators), or a
+  // full cgroup map, turns the filter off for good, with a warning: every process of an
+  // instrumented file is counted again (and unselected ones discarded here), rather than a
+  // selected process silently never counted.
+  void admit(const ProcessInfo& process, const ContainerLabels& labels);
   bool filtering_by_cgroup() const;
 
   struct RequestKey {
@@ -163,11 +174,17 @@ class TlsMonitor {
   std::map<std::string, uint64_t> kernel_map_full() const;
   // Kernel counts discarded because their process was never tracked.
   uint64_t discarded_processes() const;
+  // Selected processes that exited before consider() saw them, counted for their container.
+  uint64_t exited_unseen() const;
+  // Binaries whose kept uprobes were detached early to make room for another.
+  uint64_t evicted_binaries() const;
   // Per policy with a limit whose tracked processes run instrumented binaries: the uprobes
   // they use now (what limits.maxUprobesPerNode is held against).
   std::map<std::string, size_t> policy_uprobes() const;
-  // Binaries instrumented now (held against Budget::max_binaries).
+  // Binaries instrumented now; with idle_binaries(), held against Budget::max_binaries.
   size_t instrumented_binaries() const;
+  // Binaries whose uprobes are kept after their last process exited.
+  size_t idle_binaries() const { return uprobes_.idle_binaries(); }
   size_t max_binaries() const { return budget_.max_binaries; }
   // Processes the node's Budget left out, by reason: "binary_limit", "fd_reserve".
   std::map<std::string, uint64_t> not_instrumented() const;
@@ -211,12 +228,22 @@ class TlsMonitor {
     const char* reason;  // not_instrumented()'s
     std::string why;
   };
+  // `attached`: the binary holds its uprobes already (kept after its last exit), so it takes
+  // no slot and no descriptor.
   std::optional<Refusal> use_budget_locked(pid_t pid, const std::string& key, size_t fds,
-                                           const std::string& exe);
+                                           bool attached, const std::string& exe);
+  // With mu_ held: why one more binary needing `fds` descriptors does not fit now, if it does not.
+  std::optional<Refusal> over_budget_locked(size_t fds, const std::string& exe) const;
+  // Evicts binaries kept after their last exit, oldest first, until one more binary needing
+  // `fds` descriptors fits or none is left. Without mu_ held (an eviction waits for detaches).
+  void make_room(size_t fds, const std::string& exe);
   // With mu_ held: pid no longer uses its binary.
   void unuse_budget_locked(pid_t pid, const std::string& key);
-  // With mu_ held: pid's cgroup is no longer counted on its behalf.
+  // With mu_ held: pid is no longer selected, and its cgroup no longer counted on its behalf.
   void unadmit_locked(pid_t pid);
+  // With mu_ held: the kernel's counts of pid, which exited untracked, go to the container it
+  // was selected with, or are discarded.
+  void take_untracked_locked(pid_t pid);
   void stop_filtering_locked(const std::string& why);
   static void add_counts(const TlsCounters::Counts& counts, Counters& s);
 
@@ -233,9 +260,12 @@ class TlsMonitor {
   std::unordered_map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
   std::set<uint32_t> untracked_seen_;  // counted by the kernel, untracked at the last sweep
   uint64_t discarded_ = 0;
+  uint64_t exited_unseen_ = 0;
+  uint64_t evicted_ = 0;
   struct Admission {
     uint64_t start_time;
-    uint64_t cgroup_id;
+    ContainerLabels labels;
+    std::optional<uint64_t> cgroup_id;  // counted by the filter on its behalf
   };
   struct PolicyBinary {
     size_t sites = 0;
@@ -251,7 +281,7 @@ class TlsMonitor {
   size_t attaching_fds_ = 0;  // set aside for attaches in flight
   std::map<std::string, uint64_t> not_instrumented_;
   bool filtering_ = false;
-  std::map<pid_t, Admission> admitted_;
+  std::map<pid_t, Admission> admitted_;  // selected processes, tracked or not considered yet
   std::map<uint64_t, size_t> admitted_cgroups_;  // cgroup id → admitted processes in it
 };
 

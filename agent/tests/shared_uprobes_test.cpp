@@ -7,6 +7,8 @@
 #include <future>
 #include <thread>
 
+#include "agent/runtime/tests/fake_clock.h"
+
 namespace sonde::agent {
 namespace {
 
@@ -35,6 +37,8 @@ struct SlowAttachment : Attachment {
 
 class SharedUprobesTest : public ::testing::Test {
  protected:
+  explicit SharedUprobesTest(uint64_t linger_ns = 0) : uprobes_(linger_ns, clock_) {}
+
   SharedUprobes::AttachFn attach_fn() {
     return [this](const std::string& path) -> Result<std::unique_ptr<Attachment>> {
       paths_.push_back(path);
@@ -60,6 +64,7 @@ class SharedUprobesTest : public ::testing::Test {
     return uprobes_.acquire(requests, path, pid);
   }
 
+  testing::FakeClock clock_;
   SharedUprobes uprobes_;
   std::vector<std::string> paths_;
   std::atomic<int> live_ = 0;
@@ -180,6 +185,69 @@ TEST_F(SharedUprobesTest, DetachesOffTheCallerAndNeverTwoLinksForOneSite) {
   EXPECT_EQ(live_, 1) << "key 8's attachment, used by pid 3";
   uprobes_.release(4);  // the new key-7 attachment writes to `log` when detached: before it goes
   uprobes_.flush();
+}
+
+// Kept idle for a minute after the last user, as a short-lived program's binary is.
+class LingeringSharedUprobesTest : public SharedUprobesTest {
+ protected:
+  static constexpr uint64_t kLinger = 60'000'000'000;
+  LingeringSharedUprobesTest() : SharedUprobesTest(kLinger) {}
+};
+
+TEST_F(LingeringSharedUprobesTest, AnIdleAttachmentIsKeptAndTakenOverWithoutAnAttach) {
+  ASSERT_TRUE(acquire({key(7, "read"), key(7, "write")}, "a", 1, attach_fn()).ok());
+  uprobes_.release(1);
+  uprobes_.flush();
+  EXPECT_EQ(live_, 2) << "detached although the linger has not passed";
+  EXPECT_EQ(uprobes_.idle_binaries(), 1u);
+
+  clock_.now += kLinger - 1;
+  uprobes_.expire();
+  uprobes_.flush();
+  EXPECT_EQ(live_, 2);
+  ASSERT_TRUE(acquire({key(7, "read"), key(7, "write")}, "a", 2, attach_fn()).ok());
+  EXPECT_EQ(uprobes_.attach_count(), 2u) << "the next run of the binary attached again";
+  EXPECT_EQ(uprobes_.idle_binaries(), 0u);
+
+  // Idle again: the linger counts from the last release, not the first.
+  clock_.now += kLinger;
+  uprobes_.release(2);
+  clock_.now += kLinger - 1;
+  uprobes_.expire();
+  uprobes_.flush();
+  EXPECT_EQ(live_, 2);
+  clock_.now += 1;
+  uprobes_.expire();
+  uprobes_.flush();
+  EXPECT_EQ(live_, 0);
+  EXPECT_EQ(uprobes_.size(), 0u);
+  EXPECT_EQ(uprobes_.idle_binaries(), 0u);
+}
+
+TEST_F(LingeringSharedUprobesTest, EvictionDetachesTheBinaryIdleTheLongestFirst) {
+  EXPECT_FALSE(uprobes_.evict_oldest_idle()) << "nothing is idle";
+  for (uint64_t inode : {7, 8, 9}) {
+    auto pid = static_cast<pid_t>(inode);
+    ASSERT_TRUE(acquire({key(inode, "read"), key(inode, "write")}, "p", pid, attach_fn()).ok());
+  }
+  clock_.now += 1;
+  uprobes_.release(8);
+  clock_.now += 1;
+  uprobes_.release(7);
+  EXPECT_EQ(uprobes_.idle_binaries(), 2u);
+
+  ASSERT_TRUE(uprobes_.evict_oldest_idle());
+  EXPECT_EQ(live_, 4) << "both of binary 8's attachments, and only those, detached on return";
+  EXPECT_EQ(uprobes_.idle_binaries(), 1u);
+  ASSERT_TRUE(acquire({key(8, "read")}, "p", 10, attach_fn()).ok());
+  EXPECT_EQ(uprobes_.attach_count(), 7u) << "binary 8 was attached anew";
+  ASSERT_TRUE(acquire({key(7, "read")}, "p", 11, attach_fn()).ok());
+  EXPECT_EQ(uprobes_.attach_count(), 7u) << "binary 7 was still attached";
+
+  ASSERT_TRUE(uprobes_.evict_oldest_idle()) << "binary 7's write attachment is still idle";
+  EXPECT_EQ(live_, 4);
+  EXPECT_FALSE(uprobes_.evict_oldest_idle());
+  EXPECT_EQ(live_, 4) << "in-use attachments are never evicted";
 }
 
 }  // namespace

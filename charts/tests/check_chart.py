@@ -114,6 +114,11 @@ def invariants(rendered, values_file):
             if is_agent and f"--max-go-tls-binaries={max_binaries}" not in c.get("args", []):
                 fail(f"{cname}: --max-go-tls-binaries in args is not agent.goTls.maxBinaries "
                      f"({max_binaries})")
+            keep = ((values.get("agent") or {}).get("goTls") or {}).get(
+                "keepProbesSeconds", defaults["agent"]["goTls"]["keepProbesSeconds"])
+            if is_agent and f"--go-tls-keep-probes-seconds={keep}" not in c.get("args", []):
+                fail(f"{cname}: --go-tls-keep-probes-seconds in args is not "
+                     f"agent.goTls.keepProbesSeconds ({keep})")
             for m in c.get("volumeMounts", []):
                 if m["name"] in host_volumes and m.get("readOnly") is not True:
                     fail(f"{cname}: host volume {m['name']} mounted read-write")

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -391,8 +392,9 @@ class FakeDescriptors final : public Descriptors {
  public:
   Result<size_t> open() const override {
     if (error) return Error("count open descriptors", EMFILE);
-    return open_now;
+    return open_now + (links != nullptr ? static_cast<size_t>(links->load()) : 0);
   }
+  const std::atomic<int>* links = nullptr;  // FakeCounters' attachments, one descriptor each
   uint64_t soft_limit() const override { return limit; }
   size_t open_now = 0;
   uint64_t limit = 1024;
@@ -455,9 +457,9 @@ TEST_F(TlsMonitorTest, TheCgroupFilterCountsACgroupWhileAnAdmittedProcessOfItLiv
   set_cgroup(a1, pod_a);
   set_cgroup(a2, pod_a);
   set_cgroup(b, pod_b);
-  monitor_.admit(a1.info);
-  monitor_.admit(a2.info);
-  monitor_.admit(a1.info);  // again (a re-selection): still one admission
+  monitor_.admit(a1.info, kApi);
+  monitor_.admit(a2.info, kApi);
+  monitor_.admit(a1.info, kApi);  // again (a re-selection): still one admission
   EXPECT_EQ(kernel_.allowed, std::set<uint64_t>{pod_a});
   ASSERT_EQ(monitor_.consider(a1, kApi), TlsMonitor::Outcome::kTracked);
   monitor_.exited(100);
@@ -475,16 +477,16 @@ TEST_F(TlsMonitorTest, TheCgroupFilterCountsACgroupWhileAnAdmittedProcessOfItLiv
 TEST_F(TlsMonitorTest, AGoneProcessIsNotAdmittedAndAKernelThatCannotSayTurnsTheFilterOff) {
   monitor_.filter_by_cgroup();
   Candidate a = process(100, 7);
-  monitor_.admit(a.info);  // the kernel has no such process: gone, nothing changes
+  monitor_.admit(a.info, kApi);  // the kernel has no such process: gone, nothing changes
   EXPECT_TRUE(monitor_.filtering_by_cgroup());
   kernel_.cgroups[100] = {6, 5001};  // pid 100, but an earlier process
-  monitor_.admit(a.info);
+  monitor_.admit(a.info, kApi);
   EXPECT_TRUE(kernel_.allowed.empty());
   set_cgroup(a, 5001);
-  monitor_.admit(a.info);
+  monitor_.admit(a.info, kApi);
   ASSERT_EQ(kernel_.allowed, std::set<uint64_t>{5001});
   kernel_.cgroup_error = Error("open a task iterator: Invalid argument", EINVAL);
-  monitor_.admit(process(101, 8).info);
+  monitor_.admit(process(101, 8).info, kApi);
   EXPECT_FALSE(monitor_.filtering_by_cgroup());
   EXPECT_FALSE(kernel_.filtering);
   EXPECT_TRUE(kernel_.allowed.empty());
@@ -497,11 +499,138 @@ TEST_F(TlsMonitorTest, AFullCgroupMapTurnsTheFilterOff) {
   Candidate b = process(200, 9);
   set_cgroup(a, 5001);
   set_cgroup(b, 5002);
-  monitor_.admit(a.info);
+  monitor_.admit(a.info, kApi);
   EXPECT_TRUE(kernel_.filtering);
-  monitor_.admit(b.info);
+  monitor_.admit(b.info, kApi);
   EXPECT_FALSE(kernel_.filtering);
   EXPECT_FALSE(monitor_.filtering_by_cgroup());
+}
+
+// A selected process that exits before consider() gets to it (a CLI tool's run is shorter
+// than an inspection) counts for the container it was selected with, from the kernel's counts
+// (its binary's probes are there for another process); one never selected is discarded. A
+// selected process the worker has not reached yet keeps its counts across sweeps.
+TEST_F(TlsMonitorTest, AProcessThatExitsBeforeItIsSeenCountsForTheContainerItWasSelectedWith) {
+  ASSERT_EQ(monitor_.consider(process(100, 7), kApi), TlsMonitor::Outcome::kTracked);
+  kernel_.served(100, 1, 10);
+  monitor_.admit(process(101, 8).info, kApi);
+  kernel_.served(101, 2, 20);
+  monitor_.exited(101);
+  EXPECT_EQ(requests(kApi), 3u);
+  EXPECT_EQ(monitor_.exited_unseen(), 1u);
+  EXPECT_EQ(monitor_.discarded_processes(), 0u);
+
+  kernel_.served(102, 5, 50);  // never selected
+  monitor_.exited(102);
+  EXPECT_EQ(requests(kApi), 3u);
+  EXPECT_EQ(monitor_.discarded_processes(), 1u);
+
+  // Selected, alive, not considered yet: its counts wait for consider() however many sweeps pass.
+  monitor_.admit(process(103, 9).info, kApi);
+  kernel_.served(103, 4, 40);
+  monitor_.sweep();
+  monitor_.sweep();
+  monitor_.sweep();
+  EXPECT_TRUE(kernel_.counting(103));
+  ASSERT_EQ(monitor_.consider(process(103, 9), kApi), TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(requests(kApi), 7u);
+
+  // Gone without an exit event: the sweep attributes it.
+  monitor_.admit(process(104, 10).info, kApi);
+  kernel_.served(104, 6, 60);
+  set_gone(104);
+  monitor_.sweep();
+  EXPECT_EQ(requests(kApi), 13u);
+  EXPECT_EQ(monitor_.exited_unseen(), 2u);
+  monitor_.exited(100);
+  monitor_.exited(103);
+}
+
+// With a linger, a binary keeps its uprobes after its last process exits: its next process is
+// counted without a new attach. Kept binaries count against the node's bounds and give way to a
+// new binary, the one idle the longest first; the linger expires at a sweep.
+TEST_F(TlsMonitorTest, KeepsABinarysProbesAfterItsLastExitAndEvictsTheOldestForANewOne) {
+  constexpr uint64_t kLinger = 600'000'000'000;
+  SharedUprobes uprobes{kLinger, clock_};
+  FakeDescriptors fds;
+  fds.links = &kernel_.attachments;
+  TlsMonitor monitor{
+      kernel_, cache_, uprobes, proc_, kGrace, clock_, {.max_binaries = 2, .fds = &fds}};
+  const std::string second = copy_of_fixture("second");
+  const std::string third = copy_of_fixture("third");
+  ASSERT_EQ(monitor.consider(process(100, 7), kApi), TlsMonitor::Outcome::kTracked);
+  const size_t sites = kernel_.attached.size();
+  const int links = kernel_.attachments;
+  monitor.exited(100);
+  uprobes.flush();
+  EXPECT_EQ(kernel_.attachments, links) << "detached at the last exit";
+  EXPECT_EQ(monitor.idle_binaries(), 1u);
+  ASSERT_EQ(monitor.consider(process(101, 8), kApi), TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(kernel_.attached.size(), sites) << "the next run attached again";
+  EXPECT_EQ(monitor.idle_binaries(), 0u);
+  monitor.exited(101);
+
+  clock_.now += 1'000'000'000;
+  ASSERT_EQ(monitor.consider(process_of(second, "/srv/second", 200, 7), kApi),
+            TlsMonitor::Outcome::kTracked)
+      << "one instrumented or kept binary, one slot left";
+  monitor.exited(200);
+  EXPECT_EQ(monitor.idle_binaries(), 2u);
+  EXPECT_EQ(kernel_.attachments, 2 * links);
+
+  // A third binary: the bound (2) is reached by kept ones; the oldest (/srv/api) gives way.
+  ASSERT_EQ(monitor.consider(process_of(third, "/srv/third", 300, 7), kApi),
+            TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(monitor.evicted_binaries(), 1u);
+  EXPECT_EQ(kernel_.attachments, 2 * links) << "/srv/api detached before /srv/third attached";
+  EXPECT_EQ(monitor.idle_binaries(), 1u);
+  ASSERT_EQ(monitor.consider(process_of(second, "/srv/second", 201, 8), kApi),
+            TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(kernel_.attached.size(), 3 * sites) << "/srv/second was still attached";
+
+  // Descriptors: kept binaries give way too. Room for one more binary's links, none for two.
+  monitor.exited(201);
+  EXPECT_EQ(monitor.idle_binaries(), 1u);
+  fds.open_now = fds.limit - kFdReserve - 3 * static_cast<size_t>(links) + 1;
+  TlsMonitor::Budget roomy{.max_binaries = 10, .fds = &fds};
+  TlsMonitor wide{kernel_, cache_, uprobes, proc_, kGrace, clock_, roomy};
+  ASSERT_EQ(wide.consider(process(102, 9), kApi), TlsMonitor::Outcome::kTracked)
+      << "/srv/api attached anew: /srv/second (kept) gave its descriptors";
+  EXPECT_EQ(wide.evicted_binaries(), 1u);
+  wide.exited(102);
+  monitor.exited(300);
+
+  // The linger expires at a sweep.
+  clock_.now += kLinger;
+  monitor.sweep();
+  uprobes.flush();
+  EXPECT_EQ(kernel_.attachments, 0);
+  EXPECT_EQ(monitor.idle_binaries(), 0u);
+}
+
+// Release pipelines strip .go.buildinfo; the function table stays. Such a binary is
+// instrumented, its verdict saying where the version came from.
+TEST_F(TlsMonitorTest, AGoBinaryWithoutBuildInfoIsInstrumentedFromItsFunctionTable) {
+  const std::string copy = (copies_.path() / "no-buildinfo").string();
+  const std::string objcopy = "objcopy --rename-section .go.buildinfo=.go.renamed " +
+                              std::string(SONDE_GO_TLS_FIXTURE) + " " + copy;
+  ASSERT_EQ(std::system(objcopy.c_str()), 0) << objcopy;
+  auto elf_bytes = symbols::OpenBinary::open(copy);
+  ASSERT_TRUE(elf_bytes.ok());
+  auto elf = symbols::ElfFile::parse(elf_bytes->bytes());
+  ASSERT_TRUE(elf.ok());
+  ASSERT_FALSE(elf->find_section(".go.buildinfo")) << "objcopy left the section";
+
+  ASSERT_EQ(monitor_.consider(process_of(copy, "/srv/nobuildinfo", 100, 7), kApi),
+            TlsMonitor::Outcome::kTracked);
+  auto v = verdict_of(monitor_, "/srv/nobuildinfo");
+  ASSERT_TRUE(v);
+  EXPECT_TRUE(v->instrumentable);
+  // The fixture is built by Debian's Go (1.19): the 1.18 table layout.
+  EXPECT_EQ(v->reason, "go1.18-1.19 (from .gopclntab; no .go.buildinfo)");
+  kernel_.served(100, 2, 20);
+  EXPECT_EQ(requests(kApi), 2u);
+  monitor_.exited(100);
 }
 
 }  // namespace

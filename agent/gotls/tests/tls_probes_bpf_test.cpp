@@ -156,7 +156,7 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   auto stale = probes_->cgroup_of(member.pid(), member_info->start_time + 1);
   ASSERT_FALSE(stale.ok()) << "another start time is another process";
   EXPECT_TRUE(is_gone(stale.error())) << stale.error().message();
-  monitor.admit(*member_info);
+  monitor.admit(*member_info, {"ns", "pod", "member"});
   ASSERT_TRUE(monitor.filtering_by_cgroup());
 
   // A client in the admitted cgroup is counted from its first call (never tracked); one in
