@@ -49,7 +49,7 @@ class SpecError(Exception):
 
 
 def read(path):
-    with open(os.path.join(ROOT, path)) as f:
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         return f.read()
 
 
@@ -283,7 +283,7 @@ def main():
         full = os.path.join(ROOT, path)
         if os.path.isfile(full) and read(path) == text:
             continue
-        with open(full, "w") as f:
+        with open(full, "w", encoding="utf-8") as f:
             f.write(text)
         written += 1
         print("gen-crds: wrote %s" % path)
