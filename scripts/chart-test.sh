@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The Helm chart's tests (make chart-test): helm lint --strict and helm template over each values
 # file in charts/tests/values (plus the defaults and sonde as a subchart given `global`), the
-# rendered security and scraping invariants, the CRDs in the chart identical to crds/, the
-# dashboards' JSON model, promtool check rules and promtool test rules. Needs helm
-# (scripts/install-helm.sh) and promtool (Debian's prometheus).
+# rendered security and scraping invariants, the CRDs current with crds/src/ (scripts/gen-crds.py)
+# and the chart's identical to crds/, the dashboards' JSON model, promtool check rules and
+# promtool test rules. Needs helm (scripts/install-helm.sh) and promtool (Debian's prometheus).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 chart="$root/charts/sonde"
@@ -15,10 +15,11 @@ done
 tmp="$(mktemp -d /tmp/sonde-chart-test-XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 
-echo "--- CRDs: charts/sonde/crds is crds/"
+echo "--- CRDs: crds/ and charts/sonde/crds/ are what crds/src/ generates (make crds)"
+python3 "$root/scripts/gen-crds.py" --check
 for f in "$root"/crds/*.yaml; do
   cmp "$f" "$chart/crds/$(basename "$f")" ||
-    { echo "FAIL: $chart/crds/$(basename "$f") differs from crds/$(basename "$f"): copy it" >&2; exit 1; }
+    { echo "FAIL: $chart/crds/$(basename "$f") differs from crds/$(basename "$f"): run make crds" >&2; exit 1; }
 done
 for f in "$chart"/crds/*.yaml; do
   [[ -f "$root/crds/$(basename "$f")" ]] || { echo "FAIL: $f is not in crds/" >&2; exit 1; }

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <set>
+#include <string_view>
+
+#include "common/crd/tests/crd_instrumentations.h"
 
 namespace sonde::crd {
 namespace {
@@ -40,6 +44,27 @@ TEST(ProfilingPolicyTest, AgreesWithTheCrdSchemaOnTheValidationTable) {
   EXPECT_GT(cluster, 5u);
   EXPECT_GT(valid, 3u);
   EXPECT_LT(valid, cases.size());
+}
+
+// The CRDs and the registry list the same kinds (crd_instrumentations.h is generated with the
+// CRDs from crds/src/instrumentations/): a policy asking for one kind alone passes the CRD's CEL
+// rule, so the validator takes it and requests that kind; a kind the CRDs lack would be pruned by
+// the API server before any agent saw it.
+TEST(ProfilingPolicyTest, ParsesEveryInstrumentationTheCrdsAdmitAndNoOther) {
+  std::set<std::string_view> registry;
+  for (const auto& kind : instrumentation_kinds()) registry.insert(kind.key);
+  EXPECT_EQ(registry, std::set<std::string_view>(kCrdInstrumentationKeys.begin(),
+                                                 kCrdInstrumentationKeys.end()));
+  for (std::string_view key : kCrdInstrumentationKeys) {
+    const Json spec = {{"targets", Json::array({{{"selector", Json::object()}}})},
+                       {"instrumentations", {{std::string(key), Json::object()}}}};
+    auto parsed = parse_policy_spec(spec);
+    ASSERT_TRUE(parsed.ok()) << key << ": " << parsed.error().message();
+    for (const auto& kind : instrumentation_kinds()) {
+      EXPECT_EQ(parsed->instrumentations[kind.id].has_value(), kind.key == key)
+          << "asked for " << key << ", got " << kind.key;
+    }
+  }
 }
 
 TEST(ProfilingPolicyTest, ParsesEveryFieldAndFillsTheSchemaDefaults) {

@@ -4,7 +4,8 @@ prune unknown fields, apply defaults, validate (python3-jsonschema), and evaluat
 
 CEL is not interpreted: each rule text in crds/ has a hand-written Python equivalent in
 CEL_RULES, and a rule without one fails loudly (UnknownRule) so a new rule cannot go unchecked
-by accident. Formats (date-time, int64) are not checked, nor are x-kubernetes-list-type
+by accident. The rule that requires an instrumentation lists every kind; it and its equivalent
+are built from the same list (generated_rules.py, written by scripts/gen-crds.py). Formats (date-time, int64) are not checked, nor are x-kubernetes-list-type
 uniqueness constraints.
 
 Used by fake_apiserver.py (on create and update) and crds/tests/check_policy_table.py.
@@ -16,6 +17,8 @@ import os
 
 import jsonschema
 import yaml
+
+import generated_rules  # beside this file, written by scripts/gen-crds.py
 
 
 class UnknownRule(Exception):
@@ -36,10 +39,11 @@ def _in_or_exists(s):
 # only evaluated on update, as the real server does.
 CEL_RULES = {
     "size(self.targets) > 0": lambda s, o: len(s.get("targets") or []) > 0,
-    "has(self.instrumentations.cpu) || has(self.instrumentations.nodejsEventLoop) || "
-    "has(self.instrumentations.goTLS)":
+    # Generated with the CRDs from crds/src/instrumentations/ (scripts/gen-crds.py), as is the
+    # rule's text: a new instrumentation kind reaches both at once.
+    generated_rules.AT_LEAST_ONE_INSTRUMENTATION_RULE:
         lambda s, o: any(_has(s.get("instrumentations"), k)
-                         for k in ("cpu", "nodejsEventLoop", "goTLS")),
+                         for k in generated_rules.INSTRUMENTATIONS),
     "has(self.selector) || has(self.workload)":
         lambda s, o: _has(s, "selector") or _has(s, "workload"),
     "self.operator in ['Exists', 'DoesNotExist'] ? !has(self.values) || size(self.values) == 0 "
