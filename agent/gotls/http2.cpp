@@ -141,11 +141,17 @@ void Connection::on_frame_checked(bool outgoing, Direction& dir, const FrameHead
   }
 
   switch (h.type) {
-    case kData:
-      if ((h.flags & kFlagEndStream) != 0 && !is_request_side(outgoing)) {
-        finish(h.stream_id, false, -1, now_ns, out);
+    case kData: {
+      if (is_request_side(outgoing)) return;
+      const auto it = streams_.find(h.stream_id);
+      if (it == streams_.end()) return;
+      if (it->second.status == 0) {
+        return fail("malformed: response DATA on stream " + std::to_string(h.stream_id) +
+                    " before its final status");
       }
+      if ((h.flags & kFlagEndStream) != 0) finish(h.stream_id, false, -1, now_ns, out);
       return;
+    }
     case kHeaders: {
       size_t begin = 0;
       size_t pad = 0;

@@ -13,7 +13,7 @@
 //     first HEADERS frame's time. A streaming RPC is one Exchange however many DATA frames.
 //   - :status comes from the responding side's HEADERS; 1xx informational blocks are skipped, a
 //     later block carries the final status. A response block before the final status without a
-//     valid :status (3 digits) is malformed.
+//     valid :status (3 digits, 100..599), or response DATA before it, is malformed.
 //   - grpc_code: for gRPC streams, grpc-status from the block that ends the response (trailers,
 //     or a Trailers-Only response); -1 when absent, not gRPC, or not a number in 0..16 (the
 //     stream is still counted with its :status).

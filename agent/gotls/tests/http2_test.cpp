@@ -330,6 +330,12 @@ TEST(Http2BadInputTest, MalformedFrames) {
          h.receive(kHeaders, kFlagEndHeaders, 1, unhex("5f 00"));
        },
        "without END_STREAM"},
+      {"response DATA before the status",
+       [](Harness& h) {
+         h.request(1);
+         h.receive(kData, kFlagEndStream, 1, {}, 3);
+       },
+       "DATA on stream 1 before its final status"},
       {"PUSH_PROMISE from the client",
        [](Harness& h) { h.send(kPushPromise, kFlagEndHeaders, 1, unhex("00000002 82")); },
        "PUSH_PROMISE from the client"},
