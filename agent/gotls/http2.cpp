@@ -1,7 +1,8 @@
 #include "agent/gotls/http2.h"
 
-#include <algorithm>
 #include <strings.h>
+
+#include <algorithm>
 
 #include "bpf/gotls.h"
 
@@ -15,8 +16,8 @@ uint32_t read_be32(std::span<const uint8_t> bytes) {
 
 uint8_t method_of(std::string_view value) {
   static constexpr std::pair<std::string_view, uint8_t> kMethods[] = {
-      {"GET", SONDE_HTTP_GET},         {"POST", SONDE_HTTP_POST},   {"PUT", SONDE_HTTP_PUT},
-      {"DELETE", SONDE_HTTP_DELETE},   {"HEAD", SONDE_HTTP_HEAD},   {"PATCH", SONDE_HTTP_PATCH},
+      {"GET", SONDE_HTTP_GET},         {"POST", SONDE_HTTP_POST}, {"PUT", SONDE_HTTP_PUT},
+      {"DELETE", SONDE_HTTP_DELETE},   {"HEAD", SONDE_HTTP_HEAD}, {"PATCH", SONDE_HTTP_PATCH},
       {"OPTIONS", SONDE_HTTP_OPTIONS},
   };
   for (const auto& [name, method] : kMethods) {
@@ -65,9 +66,9 @@ struct BlockFields {
 };
 
 std::string frame_name(uint8_t type) {
-  static constexpr const char* kNames[] = {"DATA",     "HEADERS", "PRIORITY", "RST_STREAM",
-                                           "SETTINGS", "PUSH_PROMISE", "PING", "GOAWAY",
-                                           "WINDOW_UPDATE", "CONTINUATION"};
+  static constexpr const char* kNames[] = {
+      "DATA",         "HEADERS", "PRIORITY", "RST_STREAM",    "SETTINGS",
+      "PUSH_PROMISE", "PING",    "GOAWAY",   "WINDOW_UPDATE", "CONTINUATION"};
   if (type < std::size(kNames)) return kNames[type];
   return "frame type " + std::to_string(type);
 }
@@ -251,9 +252,8 @@ void Connection::on_block_done(bool outgoing, Direction& dir, uint64_t now_ns,
   dir.in_block = false;
   BlockFields fields;
   const Status decoded = dir.decoder.decode(
-      dir.block, [&fields](std::string_view name, std::string_view value) {
-        fields.add(name, value);
-      });
+      dir.block,
+      [&fields](std::string_view name, std::string_view value) { fields.add(name, value); });
   dir.block.clear();
   if (!decoded.ok()) return fail("malformed: HPACK: " + decoded.error().message());
   if (dir.block_is_push) return;  // the promised request is not counted

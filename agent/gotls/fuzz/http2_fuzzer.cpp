@@ -56,10 +56,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (conn.open_streams() > limits.max_open_streams) __builtin_trap();
     // Two blocks in assembly, two tables with their overheads and scratch, the streams.
-    const size_t bound = 2 * limits.max_header_block +
-                         2 * (limits.hpack.max_table_size + (limits.hpack.max_table_size / 32) * 64 +
-                              4 * limits.hpack.max_field_bytes) +
-                         limits.max_open_streams * 64 + 4096;
+    const size_t bound =
+        2 * limits.max_header_block +
+        2 * (limits.hpack.max_table_size + (limits.hpack.max_table_size / 32) * 64 +
+             4 * limits.hpack.max_field_bytes) +
+        limits.max_open_streams * 64 + 4096;
     if (conn.memory() > bound) __builtin_trap();
   }
   return 0;

@@ -27,14 +27,18 @@ constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 // What the kernel hands over: frame headers, and the payloads of the types that name a stream.
 bool kernel_passes_payload(uint8_t type) {
-  return type == kHeaders || type == kContinuation || type == kRstStream ||
-         type == kPushPromise || type == kGoaway;
+  return type == kHeaders || type == kContinuation || type == kRstStream || type == kPushPromise ||
+         type == kGoaway;
 }
 
 using Row = std::tuple<int, int, int, int, int, uint64_t>;  // grpc, method, status, code, reset, ns
 
 Row row_of(const Exchange& e) {
-  return {e.protocol == Protocol::kGrpc ? 1 : 0, e.method, e.status, e.grpc_code, e.reset ? 1 : 0,
+  return {e.protocol == Protocol::kGrpc ? 1 : 0,
+          e.method,
+          e.status,
+          e.grpc_code,
+          e.reset ? 1 : 0,
           e.duration_ns};
 }
 
@@ -156,8 +160,7 @@ TEST(Http2GroundTruthTest, Grpc) {
   EXPECT_EQ(r.want.size(), 120U);
   // Every code 0..16 seen, and -1 for out-of-range or absent grpc-status.
   for (int code = -1; code <= 16; ++code) {
-    EXPECT_GT(count_if(r.client, [&](const Row& x) { return std::get<3>(x) == code; }), 0U)
-        << code;
+    EXPECT_GT(count_if(r.client, [&](const Row& x) { return std::get<3>(x) == code; }), 0U) << code;
   }
   EXPECT_EQ(count_if(r.client, [](const Row& x) { return std::get<0>(x) == 1; }), 120U);
 }
@@ -170,10 +173,9 @@ TEST(Http2GroundTruthTest, ResetsAndGoaway) {
   // 5 by RST_STREAM before a response, 5 after its HEADERS (status kept), 5 refused by the
   // server, 5 by GOAWAY.
   EXPECT_EQ(count_if(r.client, [](const Row& x) { return std::get<4>(x) == 1; }), 20U);
-  EXPECT_EQ(count_if(r.client, [](const Row& x) {
-              return std::get<4>(x) == 1 && std::get<2>(x) == 200;
-            }),
-            5U);
+  EXPECT_EQ(
+      count_if(r.client, [](const Row& x) { return std::get<4>(x) == 1 && std::get<2>(x) == 200; }),
+      5U);
 }
 
 TEST(Http2GroundTruthTest, GoawayWithoutPayloadEndsNothing) {
@@ -250,7 +252,9 @@ struct Harness {
     conn.on_frame(false, frame(type, flags, stream, length == SIZE_MAX ? payload.size() : length),
                   payload, ++now, out);
   }
-  void request(uint32_t stream) { send(kHeaders, kFlagEndHeaders | kFlagEndStream, stream, kRequest); }
+  void request(uint32_t stream) {
+    send(kHeaders, kFlagEndHeaders | kFlagEndStream, stream, kRequest);
+  }
   void respond(uint32_t stream) {
     receive(kHeaders, kFlagEndHeaders | kFlagEndStream, stream, kResponse);
   }
@@ -292,7 +296,8 @@ TEST(Http2BadInputTest, MalformedFrames) {
        "WINDOW_UPDATE of 3"},
       {"GOAWAY of 4", [](Harness& h) { h.receive(kGoaway, 0, 0, {}, 4); }, "GOAWAY of 4"},
       {"over 2^24-1", [](Harness& h) { h.receive(kData, 0, 1, {}, 1U << 24); }, "longer than"},
-      {"CONTINUATION alone", [](Harness& h) { h.send(kContinuation, kFlagEndHeaders, 1, kRequest); },
+      {"CONTINUATION alone",
+       [](Harness& h) { h.send(kContinuation, kFlagEndHeaders, 1, kRequest); },
        "CONTINUATION without a header block"},
       {"payload not whole", [](Harness& h) { h.send(kHeaders, kFlagEndHeaders, 1, kRequest, 10); },
        "lost: HEADERS of 10 bytes passed with 3"},
@@ -340,10 +345,14 @@ TEST(Http2BadInputTest, MalformedFrames) {
        [](Harness& h) { h.send(kPushPromise, kFlagEndHeaders, 1, unhex("00000002 82")); },
        "PUSH_PROMISE from the client"},
       {"HPACK: table size update to 4 GiB",
-       [](Harness& h) { h.send(kHeaders, kFlagEndHeaders, 1, unhex("3f e1 ff ff ff 0f 82 87 84")); },
+       [](Harness& h) {
+         h.send(kHeaders, kFlagEndHeaders, 1, unhex("3f e1 ff ff ff 0f 82 87 84"));
+       },
        "HPACK: integer overflow"},
       {"HPACK: table size update to 4 GiB - 1",
-       [](Harness& h) { h.send(kHeaders, kFlagEndHeaders, 1, unhex("3f e0 ff ff ff 0f 82 87 84")); },
+       [](Harness& h) {
+         h.send(kHeaders, kFlagEndHeaders, 1, unhex("3f e0 ff ff ff 0f 82 87 84"));
+       },
        "HPACK: table size update to 4294967295 over the bound"},
       {"HPACK: integer of many octets",
        [](Harness& h) { h.send(kHeaders, kFlagEndHeaders, 1, unhex("ff 80 80 80 80 80 80 01")); },
@@ -415,8 +424,7 @@ TEST(Http2BadInputTest, ContinuationFloods) {
   Harness empty;
   empty.send(kHeaders, 0, 1, {0x82});
   for (int i = 0; i < 100000 && !empty.conn.broken(); ++i) empty.send(kContinuation, 0, 1, {});
-  EXPECT_NE(empty.why().find("more than 64 CONTINUATION frames"), std::string::npos)
-      << empty.why();
+  EXPECT_NE(empty.why().find("more than 64 CONTINUATION frames"), std::string::npos) << empty.why();
 
   // Full ones are bounded in bytes, and memory never passes the bound on the way.
   Harness full;
