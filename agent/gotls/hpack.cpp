@@ -324,7 +324,14 @@ Status Decoder::decode(std::span<const uint8_t> block, const FieldFn& field) {
     field(scratch_name_, scratch_value_);
     field_seen = true;
   }
+  release_large_scratch();
   return ok_status();
+}
+
+void Decoder::release_large_scratch() {
+  // An idle connection keeps small buffers only: one large field does not pin its size.
+  if (scratch_name_.capacity() > kKeptScratchBytes) std::string().swap(scratch_name_);
+  if (scratch_value_.capacity() > kKeptScratchBytes) std::string().swap(scratch_value_);
 }
 
 }  // namespace sonde::agent::hpack

@@ -73,6 +73,10 @@ std::string frame_name(uint8_t type) {
   return "frame type " + std::to_string(type);
 }
 
+// A block buffer larger than this is released once decoded, so that an idle connection does not
+// keep the largest block it ever saw.
+constexpr size_t kKeptBlockBytes = 4096;
+
 }  // namespace
 
 FrameHeader parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes) {
@@ -255,6 +259,7 @@ void Connection::on_block_done(bool outgoing, Direction& dir, uint64_t now_ns,
       dir.block,
       [&fields](std::string_view name, std::string_view value) { fields.add(name, value); });
   dir.block.clear();
+  if (dir.block.capacity() > kKeptBlockBytes) std::vector<uint8_t>().swap(dir.block);
   if (!decoded.ok()) return fail("malformed: HPACK: " + decoded.error().message());
   if (dir.block_is_push) return;  // the promised request is not counted
 

@@ -195,6 +195,12 @@ TEST(Http2GroundTruthTest, ContinuationWithinTheBound) {
   expect_exact(r);
   EXPECT_EQ(r.want.size(), 6U);
   EXPECT_GT(r.continuations, 6U);
+  EXPECT_GT(r.max_memory, 16384U);  // one block of more than 16 KiB held while assembled
+  // Once idle, the large block buffers and scratch strings are given back: two 4096-octet
+  // tables (at most 128 entries each), small buffers, an empty stream map.
+  const size_t idle = 2 * (4096 + 128 * 64 + 2 * 1024 + 4096) + 4096;
+  EXPECT_LT(r.client_conn.memory(), idle);
+  EXPECT_LT(r.server_conn.memory(), idle);
 }
 
 TEST(Http2GroundTruthTest, ContinuationOverTheBoundBreaks) {
