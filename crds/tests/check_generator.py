@@ -2,8 +2,9 @@
 """Checks scripts/gen-crds.py on a copy of the tree (ctest crd_generator): that `--check` fails,
 naming the stale file, when a source changed without `make crds`, when a generated CRD was
 edited by hand and when the chart holds a CRD nobody generates; and that one new fragment in
-crds/src/instrumentations/ is all a new instrumentation kind needs for the CRDs, as the fake API
-server enforces them, to admit a policy asking for it alone and to name it when none is asked for.
+the kind's own folder (agent/<folder>/<key>.crd.yaml) is all a new instrumentation kind needs
+for the CRDs, as the fake API server enforces them, to admit a policy asking for it alone and to
+name it when none is asked for.
 """
 
 import json
@@ -15,7 +16,9 @@ import tempfile
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 COPIED = ["scripts/gen-crds.py", "crds", "charts/sonde/crds", "common/kube/testing/crd_schema.py",
-          "common/kube/testing/generated_rules.py", "common/crd/tests/crd_instrumentations.h"]
+          "common/kube/testing/generated_rules.py", "common/crd/tests/crd_instrumentations.h",
+          "agent/cpu/cpu.crd.yaml", "agent/nodejs/nodejsEventLoop.crd.yaml",
+          "agent/gotls/goTLS.crd.yaml"]
 
 # Run in the copy: the named kind's verdict on a policy asking only for `asks` (None: for nothing).
 VERDICT = r"""
@@ -67,7 +70,7 @@ def main():
             (shutil.copytree if os.path.isdir(src) else shutil.copyfile)(src, dst)
         expect(gen(tree, "--check").returncode == 0, "the checked-in files are current")
 
-        cpu = os.path.join(tree, "crds/src/instrumentations/cpu.yaml")
+        cpu = os.path.join(tree, "agent/cpu/cpu.crd.yaml")
         edit(cpu, "maximum: 999", "maximum: 998")
         r = gen(tree, "--check")
         expect(r.returncode == 1 and "FAIL: crds/profilingpolicies.sonde.dev.yaml is stale: run make crds"
@@ -91,7 +94,8 @@ def main():
                "a CRD in the chart that crds/src/ does not list: --check fails")
         os.remove(os.path.join(tree, "charts/sonde/crds/old.sonde.dev.yaml"))
 
-        python = os.path.join(tree, "crds/src/instrumentations/pythonAsyncio.yaml")
+        python = os.path.join(tree, "agent/python/pythonAsyncio.crd.yaml")
+        os.makedirs(os.path.dirname(python))
         with open(python, "w") as f:
             f.write("order: 3\nschema:\n  description: Python asyncio loop time.\n  type: object\n")
         r = gen(tree)

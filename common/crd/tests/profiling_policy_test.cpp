@@ -47,7 +47,7 @@ TEST(ProfilingPolicyTest, AgreesWithTheCrdSchemaOnTheValidationTable) {
 }
 
 // The CRDs and the registry list the same kinds (crd_instrumentations.h is generated with the
-// CRDs from crds/src/instrumentations/): a policy asking for one kind alone passes the CRD's CEL
+// CRDs from agent/*/*.crd.yaml): a policy asking for one kind alone passes the CRD's CEL
 // rule, so the validator takes it and requests that kind; a kind the CRDs lack would be pruned by
 // the API server before any agent saw it.
 TEST(ProfilingPolicyTest, ParsesEveryInstrumentationTheCrdsAdmitAndNoOther) {

@@ -39,7 +39,7 @@ def _in_or_exists(s):
 # only evaluated on update, as the real server does.
 CEL_RULES = {
     "size(self.targets) > 0": lambda s, o: len(s.get("targets") or []) > 0,
-    # Generated with the CRDs from crds/src/instrumentations/ (scripts/gen-crds.py), as is the
+    # Generated with the CRDs from agent/*/*.crd.yaml (scripts/gen-crds.py), as is the
     # rule's text: a new instrumentation kind reaches both at once.
     generated_rules.AT_LEAST_ONE_INSTRUMENTATION_RULE:
         lambda s, o: any(_has(s.get("instrumentations"), k)
