@@ -24,6 +24,7 @@
 #include "agent/kernel/uprobe_links.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
+#include "common/dotted_version.h"
 #include "common/files.h"
 
 namespace sonde::agent {
@@ -434,23 +435,9 @@ const char* verdict_label(Verdict v) {
 }  // namespace
 
 std::optional<KernelVersion> parse_kernel_version(std::string_view release) {
-  KernelVersion v;
-  const char* p = release.data();
-  const char* end = p + release.size();
-  auto number = [&](int& out) {
-    auto [next, ec] = std::from_chars(p, end, out);
-    if (ec != std::errc()) return false;
-    p = next;
-    return true;
-  };
-  if (!number(v.major) || p == end || *p != '.') return std::nullopt;
-  ++p;
-  if (!number(v.minor)) return std::nullopt;
-  if (p != end && *p == '.') {
-    ++p;
-    if (!number(v.patch)) v.patch = 0;
-  }
-  return v;
+  auto v = parse_dotted_version(release);
+  if (!v) return std::nullopt;
+  return KernelVersion{v->major, v->minor, v->patch};
 }
 
 std::optional<uint64_t> parse_effective_caps(std::string_view status_text) {

@@ -2,8 +2,9 @@
 
 #include <elf.h>
 
-#include <charconv>
 #include <cstring>
+
+#include "common/dotted_version.h"
 
 namespace sonde::agent {
 namespace {
@@ -55,24 +56,9 @@ std::optional<std::span<const uint8_t>> bytes_at(const symbols::ElfFile& elf, ui
 
 std::optional<GoVersion> parse_go_version(std::string_view text) {
   if (!text.starts_with("go")) return std::nullopt;
-  GoVersion v;
-  v.text = std::string(text);
-  const char* p = text.data() + 2;
-  const char* end = text.data() + text.size();
-  auto num = [&](int& out) {
-    auto [next, ec] = std::from_chars(p, end, out);
-    if (ec != std::errc()) return false;
-    p = next;
-    return true;
-  };
-  if (!num(v.major) || p == end || *p != '.') return std::nullopt;
-  ++p;
-  if (!num(v.minor)) return std::nullopt;
-  if (p != end && *p == '.') {
-    ++p;
-    if (!num(v.patch)) v.patch = 0;
-  }
-  return v;
+  auto v = parse_dotted_version(text.substr(2));
+  if (!v) return std::nullopt;
+  return GoVersion{v->major, v->minor, v->patch, std::string(text)};
 }
 
 Result<GoVersion> go_build_version(const symbols::ElfFile& elf) {

@@ -12,22 +12,13 @@ namespace sonde::symbolize {
 
 Result<std::unique_ptr<ElfSymbolizer>> ElfSymbolizer::open(const std::string& path) {
   std::unique_ptr<ElfSymbolizer> self(new ElfSymbolizer());
-  ASSIGN_OR_RETURN(self->file_, symbols::MappedFile::open(path));
-  auto elf = symbols::ElfFile::parse(self->file_.bytes());
-  RETURN_IF_ERROR(self->file_.check(path));
-  if (!elf.ok()) return elf.error().wrap(path);
-  self->elf_.emplace(std::move(elf).value());
-  Status built = self->build();
-  RETURN_IF_ERROR(self->file_.check(path));
-  if (!built.ok()) return built.error().wrap(path);
+  RETURN_IF_ERROR(symbols::map_elf(path, self->file_, self->elf_, [&] { return self->build(); }));
   return self;
 }
 
 Result<std::unique_ptr<ElfSymbolizer>> ElfSymbolizer::from_bytes(std::span<const uint8_t> bytes) {
   std::unique_ptr<ElfSymbolizer> self(new ElfSymbolizer());
-  ASSIGN_OR_RETURN(symbols::ElfFile elf, symbols::ElfFile::parse(bytes));
-  self->elf_.emplace(elf);
-  RETURN_IF_ERROR(self->build());
+  RETURN_IF_ERROR(symbols::parse_elf(bytes, self->elf_, [&] { return self->build(); }));
   return self;
 }
 

@@ -32,22 +32,13 @@ std::optional<uint64_t> symbol_value(const symbols::ElfFile& elf, std::string_vi
 
 Result<std::unique_ptr<GoBinary>> GoBinary::open(const std::string& path) {
   std::unique_ptr<GoBinary> self(new GoBinary());
-  ASSIGN_OR_RETURN(self->file_, symbols::MappedFile::open(path));
-  auto elf = symbols::ElfFile::parse(self->file_.bytes());
-  RETURN_IF_ERROR(self->file_.check(path));
-  if (!elf.ok()) return elf.error().wrap(path);
-  self->elf_.emplace(std::move(elf).value());
-  Status located = self->locate();
-  RETURN_IF_ERROR(self->file_.check(path));
-  if (!located.ok()) return located.error().wrap(path);
+  RETURN_IF_ERROR(symbols::map_elf(path, self->file_, self->elf_, [&] { return self->locate(); }));
   return self;
 }
 
 Result<std::unique_ptr<GoBinary>> GoBinary::from_bytes(std::span<const uint8_t> bytes) {
   std::unique_ptr<GoBinary> self(new GoBinary());
-  ASSIGN_OR_RETURN(symbols::ElfFile elf, symbols::ElfFile::parse(bytes));
-  self->elf_.emplace(elf);
-  RETURN_IF_ERROR(self->locate());
+  RETURN_IF_ERROR(symbols::parse_elf(bytes, self->elf_, [&] { return self->locate(); }));
   return self;
 }
 

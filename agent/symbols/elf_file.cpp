@@ -329,4 +329,24 @@ Result<std::span<const uint8_t>> ElfFile::code_at(uint64_t vaddr, uint64_t size)
   return bytes_.subspan(seg->offset + rel, size);
 }
 
+Status map_elf(const std::string& path, MappedFile& file, std::optional<ElfFile>& elf,
+               const std::function<Status()>& index) {
+  ASSIGN_OR_RETURN(file, MappedFile::open(path));
+  auto parsed = ElfFile::parse(file.bytes());
+  RETURN_IF_ERROR(file.check(path));
+  if (!parsed.ok()) return parsed.error().wrap(path);
+  elf.emplace(std::move(parsed).value());
+  Status indexed = index();
+  RETURN_IF_ERROR(file.check(path));
+  if (!indexed.ok()) return indexed.error().wrap(path);
+  return ok_status();
+}
+
+Status parse_elf(std::span<const uint8_t> bytes, std::optional<ElfFile>& elf,
+                 const std::function<Status()>& index) {
+  ASSIGN_OR_RETURN(ElfFile parsed, ElfFile::parse(bytes));
+  elf.emplace(parsed);
+  return index();
+}
+
 }  // namespace sonde::symbols

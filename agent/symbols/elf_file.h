@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -169,5 +170,17 @@ class ElfFile {
   size_t segment_count_ = 0;
   std::span<const uint8_t> section_names_;
 };
+
+// For readers that keep an ELF file mapped (symbolizers): maps `path` into `file`, parses it
+// into `elf` and runs `index` (the reader's own pass over `elf`). The file is checked after
+// parsing and after indexing (a tenant may truncate or rewrite it meanwhile:
+// MappedFile::check()), and every error names `path`. On error the caller discards `file` and
+// `elf`.
+Status map_elf(const std::string& path, MappedFile& file, std::optional<ElfFile>& elf,
+               const std::function<Status()>& index);
+// The same over bytes the caller keeps alive (tests, fuzzers): parses them into `elf`, then runs
+// `index`.
+Status parse_elf(std::span<const uint8_t> bytes, std::optional<ElfFile>& elf,
+                 const std::function<Status()>& index);
 
 }  // namespace sonde::symbols
