@@ -14,13 +14,20 @@ trap cleanup EXIT
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
+# start_bench_agent [AGENT_ARGS...]
 start_bench_agent() {
-  "$agent" --standalone --metrics-address "127.0.0.1:$port" --log-level warn >"$tmp/agent.log" 2>&1 &
+  "$agent" --standalone --metrics-address "127.0.0.1:$port" --log-level warn "$@" \
+    >"$tmp/agent.log" 2>&1 &
   agent_pid=$!
   for _ in $(seq 100); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && return 0; sleep 0.1; done
   cat "$tmp/agent.log" >&2
   echo "bench: the agent did not start" >&2
   exit 1
+}
+
+stop_bench_agent() {
+  [[ -n "$agent_pid" ]] && kill -INT "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+  agent_pid=
 }
 
 # CPU ticks (user + system) the agent has used so far.
