@@ -50,25 +50,18 @@ Result<std::unique_ptr<CpuProfiler>> CpuProfiler::start(const ProfilerOptions& o
   }
   self->symbolizer_ =
       std::make_unique<StackSymbolizer>(options.proc_root, self->binaries_, self->kernel_.get());
-  self->thread_ = std::thread([p = self.get()] { p->run(); });
+  self->thread_ = std::jthread([p = self.get()](const std::stop_token& stop) { p->run(stop); });
   return self;
 }
 
-CpuProfiler::~CpuProfiler() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+CpuProfiler::~CpuProfiler() = default;
 
-void CpuProfiler::run() {
+void CpuProfiler::run(const std::stop_token& stop) {
   std::unique_lock lock(mu_);
-  while (!stopping_) {
-    wake_.wait_for(lock, options_.drain_interval,
-                   [&] { return stopping_ || drain_requests_ > drains_served_; });
-    if (stopping_) break;
+  while (!stop.stop_requested()) {
+    wake_.wait_for(lock, stop, options_.drain_interval,
+                   [&] { return drain_requests_ > drains_served_; });
+    if (stop.stop_requested()) break;
     // Every request made so far is served by this drain: it reads the maps after them.
     uint64_t serving = drain_requests_;
     lock.unlock();
@@ -90,8 +83,9 @@ Status CpuProfiler::drain_on_profiler_thread() {
   std::unique_lock lock(mu_);
   uint64_t ticket = ++drain_requests_;
   wake_.notify_all();
-  served_.wait(lock, [&] { return stopping_ || drains_served_ >= ticket; });
-  if (drains_served_ < ticket) return ok_status();  // stopping: keep what was gathered
+  if (!served_.wait(lock, thread_.get_stop_token(), [&] { return drains_served_ >= ticket; })) {
+    return ok_status();  // stopping: keep what was gathered
+  }
   return last_drain_;
 }
 
@@ -202,7 +196,7 @@ Status CpuProfiler::subscribe_and_wait(Subscription& sub, std::chrono::milliseco
   }
   {
     std::unique_lock lock(mu_);
-    wake_.wait_for(lock, duration, [&] { return stopping_; });
+    wake_.wait_for(lock, thread_.get_stop_token(), duration, [] { return false; });
   }
   Status last = drain_on_profiler_thread();
   std::lock_guard drain_lock(drain_mu_);

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -123,7 +124,7 @@ class CpuProfiler {
 
   explicit CpuProfiler(const ProfilerOptions& options)
       : options_(options), binaries_(options.symbolizer_cache_bytes) {}
-  void run();
+  void run(const std::stop_token& stop);
   // Runs `sub` for `duration`: the shared part of collect() and collect_per_owner().
   Status subscribe_and_wait(Subscription& sub, std::chrono::milliseconds duration);
   Status drain();  // requires drain_mu_
@@ -142,9 +143,9 @@ class CpuProfiler {
 
   // Everything else.
   mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::condition_variable served_;
-  bool stopping_ = false;
+  // Woken by a drain request, by a drain served, and by thread_'s stop (std::stop_token waits).
+  std::condition_variable_any wake_;
+  std::condition_variable_any served_;
   uint64_t drain_requests_ = 0;
   uint64_t drains_served_ = 0;  // drain_requests_ when the last drain began
   Status last_drain_ = ok_status();
@@ -155,7 +156,8 @@ class CpuProfiler {
   uint64_t drains_ = 0;
   uint64_t samples_ = 0;
 
-  std::thread thread_;  // last: started after everything it uses
+  // Last: started after everything it uses; destroyed first, which asks it to stop and joins.
+  std::jthread thread_;
 };
 
 }  // namespace sonde::agent::cpu

@@ -86,17 +86,13 @@ Result<std::unique_ptr<PyroscopePusher>> PyroscopePusher::start(CpuProfiler& pro
     return Error("pyroscope push: the interval must be 1 s to 300 s");
   }
   mg_init_library(0);
-  self->thread_ = std::thread([p = self.get()] { p->run(); });
+  self->thread_ = std::jthread([p = self.get()](const std::stop_token& stop) { p->run(stop); });
   return self;
 }
 
 PyroscopePusher::~PyroscopePusher() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  thread_.request_stop();
+  if (thread_.joinable()) thread_.join();  // before the library it pushes with goes
   if (!host_.empty()) mg_exit_library();
 }
 
@@ -105,17 +101,13 @@ PyroscopePusher::Stats PyroscopePusher::stats() const {
   return stats_;
 }
 
-void PyroscopePusher::run() {
-  while (true) {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-    }
+void PyroscopePusher::run(const std::stop_token& stop) {
+  while (!stop.stop_requested()) {
     auto profiles = profiler_.collect_per_owner(options_.interval);
     if (!profiles.ok()) {
       log::warn("pyroscope push: collect", {{"error", profiles.error().message()}});
       std::unique_lock lock(mu_);
-      wake_.wait_for(lock, options_.interval, [&] { return stopping_; });
+      wake_.wait_for(lock, stop, options_.interval, [] { return false; });
       continue;
     }
     for (const auto& [owner, profile] : *profiles) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 
@@ -49,7 +50,7 @@ class PyroscopePusher {
  private:
   PyroscopePusher(CpuProfiler& profiler, PushOptions options)
       : profiler_(profiler), options_(std::move(options)) {}
-  void run();
+  void run(const std::stop_token& stop);
   Status push(const ContainerLabels& owner, const ProfileBuilder& profile);
 
   CpuProfiler& profiler_;
@@ -59,10 +60,9 @@ class PyroscopePusher {
   std::string path_prefix_;
 
   mutable std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
+  std::condition_variable_any wake_;  // waits end early when thread_ is asked to stop
   Stats stats_;
-  std::thread thread_;
+  std::jthread thread_;
 };
 
 // The Pyroscope application name with labels: app.cpu{k=v,...} (label values with characters
