@@ -565,16 +565,30 @@ void TlsMonitor::sweep() {
   std::lock_guard lock(mu_);
   uprobes_.expire();
   for (pid_t pid : vanished_pids(proc_, processes_)) finish_locked(pid);
-  for (pid_t pid : vanished_pids(proc_, admitted_)) {
-    take_untracked_locked(pid);
-    unadmit_locked(pid);
+  // Selected processes that vanished without an exit event (a lost ring-buffer record): with the
+  // filter on their cgroups must stop being counted now; otherwise they hold only memory, looked
+  // for every kFullSweepEvery sweeps, as it costs a /proc read per selected process (in
+  // standalone mode without targets: every process on the host).
+  if (filtering_ || ++sweeps_ % kFullSweepEvery == 0) {
+    for (pid_t pid : vanished_pids(proc_, admitted_)) {
+      take_untracked_locked(pid);
+      unadmit_locked(pid);
+    }
   }
-  // Counted by the kernel but not tracked: a process consider() has not seen yet (kept while it
-  // is selected, else left for a sweep), one that is not selected, or one that exited unseen.
+  // Counted by the kernel but not tracked: a selected process consider() has not seen yet (kept)
+  // or that exited unseen (counted for its container), one that is not selected, or one that
+  // exited before it was selected.
   std::set<uint32_t> untracked;
   for (const auto& [tgid, counts] : probes_.counts()) {
     const auto pid = static_cast<pid_t>(tgid);
-    if (processes_.contains(pid) || admitted_.contains(pid)) continue;
+    if (processes_.contains(pid)) continue;
+    if (auto a = admitted_.find(pid); a != admitted_.end()) {
+      auto start = proc_.start_time(pid);
+      if (start.ok() && *start == a->second.start_time) continue;
+      take_untracked_locked(pid);
+      unadmit_locked(pid);
+      continue;
+    }
     if (untracked_seen_.contains(tgid)) {
       probes_.take(tgid);
       discarded_++;

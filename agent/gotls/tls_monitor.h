@@ -262,6 +262,8 @@ class TlsMonitor {
   uint64_t discarded_ = 0;
   uint64_t exited_unseen_ = 0;
   uint64_t evicted_ = 0;
+  static constexpr uint64_t kFullSweepEvery = 6;
+  uint64_t sweeps_ = 0;
   struct Admission {
     uint64_t start_time;
     ContainerLabels labels;
