@@ -76,6 +76,7 @@ expect_contains "$live" "[+]node-report-writer ok" "/healthz"
 [[ "$live" != *node-lease* && "$live" != *informers* ]] ||
   fail "/healthz carries readiness checks:"$'\n'"$live"
 echo "$ready" | sed 's/^/  readyz: /'
+check_metrics_documented "$port"
 
 echo "--- every request hung, watches silent: not ready once the Lease lapses, still alive"
 fault '{"path": ".", "hang": 600, "times": 1000000}'

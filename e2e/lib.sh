@@ -34,6 +34,21 @@ run_in_container() {
 # A random 64-hex container id.
 new_id() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
+# check_metrics_documented PORT: every metric family the agent on PORT exports (its `# TYPE`
+# lines) is named in README.md (as `name` or `name{...}`), so a new metric cannot ship without
+# its row.
+check_metrics_documented() {
+  local readme names missing=()
+  readme="$(cat "$(dirname "${BASH_SOURCE[0]}")/../README.md")"
+  names="$(curl -sf "http://127.0.0.1:$1/metrics" | awk '$1 == "#" && $2 == "TYPE" { print $3 }' | sort -u)"
+  [[ -n "$names" ]] || fail "no metric families on port $1"
+  for n in $names; do
+    [[ "$readme" == *"\`$n\`"* || "$readme" == *"\`$n{"* || "$readme" == *"\`$n,"* ]] || missing+=("$n")
+  done
+  ((${#missing[@]} == 0)) || fail "metric families missing from README.md's tables: ${missing[*]}"
+  echo "metrics documented: $(wc -w <<<"$names") families, each in README.md"
+}
+
 # A free TCP port on loopback.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
