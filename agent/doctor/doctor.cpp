@@ -21,6 +21,7 @@
 #include "agent/gotls/tls_probes.h"
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/kernel/process_cgroups.h"
+#include "agent/kernel/uprobe_cost.h"
 #include "agent/kernel/uprobe_links.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
@@ -418,6 +419,25 @@ Check uprobe_links_check() {
   return c;
 }
 
+// What one uprobe hit adds to a probed call here (measured on the agent's own functions): the
+// per-call price a Go TLS workload pays, by the kind of probe site. Informational.
+Check uprobe_cost_check() {
+  Check c{.name = "uprobe hit cost"};
+  auto costs = measure_uprobe_hit_costs();
+  if (!costs.ok()) {
+    c.verdict = Verdict::kWarn;
+    c.detail = "not measured: " + costs.error().message();
+    return c;
+  }
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "%.0f ns at an emulated jump (Go TLS entry probes), %.0f ns at a single-stepped "
+                "instruction (Read's RETs)",
+                costs->emulated_ns, costs->single_step_ns);
+  c.detail = text;
+  return c;
+}
+
 const char* verdict_name(Verdict v) {
   switch (v) {
     case Verdict::kPass: return "pass";
@@ -544,6 +564,7 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
     checks.push_back(event_loop_hook_check());
     checks.push_back(register_writes_check());
     checks.push_back(uprobe_links_check());
+    checks.push_back(uprobe_cost_check());
     libbpf_set_print(previous);
   }
   return checks;

@@ -24,6 +24,13 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
               {{"register_writes", probes->register_writes()}});
   }
   auto f = std::unique_ptr<GoTlsFeature>(new GoTlsFeature(std::move(node), keep_probes_ns));
+  if (auto costs = measure_uprobe_hit_costs(); costs.ok()) {
+    f->hit_costs_ = *costs;
+    log::info("uprobe hit cost on this node",
+              {{"emulated_ns", costs->emulated_ns}, {"single_step_ns", costs->single_step_ns}});
+  } else {
+    log::warn("uprobe hit cost not measured", {{"error", costs.error().message()}});
+  }
   f->probes_ = std::move(probes);
   f->monitor_ = std::make_unique<TlsMonitor>(
       *f->probes_, cache, f->uprobes_, proc, grace_ns, monotonic_clock(),
@@ -174,6 +181,14 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
     add_sample(left_out, {{"reason", reason}},
                static_cast<double>(counts.contains(reason) ? counts.at(reason) : 0));
   }
+  auto hit_cost = gauge_family("sonde_agent_uprobe_hit_cost_seconds",
+                               "What one uprobe hit adds to a probed call on this node, measured "
+                               "at start: at an emulated jump (Go TLS entry probes) and at a "
+                               "single-stepped instruction (Read's RETs).");
+  if (hit_costs_) {
+    add_sample(hit_cost, {{"kind", "emulated"}}, hit_costs_->emulated_ns / 1e9);
+    add_sample(hit_cost, {{"kind", "single_step"}}, hit_costs_->single_step_ns / 1e9);
+  }
   auto evicted = counter_family("sonde_agent_gotls_evicted_binaries_total",
                                 "Go TLS binaries kept after their last exit whose uprobes were "
                                 "detached early to make room for a new binary (oldest first).");
@@ -185,7 +200,7 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   add_sample(unseen, {}, static_cast<double>(monitor_->exited_unseen()));
   for (auto* f : {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full,
                   &discarded, &filter, &attachments, &attaches, &by_policy, &instrumented,
-                  &left_out, &evicted, &unseen}) {
+                  &left_out, &hit_cost, &evicted, &unseen}) {
     out.push_back(std::move(*f));
   }
 }

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/attach/shared_uprobes.h"
 #include "agent/gotls/tls_monitor.h"
 #include "agent/gotls/tls_probes.h"
+#include "agent/kernel/uprobe_cost.h"
 #include "agent/runtime/feature.h"
 
 namespace sonde::agent {
@@ -53,6 +55,7 @@ class GoTlsFeature final : public Feature {
       : node_(std::move(node)), uprobes_(keep_probes_ns) {}
 
   const std::string node_;
+  std::optional<UprobeHitCosts> hit_costs_;  // measured at load, unless the kernel refused
   ProcessDescriptors fds_;
   // Destroyed in reverse: the uprobes first, then the programs they run, then the monitor.
   std::unique_ptr<TlsMonitor> monitor_;
