@@ -7,9 +7,9 @@
 // How: a uprobe on each of two functions of the agent's own binary (x86-64 assembly: `jmp` to the
 // next instruction; `cmp`), for the agent's process only, each called `calls` times with and
 // without the probe; the difference over `calls` is the cost of one hit. The BPF program counts
-// its hits, and a count other than `calls` is an error, never a figure. Cost: 2 × `calls`
-// probed calls (~2 µs each) and one uprobe attach and detach (a kernel grace period each), ~0.1 s
-// at the default.
+// its hits, and a count other than 3 × `calls` (three runs each) is an error, never a figure.
+// Cost at the default: 15,000 probed calls of each kind (~1 µs emulated, ~13 µs single-stepped
+// here) and two uprobe attaches and detaches (a kernel grace period each): ~0.3 s of start-up.
 #pragma once
 
 #include "common/result.h"
@@ -21,7 +21,7 @@ struct UprobeHitCosts {
   double single_step_ns = 0;  // added per hit at a single-stepped one
 };
 
-inline constexpr int kUprobeCostCalls = 20000;
+inline constexpr int kUprobeCostCalls = 5000;
 
 // An error where uprobes cannot be created (privileges, kernel) or on other architectures
 // (the probe targets are x86-64 assembly).
