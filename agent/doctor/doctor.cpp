@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -429,12 +430,10 @@ Check uprobe_cost_check() {
     c.detail = "not measured: " + costs.error().message();
     return c;
   }
-  char text[160];
-  std::snprintf(text, sizeof text,
-                "%.0f ns at an emulated jump (Go TLS entry probes), %.0f ns at a single-stepped "
-                "instruction (Read's RETs)",
-                costs->emulated_ns, costs->single_step_ns);
-  c.detail = text;
+  c.detail = std::to_string(std::lround(costs->emulated_ns)) +
+             " ns at an emulated jump (Go TLS entry probes), " +
+             std::to_string(std::lround(costs->single_step_ns)) +
+             " ns at a single-stepped instruction (Read's RETs)";
   return c;
 }
 

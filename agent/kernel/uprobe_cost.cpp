@@ -58,8 +58,8 @@ Result<uint64_t> file_offset_of(const void* address) {
   while (std::getline(maps, line)) {
     uint64_t start = 0, end = 0, offset = 0;
     char path[4096] = "";
-    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %*s %*s %4095s",
-                    &start, &end, &offset, path) < 3) {
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %*s %*s %4095s", &start,
+                    &end, &offset, path) < 3) {
       continue;
     }
     if (at >= start && at < end && std::string(path) == exe) return at - start + offset;

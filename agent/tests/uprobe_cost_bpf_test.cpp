@@ -1,12 +1,12 @@
 // The per-hit uprobe costs measured on the real kernel: the probes fire on every call (the
 // measurement fails otherwise), and the figures are printed for the record; their size is the
 // benchmarks' business (bench/RESULTS.md), not a test's.
-#include "agent/kernel/uprobe_cost.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+
+#include "agent/kernel/uprobe_cost.h"
 
 namespace sonde::agent {
 namespace {
