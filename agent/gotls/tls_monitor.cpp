@@ -57,6 +57,14 @@ struct Function {
 
 // The Go function table of a binary whose symbols are gone: the .gopclntab section (or the
 // PIE's .data.rel.ro.gopclntab), else a scan for the table's header.
+// Whether the file has a Go function table section (named: a cheap look at the section headers
+// of every selected binary without the two symbols; pclntab_of() also scans for the magic).
+bool has_go_function_table(const symbols::OpenBinary& binary) {
+  auto elf = symbols::ElfFile::parse(binary.bytes());
+  return elf.ok() &&
+         (elf->find_section(".gopclntab") || elf->find_section(".data.rel.ro.gopclntab"));
+}
+
 Result<symbolize::GoPclntab> pclntab_of(const symbols::ElfFile& elf) {
   std::span<const uint8_t> table;
   auto section = elf.find_section(".gopclntab");
@@ -298,10 +306,10 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   const std::string path = c.attach_path();
   auto targets = cache_.resolve(c.binary, kNames);
   if (!targets.ok()) return Outcome::kNotTlsUser;
-  // Without either symbol only a Go binary (it carries a Go build-id note, which identity
-  // already read) can be a TLS user, through its .gopclntab.
-  if (!(*targets)[kWrite].found && !(*targets)[kRead].found &&
-      c.binary.identity().digest_kind != symbols::BinaryIdentity::DigestKind::kGoBuildId) {
+  // Without either symbol only a Go binary can be a TLS user, through its function table. Not
+  // told by the build-id note: a binary linked by the system linker (cgo) carries a GNU one too,
+  // and stripping can remove Go's.
+  if (!(*targets)[kWrite].found && !(*targets)[kRead].found && !has_go_function_table(c.binary)) {
     return Outcome::kNotTlsUser;
   }
   Binary b = binary_for(c.binary, c.info.exe, *targets);

@@ -633,5 +633,31 @@ TEST_F(TlsMonitorTest, AGoBinaryWithoutBuildInfoIsInstrumentedFromItsFunctionTab
   monitor_.exited(100);
 }
 
+// A stripped Go binary is recognized by its function table, whatever its build-id notes say: a
+// cgo build linked by the system linker carries a GNU build id (which the identity prefers), and
+// a stripping pipeline may drop Go's note.
+TEST_F(TlsMonitorTest, AStrippedGoBinaryWithoutGosBuildIdNoteIsStillInstrumented) {
+  const std::string copy = (copies_.path() / "stripped-no-go-note").string();
+  const std::string objcopy = "objcopy --strip-all --remove-section .note.go.buildid " +
+                              std::string(SONDE_GO_TLS_FIXTURE) + " " + copy;
+  ASSERT_EQ(std::system(objcopy.c_str()), 0) << objcopy;
+  auto binary = symbols::OpenBinary::open(copy);
+  ASSERT_TRUE(binary.ok());
+  ASSERT_NE(binary->identity().digest_kind, symbols::BinaryIdentity::DigestKind::kGoBuildId);
+
+  // A C program (no Go function table, no crypto/tls symbols) is not a candidate: no verdict.
+  ASSERT_EQ(monitor_.consider(process_of("/bin/true", "/bin/true", 99, 6), kApi),
+            TlsMonitor::Outcome::kNotTlsUser);
+  EXPECT_FALSE(verdict_of(monitor_, "/bin/true"));
+
+  ASSERT_EQ(monitor_.consider(process_of(copy, "/srv/stripped", 100, 7), kApi),
+            TlsMonitor::Outcome::kTracked);
+  auto v = verdict_of(monitor_, "/srv/stripped");
+  ASSERT_TRUE(v);
+  EXPECT_TRUE(v->instrumentable);
+  EXPECT_TRUE(v->stripped);
+  monitor_.exited(100);
+}
+
 }  // namespace
 }  // namespace sonde::agent
