@@ -138,6 +138,36 @@ struct {
   __type(value, char);
 } carried SEC(".maps");
 
+/* HTTP/2 framing of one direction of one connection (see gotls.h). */
+struct h2_key {
+  __u32 pid;
+  __u8 outgoing;
+  __u8 pad[3];
+  __u64 conn;
+};
+
+struct h2_state {
+  __u64 seq;       /* of the next event */
+  __u32 remaining; /* payload bytes of the current frame not walked yet */
+  __u8 forward;    /* the current frame's payload goes to user space */
+  __u8 have;       /* bytes of a frame header split across calls, in hdr[] */
+  __u8 dead;       /* lost: nothing more is walked */
+  __u8 notify;     /* dead, and the LOST event is not sent yet */
+  __u8 hdr[16];    /* 9 used; 16 so that hdr[have & 15] needs no other bound */
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_GOTLS_MAX_H2_STATES);
+  __type(key, struct h2_key);
+  __type(value, struct h2_state);
+} h2_states SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, SONDE_GOTLS_H2_RINGBUF_BYTES);
+} h2_events SEC(".maps");
+
 static const __u64 bucket_bounds_ns[SONDE_GOTLS_BUCKETS] = SONDE_GOTLS_BUCKET_BOUNDS_NS;
 
 static __always_inline void count(__u32 counter) {
@@ -257,10 +287,230 @@ static __always_inline void count_request(__u32 tgid, __u16 direction, __u16 pro
   if (bucket <= SONDE_GOTLS_BUCKETS) __sync_fetch_and_add(&s->buckets[bucket], 1);
 }
 
+/* ---- HTTP/2 framing ---- */
+
+/* Frame types whose payload user space needs to name streams (RFC 9113 6): HEADERS (1),
+ * RST_STREAM (3), PUSH_PROMISE (5), CONTINUATION (9); GOAWAY (7) when its debug data is short. */
+static __always_inline bool h2_forwarded(__u8 type, __u32 length) {
+  if (type == 1 || type == 3 || type == 5 || type == 9) return true;
+  return type == 7 && length <= SONDE_GOTLS_H2_CHUNK;
+}
+
+/* One Read's or Write's walk over its frames (the bpf_loop context). */
+struct h2_walk {
+  struct h2_state* st;
+  const __u8* buf;
+  __u64 len;
+  __u64 pos;
+  __u64 conn;
+  __u64 now;
+  __u32 pid;
+  __u8 outgoing;
+};
+
+static __always_inline void h2_lose(struct h2_state* st, __u32 counter) {
+  st->dead = 1;
+  st->notify = 1;
+  count(counter);
+}
+
+/* Sends the event `kind` with the n (<= SONDE_GOTLS_H2_CHUNK) bytes at buf + pos as its data.
+ * false (and the direction lost) when the ring buffer is full or the bytes cannot be read. The
+ * sequence number advances either way: user space sees the gap. */
+static __always_inline bool h2_emit(struct h2_walk* w, __u8 kind, __u64 n) {
+  struct h2_state* st = w->st;
+  __u64 seq = st->seq++;
+  struct sonde_h2_event* e;
+  if (n > 0)
+    e = bpf_ringbuf_reserve(&h2_events, sizeof(struct sonde_h2_event), 0);
+  else
+    e = bpf_ringbuf_reserve(&h2_events, SONDE_H2_EVENT_HEAD, 0);
+  if (!e) {
+    h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
+    return false;
+  }
+  e->pid = w->pid;
+  e->kind = kind;
+  e->outgoing = w->outgoing;
+  e->conn = w->conn;
+  e->seq = seq;
+  e->ts_ns = w->now;
+  __builtin_memset(e->header, 0, sizeof(e->header) + sizeof(e->pad));
+  if (kind == SONDE_H2_FRAME) __builtin_memcpy(e->header, st->hdr, sizeof(e->header));
+  e->len = 0;
+  if (n > 0) {
+    /* The callers bound n already, but the verifier needs the bound on the register passed:
+     * the empty asm statements stop clang from dropping it or passing an unbounded copy. */
+    asm volatile("" : "+r"(n));
+    if (n > SONDE_GOTLS_H2_CHUNK) n = SONDE_GOTLS_H2_CHUNK;
+    asm volatile("" : "+r"(n));
+    if (bpf_probe_read_user(e->data, n, w->buf + w->pos) != 0) {
+      bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+      h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
+      return false;
+    }
+    e->len = (__u16)n;
+  }
+  /* No wakeup: user space drains the buffer on a timer (TlsProbes), sparing a wakeup per frame;
+   * timestamps are taken here, so the delay does not change any duration. */
+  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  return true;
+}
+
+/* Sends the LOST event a dead direction owes user space, if the ring buffer has room. */
+static __always_inline void h2_notify(struct h2_walk* w) {
+  struct h2_state* st = w->st;
+  struct sonde_h2_event* e = bpf_ringbuf_reserve(&h2_events, SONDE_H2_EVENT_HEAD, 0);
+  if (!e) return;
+  __builtin_memset(e, 0, SONDE_H2_EVENT_HEAD);
+  e->pid = w->pid;
+  e->kind = SONDE_H2_LOST;
+  e->outgoing = w->outgoing;
+  e->conn = w->conn;
+  e->seq = st->seq++;
+  e->ts_ns = w->now;
+  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  st->notify = 0;
+}
+
+/* One step of the walk: a frame header (or one byte of a header split across calls), a
+ * skipped payload, or one chunk of a forwarded payload. Returns 1 to stop. */
+static long h2_step(__u32 index, void* ctx) {
+  struct h2_walk* w = ctx;
+  struct h2_state* st = w->st;
+  if (w->pos >= w->len || st->dead) return 1;
+  __u64 left = w->len - w->pos;
+  if (st->remaining > 0) {
+    __u32 n = (__u64)st->remaining < left ? st->remaining : (__u32)left;
+    if (st->forward) {
+      if (n > SONDE_GOTLS_H2_CHUNK) n = SONDE_GOTLS_H2_CHUNK;
+      if (!h2_emit(w, SONDE_H2_PAYLOAD, n)) return 1;
+    }
+    st->remaining -= n;
+    w->pos += n;
+    return 0;
+  }
+  const __u8* p = w->buf + w->pos;
+  if (st->have == 0 && left >= 9) {
+    if (bpf_probe_read_user(st->hdr, 9, p) != 0) {
+      h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
+      return 1;
+    }
+    w->pos += 9;
+  } else {
+    if (bpf_probe_read_user(&st->hdr[st->have & 15], 1, p) != 0) {
+      h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
+      return 1;
+    }
+    w->pos += 1;
+    if (++st->have < 9) return 0;
+  }
+  st->have = 0;
+  __u32 length = ((__u32)st->hdr[0] << 16) | ((__u32)st->hdr[1] << 8) | st->hdr[2];
+  st->remaining = length;
+  st->forward = h2_forwarded(st->hdr[3], length);
+  if (st->forward && length > SONDE_GOTLS_H2_MAX_PAYLOAD) {
+    h2_lose(st, SONDE_GOTLS_H2_BLOCK_BOUND);
+    return 1;
+  }
+  __u32 n = 0;
+  if (st->forward) {
+    left = w->len - w->pos;
+    n = (__u64)length < left ? length : (__u32)left;
+    if (n > SONDE_GOTLS_H2_CHUNK) n = SONDE_GOTLS_H2_CHUNK;
+  }
+  if (!h2_emit(w, SONDE_H2_FRAME, n)) return 1;
+  st->remaining -= n;
+  w->pos += n;
+  return 0;
+}
+
+/* Walks the frames of buf[pos..len) in one direction of a followed connection. bpf_loop (Linux
+ * >= 5.17) keeps the verifier's work constant however many steps are allowed; an unrolled or
+ * bounded loop of SONDE_GOTLS_H2_MAX_STEPS steps would be verified step by step. */
+static __always_inline void h2_walk(struct h2_walk* w) {
+  if (w->st->notify) h2_notify(w);
+  if (w->st->dead) return;
+  bpf_loop(SONDE_GOTLS_H2_MAX_STEPS, h2_step, w, 0);
+  if (!w->st->dead && w->pos < w->len) h2_lose(w->st, SONDE_GOTLS_H2_WALK_BOUND);
+  if (w->st->notify) h2_notify(w);
+}
+
+/* The 8 bytes of the preface after the 16 SONDE_GOTLS_PEEK bytes. */
+static __always_inline bool h2_preface_tail(const char* buf, __u64 len) {
+  char t[SONDE_GOTLS_H2_PREFACE_LEN - SONDE_GOTLS_PEEK];
+  if (len < SONDE_GOTLS_H2_PREFACE_LEN) return false;
+  if (bpf_probe_read_user(t, sizeof(t), buf + SONDE_GOTLS_PEEK) != 0) return false;
+  return starts_with(t, "\r\nSM\r\n\r\n", sizeof(t));
+}
+
+/* A connection's preface went out (this process is the client) or came in (the server): both
+ * directions are followed from here, and the frames after the preface in buf are walked. */
+static __always_inline void h2_start(__u32 pid, __u64 conn, const void* buf, __u64 len,
+                                     bool outgoing, __u64 now) {
+  struct h2_state zero = {};
+  struct h2_key k = {.pid = pid, .outgoing = !outgoing, .conn = conn};
+  if (bpf_map_update_elem(&h2_states, &k, &zero, BPF_ANY) != 0) {
+    count(SONDE_GOTLS_FULL_H2_STATES);
+    return;
+  }
+  k.outgoing = outgoing;
+  if (bpf_map_update_elem(&h2_states, &k, &zero, BPF_ANY) != 0) {
+    count(SONDE_GOTLS_FULL_H2_STATES);
+    k.outgoing = !outgoing;
+    bpf_map_delete_elem(&h2_states, &k);
+    return;
+  }
+  struct h2_state* st = bpf_map_lookup_elem(&h2_states, &k);
+  if (!st) return;
+  struct h2_walk w = {.st = st,
+                      .buf = buf,
+                      .len = len,
+                      .pos = SONDE_GOTLS_H2_PREFACE_LEN,
+                      .conn = conn,
+                      .now = now,
+                      .pid = pid,
+                      .outgoing = outgoing};
+  if (!h2_emit(&w, SONDE_H2_PREFACE, 0)) {
+    if (st->notify) h2_notify(&w);
+    return;
+  }
+  h2_walk(&w);
+}
+
+/* Whether a call on a followed direction starts something else than the next frame: the
+ * preface or an HTTP/1.x message at a frame boundary mean the *tls.Conn address now holds
+ * another connection (the old one was freed and its memory reused). */
+static __always_inline bool h2_restarts(const struct h2_state* st, const void* buf, __u64 len) {
+  if (st->remaining != 0 || st->have != 0 || len < SONDE_GOTLS_PEEK) return false;
+  char p[SONDE_GOTLS_PEEK];
+  if (bpf_probe_read_user(p, sizeof(p), buf) != 0) return false;
+  return http2_preface(p) || request_method(p) >= 0 || response_status(p) != 0;
+}
+
 /* Plaintext leaving (Write) or arriving (Read returned) on conn: start or finish an exchange.
  * `outgoing` tells which side of the call the bytes are on. */
 static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf, __u64 len,
                                          bool outgoing) {
+  struct h2_key hk = {.pid = pid, .outgoing = outgoing, .conn = conn};
+  struct h2_state* st = bpf_map_lookup_elem(&h2_states, &hk);
+  if (st) {
+    if (!h2_restarts(st, buf, len)) {
+      struct h2_walk w = {.st = st,
+                          .buf = buf,
+                          .len = len,
+                          .pos = 0,
+                          .conn = conn,
+                          .now = bpf_ktime_get_ns(),
+                          .pid = pid,
+                          .outgoing = outgoing};
+      h2_walk(&w);
+      return;
+    }
+    bpf_map_delete_elem(&h2_states, &hk);
+    hk.outgoing = !outgoing;
+    bpf_map_delete_elem(&h2_states, &hk);
+  }
   char p[SONDE_GOTLS_PEEK] = {};
   struct conn_key key = {.pid = pid, .conn = conn};
   char* first = outgoing ? NULL : bpf_map_lookup_elem(&carried, &key);
@@ -283,6 +533,7 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   __u16 direction = outgoing ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER;
   if (http2_preface(p)) {
     count_request(pid, direction, SONDE_TLS_HTTP2, SONDE_HTTP_OTHER, 0, 0);
+    if (!first && h2_preface_tail(buf, len)) h2_start(pid, conn, buf, len, outgoing, now);
     return;
   }
   int method = request_method(p);
