@@ -30,8 +30,10 @@
 //     emitted. why() says why ("malformed: ...", "lost").
 //
 // Bounds (peer-controlled costs; each stated here and tested):
-//   - a header block being assembled: at most Limits::max_header_block bytes, one per
-//     direction (RFC 9113 forbids interleaving); past it the connection is broken (malformed);
+//   - a header block being assembled: at most Limits::max_header_block bytes and
+//     Limits::max_continuations CONTINUATION frames (empty ones cost no memory but time: the
+//     CONTINUATION flood), one block per direction (RFC 9113 forbids interleaving); past either
+//     the connection is broken (malformed);
 //   - the HPACK dynamic tables: Limits::hpack (table size update above max_table_size,
 //     or a field above max_field_bytes: broken, malformed);
 //   - open streams: at most Limits::max_open_streams tracked. A request past it is not tracked
@@ -99,6 +101,7 @@ struct Exchange {  // one finished stream = one request
 
 struct Limits {
   size_t max_header_block = 16384;  // bytes of one header block being assembled
+  size_t max_continuations = 64;    // CONTINUATION frames in one header block
   size_t max_open_streams = 1024;   // streams tracked at once
   hpack::Limits hpack;              // per direction
 };
@@ -138,12 +141,19 @@ class Connection {  // one TLS connection of one process, both directions
     hpack::Decoder decoder;
     std::vector<uint8_t> block;
     bool in_block = false;
+    size_t continuations = 0;
+    uint64_t block_start_ns = 0;  // when the block's first frame was seen
     uint32_t block_stream = 0;
     bool block_end_stream = false;
     bool block_is_push = false;
   };
 
   void fail(const std::string& why);
+  void on_frame_checked(bool outgoing, Direction& dir, const FrameHeader& h,
+                        std::span<const uint8_t> payload, uint64_t now_ns,
+                        std::vector<Exchange>& out);
+  void start_block(Direction& dir, const FrameHeader& h, std::span<const uint8_t> fragment,
+                   bool push, bool outgoing, uint64_t now_ns, std::vector<Exchange>& out);
   void on_block_done(bool outgoing, Direction& dir, uint64_t now_ns, std::vector<Exchange>& out);
   void finish(uint32_t id, bool reset, int grpc_code, uint64_t now_ns, std::vector<Exchange>& out);
   bool is_request_side(bool outgoing) const { return outgoing == (side_ == Side::kClient); }
