@@ -289,13 +289,6 @@ static __always_inline void count_request(__u32 tgid, __u16 direction, __u16 pro
 
 /* ---- HTTP/2 framing ---- */
 
-/* Frame types whose payload user space needs to name streams (RFC 9113 6): HEADERS (1),
- * RST_STREAM (3), PUSH_PROMISE (5), CONTINUATION (9); GOAWAY (7) when its debug data is short. */
-static __always_inline bool h2_forwarded(__u8 type, __u32 length) {
-  if (type == 1 || type == 3 || type == 5 || type == 9) return true;
-  return type == 7 && length <= SONDE_GOTLS_H2_CHUNK;
-}
-
 /* One Read's or Write's walk over its frames (the bpf_loop context). */
 struct h2_walk {
   struct h2_state* st;
@@ -408,7 +401,7 @@ static long h2_step(__u32 index, void* ctx) {
   st->have = 0;
   __u32 length = ((__u32)st->hdr[0] << 16) | ((__u32)st->hdr[1] << 8) | st->hdr[2];
   st->remaining = length;
-  st->forward = h2_forwarded(st->hdr[3], length);
+  st->forward = sonde_h2_forwarded(st->hdr[3], length);
   if (st->forward && length > SONDE_GOTLS_H2_MAX_PAYLOAD) {
     h2_lose(st, SONDE_GOTLS_H2_BLOCK_BOUND);
     return 1;

@@ -151,4 +151,12 @@ struct sonde_h2_event {
 };
 #define SONDE_H2_EVENT_HEAD __builtin_offsetof(struct sonde_h2_event, data) /* 48 */
 
+/* Whether a frame's payload goes to user space (RFC 9113 6): HEADERS (1), RST_STREAM (3),
+ * PUSH_PROMISE (5), CONTINUATION (9), and GOAWAY (7) when its debug data is short; the kernel
+ * and the agent decide it alike. */
+static inline int sonde_h2_forwarded(__u8 type, __u32 length) {
+  if (type == 1 || type == 3 || type == 5 || type == 9) return 1;
+  return type == 7 && length <= SONDE_GOTLS_H2_CHUNK;
+}
+
 #endif

@@ -4,8 +4,11 @@
 // attachments).
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/attach/shared_uprobes.h"
@@ -28,6 +31,8 @@ class GoTlsFeature final : public Feature {
                                                     std::string node, bool filter_by_cgroup,
                                                     bool perform_ret, size_t max_binaries);
 
+  ~GoTlsFeature() override;
+
   Instrumentation kind() const override { return Instrumentation::kGoTls; }
   const std::vector<std::string>& symbol_names() const override {
     return TlsMonitor::symbol_names();
@@ -48,6 +53,8 @@ class GoTlsFeature final : public Feature {
 
  private:
   explicit GoTlsFeature(std::string node) : node_(std::move(node)) {}
+  // Drains the HTTP/2 ring buffer every TlsProbes::kDrainPeriodMs until stopped.
+  void drain_loop();
 
   const std::string node_;
   ProcessDescriptors fds_;
@@ -55,6 +62,10 @@ class GoTlsFeature final : public Feature {
   std::unique_ptr<TlsMonitor> monitor_;
   std::unique_ptr<TlsProbes> probes_;
   SharedUprobes uprobes_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread drainer_;  // last: started after everything it uses, joined first
 };
 
 }  // namespace sonde::agent

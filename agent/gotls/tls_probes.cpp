@@ -44,6 +44,18 @@ struct ConnKey {
   uint32_t pad;
   uint64_t conn;
 };
+struct H2Key {  // struct h2_key
+  uint32_t pid;
+  uint8_t outgoing;
+  uint8_t pad[3];
+  uint64_t conn;
+};
+static_assert(sizeof(H2Key) == 16);
+
+int on_h2_record(void* ctx, void* data, size_t size) {
+  static_cast<Http2Tracker*>(ctx)->on_record({static_cast<const uint8_t*>(data), size});
+  return 0;
+}
 
 }  // namespace
 
@@ -96,6 +108,10 @@ const char* gotls_counter_map_name(sonde_gotls_counter counter) {
     case SONDE_GOTLS_FULL_READS: return "reads";
     case SONDE_GOTLS_FULL_EXCHANGES: return "exchanges";
     case SONDE_GOTLS_FULL_CARRIED: return "carried";
+    case SONDE_GOTLS_FULL_H2_STATES: return "h2_states";
+    case SONDE_GOTLS_H2_RINGBUF_FULL: return "h2_events";
+    case SONDE_GOTLS_H2_WALK_BOUND: return "h2_walk_steps";
+    case SONDE_GOTLS_H2_BLOCK_BOUND: return "h2_frame_bytes";
     case SONDE_GOTLS_COUNTER_COUNT: break;
   }
   return "unknown";
@@ -139,6 +155,13 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkK
   if (!loaded.ok()) return loaded.error();
   std::unique_ptr<TlsProbes> self = std::move(loaded).value();
   self->register_writes_ = std::move(register_writes);
+  TlsProbes* raw = self.get();
+  self->tracker_ = std::make_unique<Http2Tracker>(
+      Http2Tracker::Limits(), [raw](uint32_t pid, uint64_t conn) { raw->forget_connection(pid, conn); });
+  self->ring_ = {ring_buffer__new(bpf_map__fd(self->skel_->maps.h2_events), on_h2_record,
+                                  self->tracker_.get(), nullptr),
+                 ring_buffer__free};
+  if (!self->ring_) return errno_error("go tls probes: open the HTTP/2 ring buffer", errno);
   // Only the cgroup filter needs it: without it the filter turns off, saying why.
   auto cgroups = ProcessCgroups::load();
   if (cgroups.ok()) {
@@ -193,7 +216,20 @@ Result<uint64_t> TlsProbes::cgroup_of(pid_t pid, uint64_t start_time) const {
   return cgroups_->cgroup_of(pid, start_time);
 }
 
+void TlsProbes::drain() const {
+  std::lock_guard lock(drain_mu_);
+  ring_buffer__consume(ring_.get());
+}
+
+void TlsProbes::forget_connection(uint32_t pid, uint64_t conn) const {
+  for (uint8_t outgoing : {0, 1}) {
+    H2Key k{.pid = pid, .outgoing = outgoing, .pad = {}, .conn = conn};
+    bpf_map__delete_elem(skel_->maps.h2_states, &k, sizeof k, 0);
+  }
+}
+
 std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
+  drain();
   std::map<uint32_t, Counts> out;
   uint32_t tgid = 0;
   uint32_t next = 0;
@@ -218,6 +254,10 @@ std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
     key = next_key;
     prev = &key;
   }
+  for (auto& [tgid, requests] : tracker_->counts()) {
+    auto& r = out[tgid].requests;
+    r.insert(r.end(), requests.begin(), requests.end());
+  }
   return out;
 }
 
@@ -227,6 +267,7 @@ bool TlsProbes::counting(uint32_t tgid) const {
 }
 
 TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
+  drain();
   Counts out;
   // A call of the exiting process after this re-creates its entry; TlsMonitor::sweep() takes
   // such leftovers.
@@ -250,6 +291,9 @@ TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
   delete_entries_of<GoroutineKey>(skel_->maps.reads, tgid);
   delete_entries_of<ConnKey>(skel_->maps.exchanges, tgid);
   delete_entries_of<ConnKey>(skel_->maps.carried, tgid);
+  delete_entries_of<H2Key>(skel_->maps.h2_states, tgid);
+  auto h2 = tracker_->take(tgid);
+  out.requests.insert(out.requests.end(), h2.begin(), h2.end());
   return out;
 }
 

@@ -8,6 +8,14 @@
 //	                             (a body sent after "Expect: 100-continue"), GET+early:200,
 //	                             PROPFIND:207; prints each final status, then "done N"
 //	gotls load PORT SECONDS RATE GET /status/200 at RATE requests per second for SECONDS
+//	gotls -h2 streams PORT N CODE...
+//	                             over one HTTP/2 connection, N rounds of one concurrent request per
+//	                             CODE (all in flight at once: the server holds each for 100 ms
+//	                             when asked with ?hold=1); prints "done TOTAL" and then the
+//	                             median of the client's own request durations in microseconds
+//	                             ("median_us N")
+//	gotls -h2 rate PORT SECONDS  GET /status/200 over one HTTP/2 connection, back to back from 8
+//	                             goroutines, for SECONDS; prints "done N" and "median_us N"
 //	gotls echo N SIZE            N round trips of SIZE bytes over one TLS connection to an
 //	                             in-process echo server; prints nanoseconds per round trip
 //	                             (each is 2 Writes and 2 Reads through crypto/tls)
@@ -39,8 +47,11 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -140,6 +151,9 @@ func main() {
 			// Reading the body is what makes the server answer "100 Continue" first.
 			_, err = io.Copy(io.Discard, r.Body)
 			check(err)
+			if r.URL.Query().Get("hold") == "1" {
+				time.Sleep(100 * time.Millisecond)
+			}
 			w.WriteHeader(code)
 			fmt.Fprintf(w, "status %d\n", code)
 		})}
@@ -175,6 +189,73 @@ func main() {
 			fmt.Println(resp.StatusCode)
 		}
 		fmt.Printf("done %d\n", len(args)-2)
+	case "streams", "rate":
+		if len(args) < 3 || !*h2 {
+			fmt.Fprintln(os.Stderr, "usage: gotls -h2 streams PORT N CODE... | gotls -h2 rate PORT SECONDS")
+			os.Exit(2)
+		}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+			ForceAttemptHTTP2: true, MaxConnsPerHost: 1}
+		client := &http.Client{Transport: tr}
+		var mu sync.Mutex
+		var durations []time.Duration
+		do := func(method, code, query string) {
+			req, err := http.NewRequest(method, "https://127.0.0.1:"+args[1]+"/status/"+code+query, nil)
+			check(err)
+			start := time.Now()
+			resp, err := client.Do(req)
+			check(err)
+			_, err = io.Copy(io.Discard, resp.Body)
+			check(err)
+			resp.Body.Close()
+			d := time.Since(start)
+			if resp.ProtoMajor != 2 {
+				check(fmt.Errorf("got %s, want HTTP/2", resp.Proto))
+			}
+			mu.Lock()
+			durations = append(durations, d)
+			mu.Unlock()
+		}
+		// The connection first, so that every later request shares it.
+		do("HEAD", "200", "")
+		n := 1
+		if args[0] == "streams" {
+			rounds, err := strconv.Atoi(args[2])
+			check(err)
+			for i := 0; i < rounds; i++ {
+				var wg sync.WaitGroup
+				for _, arg := range args[3:] {
+					method, code := "GET", arg
+					if j := strings.LastIndexByte(arg, ':'); j >= 0 {
+						method, code = arg[:j], arg[j+1:]
+					}
+					wg.Add(1)
+					go func() { defer wg.Done(); do(method, code, "?hold=1") }()
+					n++
+				}
+				wg.Wait()
+			}
+		} else {
+			seconds, err := strconv.Atoi(args[2])
+			check(err)
+			end := time.Now().Add(time.Duration(seconds) * time.Second)
+			var wg sync.WaitGroup
+			var count int64
+			for g := 0; g < 8; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Now().Before(end) {
+						do("GET", "200", "")
+						atomic.AddInt64(&count, 1)
+					}
+				}()
+			}
+			wg.Wait()
+			n += int(count)
+		}
+		sort.Slice(durations, func(i, j int) bool { return durations[i] < durations[j] })
+		fmt.Printf("done %d\nmedian_us %d\n", n, durations[len(durations)/2].Microseconds())
 	case "load":
 		if len(args) != 4 {
 			fmt.Fprintln(os.Stderr, "usage: gotls load PORT SECONDS RATE")
