@@ -1,6 +1,7 @@
 // gotls: an HTTPS server and client over Go's crypto/tls, for sonde's Go TLS tests.
 //
-//	gotls server                 serve HTTPS on 127.0.0.1 (a free port, printed as "listening PORT");
+//	gotls [-log] server          serve HTTPS on 127.0.0.1 (a free port, printed as "listening PORT");
+//	                             with -log, prints "request METHOD STATUS PROTO" per request;
 //	                             /status/CODE answers with that status (any method), after reading
 //	                             the body; with the header "Early: 1" it sends 103 Early Hints first
 //	gotls client PORT REQ...     one HTTP/1.1 keep-alive connection, one request per REQ, in order;
@@ -11,9 +12,9 @@
 //	gotls -h2 streams PORT N CODE...
 //	                             over one HTTP/2 connection, N rounds of one concurrent request per
 //	                             CODE (all in flight at once: the server holds each for 100 ms
-//	                             when asked with ?hold=1); prints "done TOTAL" and then the
-//	                             median of the client's own request durations in microseconds
-//	                             ("median_us N")
+//	                             when asked with ?hold=1); prints "done TOTAL", then the median
+//	                             and the mean of the client's own durations of the held requests
+//	                             in microseconds ("median_us N", "mean_us N")
 //	gotls -h2 rate PORT SECONDS  GET /status/200 over one HTTP/2 connection, back to back from 8
 //	                             goroutines, for SECONDS; prints "done N" and "median_us N"
 //	gotls echo N SIZE            N round trips of SIZE bytes over one TLS connection to an
@@ -128,6 +129,8 @@ func check(err error) {
 
 func main() {
 	h2 := flag.Bool("h2", false, "use HTTP/2")
+	logRequests := flag.Bool("log", false, "server: print \"request METHOD STATUS PROTO\" per request")
+	var logMu sync.Mutex
 	flag.Parse()
 	args := flag.Args()
 	if len(args) < 1 {
@@ -156,6 +159,11 @@ func main() {
 			}
 			w.WriteHeader(code)
 			fmt.Fprintf(w, "status %d\n", code)
+			if *logRequests {
+				logMu.Lock()
+				fmt.Printf("request %s %d %s\n", r.Method, code, r.Proto)
+				logMu.Unlock()
+			}
 		})}
 		if *h2 {
 			cfg.NextProtos = []string{"h2"}
@@ -212,9 +220,11 @@ func main() {
 			if resp.ProtoMajor != 2 {
 				check(fmt.Errorf("got %s, want HTTP/2", resp.Proto))
 			}
-			mu.Lock()
-			durations = append(durations, d)
-			mu.Unlock()
+			if query != "" || args[0] == "rate" {
+				mu.Lock()
+				durations = append(durations, d)
+				mu.Unlock()
+			}
 		}
 		// The connection first, so that every later request shares it.
 		do("HEAD", "200", "")
@@ -255,7 +265,12 @@ func main() {
 			n += int(count)
 		}
 		sort.Slice(durations, func(i, j int) bool { return durations[i] < durations[j] })
-		fmt.Printf("done %d\nmedian_us %d\n", n, durations[len(durations)/2].Microseconds())
+		var sum time.Duration
+		for _, d := range durations {
+			sum += d
+		}
+		fmt.Printf("done %d\nmedian_us %d\nmean_us %d\n", n, durations[len(durations)/2].Microseconds(),
+			(sum / time.Duration(len(durations))).Microseconds())
 	case "load":
 		if len(args) != 4 {
 			fmt.Fprintln(os.Stderr, "usage: gotls load PORT SECONDS RATE")
