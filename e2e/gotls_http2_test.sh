@@ -150,5 +150,20 @@ for outcome in unparsed malformed lost evicted; do
   [[ "$n" == 0 ]] || fail "$n HTTP/2 connections $outcome"
 done
 
+# 6. A header block over the kernel's bound (a 24 KB header: Go's client sends it in one HEADERS
+# frame, as the Go server allows 1 MiB frames): both sides give the connection up, counted
+# (h2_frame_bytes, lost), and nothing after it is counted, nothing wrong either.
+server_before="$(q "$metric{container=\"h2-server\"}")"
+out="$("$tmp/bin/h2-client" -h2 client "$server_port" 200 404 GET+big:200 200 500)" || fail "h2-client (big): $out"
+sleep 2.5
+got_client="$(q "$metric{container=\"h2-client\"}")"
+got_server="$(q "$metric{container=\"h2-server\"}")"
+echo "oversized header block: client counted $((got_client - ${#reqs[@]})), server $((got_server - server_before)) (2 each before it)"
+[[ $((got_client - ${#reqs[@]})) == 2 && $((got_server - server_before)) == 2 ]] ||
+  fail "oversized header block: counted client $((got_client - ${#reqs[@]})), server $((got_server - server_before)), want 2 and 2"
+bound="$(metrics | awk '$1 == "sonde_agent_gotls_map_full_total{map=\"h2_frame_bytes\"}" { print $2 }')"
+lost="$(metrics | awk '$1 == "sonde_agent_gotls_http2_connections_total{outcome=\"lost\"}" { print $2 }')"
+[[ "$bound" == 2 && "$lost" == 2 ]] || fail "oversized header block: bound hit $bound times, $lost connections lost; want 2 and 2"
+
 ! metrics | grep -q "/status/" || fail "plaintext leaked into /metrics"
 echo "gotls_http2: ok"

@@ -5,8 +5,9 @@
 //	                             /status/CODE answers with that status (any method), after reading
 //	                             the body; with the header "Early: 1" it sends 103 Early Hints first
 //	gotls client PORT REQ...     one HTTP/1.1 keep-alive connection, one request per REQ, in order;
-//	                             REQ is [METHOD][+continue][+early:]CODE, e.g. 200, POST+continue:201
-//	                             (a body sent after "Expect: 100-continue"), GET+early:200,
+//	                             REQ is [METHOD][+continue][+early][+big:]CODE, e.g. 200,
+//	                             POST+continue:201 (a body sent after "Expect: 100-continue"),
+//	                             GET+early:200, GET+big:200 (a 24 KB header),
 //	                             PROPFIND:207; prints each final status, then "done N"
 //	gotls load PORT SECONDS RATE GET /status/200 at RATE requests per second for SECONDS
 //	gotls -h2 streams PORT N CODE...
@@ -78,14 +79,15 @@ func certificate() tls.Certificate {
 // request builds the request a client argument describes (see the usage above).
 func request(port, arg string) *http.Request {
 	method, code := "GET", arg
-	expect, early := false, false
+	expect, early, big := false, false, false
 	if i := strings.LastIndexByte(arg, ':'); i >= 0 {
 		method, code = arg[:i], arg[i+1:]
-		for _, opt := range []string{"+continue", "+early"} {
+		for _, opt := range []string{"+continue", "+early", "+big"} {
 			if strings.Contains(method, opt) {
 				method = strings.Replace(method, opt, "", 1)
 				expect = expect || opt == "+continue"
 				early = early || opt == "+early"
+				big = big || opt == "+big"
 			}
 		}
 		if method == "" {
@@ -103,6 +105,13 @@ func request(port, arg string) *http.Request {
 	}
 	if early {
 		req.Header.Set("Early", "1")
+	}
+	if big {
+		// 24 KB of random hex: a header block over 16 KiB even after HPACK's Huffman coding.
+		b := make([]byte, 12000)
+		_, err := rand.Read(b)
+		check(err)
+		req.Header.Set("Big", fmt.Sprintf("%x", b))
 	}
 	return req
 }
