@@ -7,7 +7,8 @@
 # request it answers; the clients print every status). Latency: the agent's mean duration of the
 # held streams against the client's own mean. A sustained run on one connection is counted
 # exactly with no kernel map full and nothing lost. No plaintext leaves: no request path appears
-# in /metrics.
+# in /metrics. gRPC: a grpc-go server and client built from Debian's golang-google-grpc-dev,
+# unary, streaming and cancelled calls counted exactly by gRPC code.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 workloads="$(cd "$(dirname "$0")" && pwd)/workloads"
@@ -164,6 +165,36 @@ echo "oversized header block: client counted $((got_client - ${#reqs[@]})), serv
 bound="$(metrics | awk '$1 == "sonde_agent_gotls_map_full_total{map=\"h2_frame_bytes\"}" { print $2 }')"
 lost="$(metrics | awk '$1 == "sonde_agent_gotls_http2_connections_total{outcome=\"lost\"}" { print $2 }')"
 [[ "$bound" == 2 && "$lost" == 2 ]] || fail "oversized header block: bound hit $bound times, $lost connections lost; want 2 and 2"
+
+# 7. gRPC: a real grpc-go (Debian's golang-google-grpc-dev 1.33) server and client over TLS,
+# unary and server-streaming calls with known codes, 60 unary calls at once on one connection,
+# and streaming calls the client cancels (RST_STREAM: reset on both sides, no grpc-status).
+(cd "$workloads/gogrpc" && GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= go build -o "$tmp/bin/gogrpc" .) ||
+  fail "go build gogrpc (golang-google-grpc-dev installed?)"
+for role in server client; do ln -s gogrpc "$tmp/bin/grpc-$role"; done
+"$tmp/bin/grpc-server" server >"$tmp/grpc-server.out" 2>&1 &
+pids+=($!)
+wait_until 100 grep -q listening "$tmp/grpc-server.out" || fail "grpc-server did not start"
+grpc_port="$(awk '/listening/ { print $2 }' "$tmp/grpc-server.out")"
+wait_until 100 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^sonde_agent_gotls_processes{.*container=\"grpc-server\".*} 1'" ||
+  fail "the agent does not track grpc-server"
+out="$("$tmp/bin/grpc-client" client "$grpc_port" check:0 check:0 check:5 check:14 watch:3:0 \
+  watch:5:13 check:16 cancel:3 cancel:1)" || fail "grpc-client: $out"
+want_out=$'OK\nOK\nNotFound\nUnavailable\nOK 3\nInternal 5\nUnauthenticated\nCanceled 3\nCanceled 1\ndone 9'
+[[ "$out" == "$want_out" ]] || fail "grpc-client printed '$out', want '$want_out'"
+out="$("$tmp/bin/grpc-client" client "$grpc_port" -parallel 60 check:0)" || fail "grpc-client -parallel: $out"
+[[ "$out" == "done 60" ]] || fail "grpc-client -parallel printed $out"
+sleep 2.5
+for side in client server; do
+  for want in OK:2xx:63 NOT_FOUND:2xx:1 UNAVAILABLE:2xx:1 INTERNAL:2xx:1 UNAUTHENTICATED:2xx:1 :reset:2; do
+    IFS=: read -r code class n <<<"$want"
+    got="$(q "$metric{container=\"grpc-$side\",direction=\"$side\",protocol=\"grpc\",method=\"POST\",grpc_code=\"$code\",status_class=\"$class\"}")"
+    echo "grpc-$side ${code:-(none)} $class: $got (want $n)"
+    [[ "$got" == "$n" ]] || fail "grpc-$side ${code:-(none)} $class: counted $got, want $n"
+  done
+  got="$(q "$metric{container=\"grpc-$side\"}")"
+  [[ "$got" == 69 ]] || fail "grpc-$side: counted $got calls, want exactly 69"
+done
 
 ! metrics | grep -q "/status/" || fail "plaintext leaked into /metrics"
 echo "gotls_http2: ok"
