@@ -65,9 +65,8 @@ void Http2Tracker::on_record(std::span<const uint8_t> record) {
       give_up_locked(it, true);
       return;
     }
-    const http2::FrameHeader h =
-        http2::parse_frame_header(std::span<const uint8_t, http2::kFrameHeaderBytes>(
-            e.header, http2::kFrameHeaderBytes));
+    const http2::FrameHeader h = http2::parse_frame_header(
+        std::span<const uint8_t, http2::kFrameHeaderBytes>(e.header, http2::kFrameHeaderBytes));
     if (!sonde_h2_forwarded(h.type, h.length) || h.length == 0) {
       if (!data.empty()) {
         give_up_locked(it, true);
@@ -119,9 +118,9 @@ void Http2Tracker::start_locked(const Key& key, const sonde_h2_event& e) {
   enforce_limits_locked();
 }
 
-void Http2Tracker::deliver_locked(std::map<Key, std::unique_ptr<Conn>>::iterator it,
-                                  bool outgoing, const http2::FrameHeader& h,
-                                  std::span<const uint8_t> payload, uint64_t ts_ns) {
+void Http2Tracker::deliver_locked(std::map<Key, std::unique_ptr<Conn>>::iterator it, bool outgoing,
+                                  const http2::FrameHeader& h, std::span<const uint8_t> payload,
+                                  uint64_t ts_ns) {
   Conn& c = *it->second;
   scratch_.clear();
   c.connection.on_frame(outgoing, h, payload, ts_ns, scratch_);

@@ -68,11 +68,11 @@ class Http2Tracker {
   using Limits = Http2TrackerLimits;
   // What became of connections, node-wide (sonde_agent_gotls_http2_connections_total).
   struct Stats {
-    uint64_t followed = 0;   // preface records: connections followed
-    uint64_t unparsed = 0;   // records of a connection whose start was not seen
-    uint64_t malformed = 0;  // http2::Connection found a peer's bytes malformed
-    uint64_t lost = 0;       // events lost between the kernel and here
-    uint64_t evicted = 0;    // dropped to keep Limits
+    uint64_t followed = 0;     // preface records: connections followed
+    uint64_t unparsed = 0;     // records of a connection whose start was not seen
+    uint64_t malformed = 0;    // http2::Connection found a peer's bytes malformed
+    uint64_t lost = 0;         // events lost between the kernel and here
+    uint64_t evicted = 0;      // dropped to keep Limits
     uint64_t bad_records = 0;  // records shorter than their header says (never from our kernel)
   };
   using Requests = std::vector<std::pair<sonde_tls_request_key, sonde_tls_request_stats>>;

@@ -157,7 +157,8 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkK
   self->register_writes_ = std::move(register_writes);
   TlsProbes* raw = self.get();
   self->tracker_ = std::make_unique<Http2Tracker>(
-      Http2Tracker::Limits(), [raw](uint32_t pid, uint64_t conn) { raw->forget_connection(pid, conn); });
+      Http2Tracker::Limits(),
+      [raw](uint32_t pid, uint64_t conn) { raw->forget_connection(pid, conn); });
   self->ring_ = {ring_buffer__new(bpf_map__fd(self->skel_->maps.h2_events), on_h2_record,
                                   self->tracker_.get(), nullptr),
                  ring_buffer__free};

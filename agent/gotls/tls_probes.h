@@ -136,7 +136,7 @@ class TlsProbes final : public TlsCounters {
   std::unique_ptr<gotls_bpf, void (*)(gotls_bpf*)> skel_{nullptr, nullptr};
   std::unique_ptr<Http2Tracker> tracker_;
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> ring_{nullptr, nullptr};
-  mutable std::mutex drain_mu_;  // ring_buffer__consume() is single-consumer
+  mutable std::mutex drain_mu_;              // ring_buffer__consume() is single-consumer
   std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_
   std::optional<Error> cgroups_error_;
   bool can_perform_ret_ = false;

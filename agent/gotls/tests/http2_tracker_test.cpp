@@ -45,9 +45,7 @@ class Records {
   explicit Records(Http2Tracker& t, uint32_t pid = kPid, uint64_t conn = kConn)
       : t_(t), pid_(pid), conn_(conn) {}
 
-  void preface(bool outgoing, uint64_t ts = 1000) {
-    send(SONDE_H2_PREFACE, outgoing, ts, {}, {});
-  }
+  void preface(bool outgoing, uint64_t ts = 1000) { send(SONDE_H2_PREFACE, outgoing, ts, {}, {}); }
   // One frame; its payload (if forwarded) split in records of at most `chunk` bytes.
   void frame(bool outgoing, uint8_t type, uint8_t flags, uint32_t stream,
              const std::vector<uint8_t>& payload, uint64_t ts, size_t chunk = 256) {
