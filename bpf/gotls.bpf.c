@@ -153,6 +153,7 @@ struct h2_state {
   __u8 have;       /* bytes of a frame header split across calls, in hdr[] */
   __u8 dead;       /* lost: nothing more is walked */
   __u8 notify;     /* dead, and the LOST event is not sent yet */
+  __u8 midway;     /* not followed: marks a connection joined midway, reported once */
   __u8 hdr[16];    /* 9 used; 16 so that hdr[have & 15] needs no other bound */
 };
 
@@ -475,10 +476,81 @@ static __always_inline void h2_start(__u32 pid, __u64 conn, const void* buf, __u
  * preface or an HTTP/1.x message at a frame boundary mean the *tls.Conn address now holds
  * another connection (the old one was freed and its memory reused). */
 static __always_inline bool h2_restarts(const struct h2_state* st, const void* buf, __u64 len) {
-  if (st->remaining != 0 || st->have != 0 || len < SONDE_GOTLS_PEEK) return false;
+  if (len < SONDE_GOTLS_PEEK) return false;
+  if (!st->dead && (st->remaining != 0 || st->have != 0)) return false;
   char p[SONDE_GOTLS_PEEK];
   if (bpf_probe_read_user(p, sizeof(p), buf) != 0) return false;
   return http2_preface(p) || request_method(p) >= 0 || response_status(p) != 0;
+}
+
+/* Whether the 9 bytes at h can only be an HTTP/2 frame header (RFC 9113 6): a known type, only
+ * the flags it defines, the reserved bit clear, stream 0 exactly for connection frames, and
+ * the fixed lengths of the fixed-size frames. */
+static __always_inline bool h2_plausible_header(const __u8* h, __u32* length) {
+  __u32 len = ((__u32)h[0] << 16) | ((__u32)h[1] << 8) | h[2];
+  __u8 type = h[3], flags = h[4];
+  if (h[5] & 0x80) return false;
+  bool stream0 = h[5] == 0 && h[6] == 0 && h[7] == 0 && h[8] == 0;
+  bool ok;
+  switch (type) {
+    case 0: ok = !stream0 && (flags & ~0x09) == 0; break;                  /* DATA */
+    case 1: ok = !stream0 && (flags & ~0x2d) == 0; break;                  /* HEADERS */
+    case 2: ok = !stream0 && flags == 0 && len == 5; break;                /* PRIORITY */
+    case 3: ok = !stream0 && flags == 0 && len == 4; break;                /* RST_STREAM */
+    case 4: ok = stream0 && (flags & ~0x01) == 0 && len % 6 == 0; break;   /* SETTINGS */
+    case 6: ok = stream0 && (flags & ~0x01) == 0 && len == 8; break;       /* PING */
+    case 7: ok = stream0 && flags == 0 && len >= 8; break;                 /* GOAWAY */
+    case 8: ok = flags == 0 && len == 4; break;                            /* WINDOW_UPDATE */
+    case 9: ok = !stream0 && (flags & ~0x04) == 0; break;                  /* CONTINUATION */
+    default: ok = false; /* PUSH_PROMISE (a client never receives one midway) and extensions */
+  }
+  *length = len;
+  return ok;
+}
+
+/* A Read on a connection the kernel does not follow, neither HTTP/1.x nor a preface: if it
+ * starts with a plausible frame header whose frame ends within the call, followed by another
+ * plausible header or by the end of the call (or if it is a plausible header read alone, 9
+ * bytes, as Go's server reads them), the connection is HTTP/2 joined midway. The
+ * agent is told once per connection; a marker state (midway) keeps it from being told again,
+ * and lets HTTP/1.x parsing go on, so a body mistaken for frames costs one `unparsed` count. A
+ * preface replaces the marker (a new connection at that address). */
+static __always_inline void h2_midway(__u32 pid, __u64 conn, const char* p, const void* buf,
+                                      __u64 len, bool outgoing) {
+  __u32 first = 0;
+  if (!h2_plausible_header((const __u8*)p, &first)) return;
+  __u64 next = 9 + (__u64)first;
+  if (len == 9) {
+    /* A frame header read alone: the way Go's HTTP/2 server reads. */
+  } else if (next > len) {
+    return;
+  } else if (next + 9 <= len) {
+    __u8 h[9];
+    __u32 second = 0;
+    if (bpf_probe_read_user(h, sizeof(h), (const char*)buf + next) != 0) return;
+    if (!h2_plausible_header(h, &second)) return;
+  } else if (next != len) {
+    return;
+  }
+  struct h2_state marker = {.dead = 1, .midway = 1};
+  struct h2_key k = {.pid = pid, .outgoing = outgoing, .conn = conn};
+  long err = bpf_map_update_elem(&h2_states, &k, &marker, BPF_NOEXIST);
+  if (err != 0) {
+    if (err != -17 /* EEXIST: marked already */) count(SONDE_GOTLS_FULL_H2_STATES);
+    return;
+  }
+  struct sonde_h2_event* e = bpf_ringbuf_reserve(&h2_events, SONDE_H2_EVENT_HEAD, 0);
+  if (!e) {
+    count(SONDE_GOTLS_H2_RINGBUF_FULL);
+    return;
+  }
+  __builtin_memset(e, 0, SONDE_H2_EVENT_HEAD);
+  e->pid = pid;
+  e->kind = SONDE_H2_MIDWAY;
+  e->outgoing = outgoing;
+  e->conn = conn;
+  e->ts_ns = bpf_ktime_get_ns();
+  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 /* Plaintext leaving (Write) or arriving (Read returned) on conn: start or finish an exchange.
@@ -487,7 +559,12 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
                                          bool outgoing) {
   struct h2_key hk = {.pid = pid, .outgoing = outgoing, .conn = conn};
   struct h2_state* st = bpf_map_lookup_elem(&h2_states, &hk);
-  if (st) {
+  bool marked = false;
+  if (st && st->midway) {
+    /* Reported already; the bytes go on to the HTTP/1.x parser, in case the guess was wrong
+     * (a body that looked like frames): it must keep working, a one-byte Read included. */
+    marked = true;
+  } else if (st) {
     if (!h2_restarts(st, buf, len)) {
       struct h2_walk w = {.st = st,
                           .buf = buf,
@@ -518,7 +595,13 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
     if (len < SONDE_GOTLS_PEEK - 1) return;
     if (bpf_probe_read_user(p + 1, sizeof(p) - 1, buf) != 0) return;
   } else {
-    if (len < SONDE_GOTLS_PEEK) return; /* too short to be the start of a request or response */
+    if (len < SONDE_GOTLS_PEEK) {
+      /* Too short to be the start of a request or response. Go's HTTP/2 server reads each frame
+       * header alone (9 bytes), then its payload. */
+      if (len == 9 && !outgoing && !marked && bpf_probe_read_user(p, 9, buf) == 0)
+        h2_midway(pid, conn, p, buf, len, outgoing);
+      return;
+    }
     if (bpf_probe_read_user(p, sizeof(p), buf) != 0) return;
   }
 
@@ -543,7 +626,12 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
     return;
   }
   __u16 status = response_status(p);
-  if (!status) return; /* the body or a later part of a message */
+  if (!status) { /* the body or a later part of a message, or HTTP/2 joined midway */
+    /* Reads only: Go's server writes its SETTINGS before it reads the client's preface, so a
+     * Write without a followed state can be the start of a connection about to be followed. */
+    if (!outgoing && !first && !marked) h2_midway(pid, conn, p, buf, len, outgoing);
+    return;
+  }
   /* 1xx responses other than 101 (100 Continue, 103 Early Hints) are interim: the final
    * response follows on the same exchange. */
   if (status >= 100 && status < 200 && status != 101) return;

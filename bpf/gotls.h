@@ -134,6 +134,10 @@ enum sonde_h2_event_kind {
   SONDE_H2_PAYLOAD = 3,
   /* Events of this direction were lost (ring buffer full, a bound hit): stop counting it. */
   SONDE_H2_LOST = 4,
+  /* A connection without a followed start (it predates the probes) whose call starts with
+   * what can only be HTTP/2 frames (seen on a Read): not followed (no HPACK history), sent
+   * once. */
+  SONDE_H2_MIDWAY = 5,
 };
 
 /* One ring-buffer record. Records without payload end at `data` (SONDE_H2_EVENT_HEAD bytes). */

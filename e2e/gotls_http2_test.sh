@@ -8,7 +8,8 @@
 # held streams against the client's own mean. A sustained run on one connection is counted
 # exactly with no kernel map full and nothing lost. No plaintext leaves: no request path appears
 # in /metrics. gRPC: a grpc-go server and client built from Debian's golang-google-grpc-dev,
-# unary, streaming and cancelled calls counted exactly by gRPC code.
+# unary, streaming and cancelled calls counted exactly by gRPC code. A connection older than the
+# agent counts as unparsed, its streams not at all.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 workloads="$(cd "$(dirname "$0")" && pwd)/workloads"
@@ -197,4 +198,30 @@ for side in client server; do
 done
 
 ! metrics | grep -q "/status/" || fail "plaintext leaked into /metrics"
+
+# 8. Joined midway: a server and a client whose HTTP/2 connection predates the agent (started
+# while no agent runs, the client sending on it throughout). Its preface and HPACK history are
+# gone, so its streams must not be counted (never a guessed status); each side's connection
+# counts once as unparsed.
+stop_agent
+ln -s gotls "$tmp/bin/early-server"
+ln -s gotls "$tmp/bin/early-client"
+"$tmp/bin/early-server" -h2 server >"$tmp/early-server.out" 2>&1 &
+pids+=($!)
+wait_until 100 grep -q listening "$tmp/early-server.out" || fail "early-server did not start"
+early_port="$(awk '/listening/ { print $2 }' "$tmp/early-server.out")"
+"$tmp/bin/early-client" -h2 rate "$early_port" 12 >"$tmp/early-client.out" 2>&1 &
+early_client=$!
+pids+=($early_client)
+sleep 1
+start_agent "$port"
+wait_until 100 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^sonde_agent_gotls_processes{.*container=\"early-client\".*} 1'" ||
+  fail "the agent does not track early-client"
+sleep 3
+unparsed="$(metrics | awk '$1 == "sonde_agent_gotls_http2_connections_total{outcome=\"unparsed\"}" { print $2 }')"
+counted="$(metrics | awk '/^container_go_tls_requests_total\{.*container="early-(client|server)"/ { s += $NF } END { print s + 0 }')"
+echo "joined midway: $unparsed connections unparsed, $counted requests counted"
+[[ "$unparsed" == 2 ]] || fail "joined midway: $unparsed connections unparsed, want 2 (one per side)"
+[[ "$counted" == 0 ]] || fail "joined midway: $counted requests counted on a connection without its start"
+wait "$early_client" || fail "early-client failed under the agent: $(cat "$tmp/early-client.out")"
 echo "gotls_http2: ok"

@@ -22,8 +22,8 @@ bool Http2Tracker::KeyLess::operator()(const sonde_tls_request_key& a,
          std::tie(b.tgid, b.direction, b.protocol, b.method, b.status_class, b.grpc_code);
 }
 
-Http2Tracker::Http2Tracker(Limits limits, std::function<void(uint32_t, uint64_t)> forget)
-    : limits_(std::move(limits)), forget_(std::move(forget)) {}
+Http2Tracker::Http2Tracker(const Limits& limits, std::function<void(uint32_t, uint64_t)> forget)
+    : limits_(limits), forget_(std::move(forget)) {}
 
 void Http2Tracker::on_record(std::span<const uint8_t> record) {
   std::lock_guard lock(mu_);

@@ -7,8 +7,10 @@
 //     this process is the client; read: the server): one http2::Connection per (pid, conn). A
 //     second preface on the same (pid, conn) is a new connection at a reused address: the old
 //     one is dropped, its open streams uncounted.
-//   - Records of a connection without a preface record here (it was evicted, or its preface
-//     record was lost) count the connection once as `unparsed` and are ignored.
+//   - Records of a connection without a preface record here count the connection once as
+//     `unparsed` and are ignored: a MIDWAY record (the kernel recognized frames on a connection
+//     older than the probes, whose HPACK history is gone), or any record of a connection whose
+//     preface record was lost. An evicted connection is not counted again.
 //   - Per direction, records carry sequence numbers 0, 1, 2, ...: a gap, a LOST record, or
 //     chunks that do not add up to their frame make the connection `lost`
 //     (http2::Connection::lost()): nothing more is counted on it, nothing wrong is emitted.
@@ -77,7 +79,7 @@ class Http2Tracker {
   };
   using Requests = std::vector<std::pair<sonde_tls_request_key, sonde_tls_request_stats>>;
   // `forget(pid, conn)`: the kernel should stop following that connection (an eviction).
-  explicit Http2Tracker(Limits limits = Limits(),
+  explicit Http2Tracker(const Limits& limits = Limits(),
                         std::function<void(uint32_t, uint64_t)> forget = nullptr);
 
   // One ring-buffer record, as the kernel submitted it.
