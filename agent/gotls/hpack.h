@@ -19,10 +19,11 @@
 //   - a string literal (after Huffman decoding) or a field's name + value above
 //     Limits::max_field_bytes;
 //   - memory: the dynamic table holds at most max_table_size octets of entry sizes (name + value
-//     + 32 each), so memory() <= max_table_size plus the container's per-entry overhead. A block
-//     of indexed fields is never materialised: `field` sees views into the table or into one
-//     scratch buffer of at most max_field_bytes, so a small block referencing a large entry
-//     many times costs time linear in the block, not memory.
+//     + 32 each), so memory() <= max_table_size plus the container's per-entry overhead, plus two
+//     scratch strings of at most max_field_bytes during decode() (at most 1 KiB each between
+//     blocks). A block of indexed fields is never materialised: `field` sees views into the
+//     table or into the scratch strings, so a small block referencing a large entry many times
+//     costs time linear in the block, not memory.
 //
 // Thread-safety: none; one Decoder belongs to one connection direction.
 #pragma once
@@ -75,6 +76,8 @@ class Decoder {
     std::string name;
     std::string value;
   };
+  static constexpr size_t kKeptScratchBytes = 1024;
+  void release_large_scratch();
   void evict_to(size_t size);
   void insert(std::string_view name, std::string_view value);
 

@@ -1,7 +1,8 @@
 #include "agent/gotls/http2.h"
 
-#include <algorithm>
 #include <strings.h>
+
+#include <algorithm>
 
 #include "bpf/gotls.h"
 
@@ -15,8 +16,8 @@ uint32_t read_be32(std::span<const uint8_t> bytes) {
 
 uint8_t method_of(std::string_view value) {
   static constexpr std::pair<std::string_view, uint8_t> kMethods[] = {
-      {"GET", SONDE_HTTP_GET},         {"POST", SONDE_HTTP_POST},   {"PUT", SONDE_HTTP_PUT},
-      {"DELETE", SONDE_HTTP_DELETE},   {"HEAD", SONDE_HTTP_HEAD},   {"PATCH", SONDE_HTTP_PATCH},
+      {"GET", SONDE_HTTP_GET},         {"POST", SONDE_HTTP_POST}, {"PUT", SONDE_HTTP_PUT},
+      {"DELETE", SONDE_HTTP_DELETE},   {"HEAD", SONDE_HTTP_HEAD}, {"PATCH", SONDE_HTTP_PATCH},
       {"OPTIONS", SONDE_HTTP_OPTIONS},
   };
   for (const auto& [name, method] : kMethods) {
@@ -65,12 +66,16 @@ struct BlockFields {
 };
 
 std::string frame_name(uint8_t type) {
-  static constexpr const char* kNames[] = {"DATA",     "HEADERS", "PRIORITY", "RST_STREAM",
-                                           "SETTINGS", "PUSH_PROMISE", "PING", "GOAWAY",
-                                           "WINDOW_UPDATE", "CONTINUATION"};
+  static constexpr const char* kNames[] = {
+      "DATA",         "HEADERS", "PRIORITY", "RST_STREAM",    "SETTINGS",
+      "PUSH_PROMISE", "PING",    "GOAWAY",   "WINDOW_UPDATE", "CONTINUATION"};
   if (type < std::size(kNames)) return kNames[type];
   return "frame type " + std::to_string(type);
 }
+
+// A block buffer larger than this is released once decoded, so that an idle connection does not
+// keep the largest block it ever saw.
+constexpr size_t kKeptBlockBytes = 4096;
 
 }  // namespace
 
@@ -141,11 +146,17 @@ void Connection::on_frame_checked(bool outgoing, Direction& dir, const FrameHead
   }
 
   switch (h.type) {
-    case kData:
-      if ((h.flags & kFlagEndStream) != 0 && !is_request_side(outgoing)) {
-        finish(h.stream_id, false, -1, now_ns, out);
+    case kData: {
+      if (is_request_side(outgoing)) return;
+      const auto it = streams_.find(h.stream_id);
+      if (it == streams_.end()) return;
+      if (it->second.status == 0) {
+        return fail("malformed: response DATA on stream " + std::to_string(h.stream_id) +
+                    " before its final status");
       }
+      if ((h.flags & kFlagEndStream) != 0) finish(h.stream_id, false, -1, now_ns, out);
       return;
+    }
     case kHeaders: {
       size_t begin = 0;
       size_t pad = 0;
@@ -245,10 +256,10 @@ void Connection::on_block_done(bool outgoing, Direction& dir, uint64_t now_ns,
   dir.in_block = false;
   BlockFields fields;
   const Status decoded = dir.decoder.decode(
-      dir.block, [&fields](std::string_view name, std::string_view value) {
-        fields.add(name, value);
-      });
+      dir.block,
+      [&fields](std::string_view name, std::string_view value) { fields.add(name, value); });
   dir.block.clear();
+  if (dir.block.capacity() > kKeptBlockBytes) std::vector<uint8_t>().swap(dir.block);
   if (!decoded.ok()) return fail("malformed: HPACK: " + decoded.error().message());
   if (dir.block_is_push) return;  // the promised request is not counted
 

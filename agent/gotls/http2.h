@@ -13,7 +13,7 @@
 //     first HEADERS frame's time. A streaming RPC is one Exchange however many DATA frames.
 //   - :status comes from the responding side's HEADERS; 1xx informational blocks are skipped, a
 //     later block carries the final status. A response block before the final status without a
-//     valid :status (3 digits) is malformed.
+//     valid :status (3 digits, 100..599), or response DATA before it, is malformed.
 //   - grpc_code: for gRPC streams, grpc-status from the block that ends the response (trailers,
 //     or a Trailers-Only response); -1 when absent, not gRPC, or not a number in 0..16 (the
 //     stream is still counted with its :status).
@@ -27,7 +27,8 @@
 //   - Anything off (a frame that breaks RFC 9113 framing rules we can check, a bad HPACK block,
 //     a bound below exceeded, lost()) marks the connection broken: every on_frame() after that
 //     is ignored and open streams are dropped without an Exchange, so no wrong status is ever
-//     emitted. why() says why ("malformed: ...", "lost").
+//     emitted. why() says why: "malformed: ..." (the peer broke a rule or a bound), "lost" (the
+//     kernel said so) or "lost: ..." (a frame came without the whole payload it needs).
 //
 // Bounds (peer-controlled costs; each stated here and tested):
 //   - a header block being assembled: at most Limits::max_header_block bytes and
@@ -40,7 +41,8 @@
 //     (its blocks are still decoded) and is counted in untracked_streams(); the connection stays
 //     usable. A stream lives until its response ends or it is reset, so a connection that never
 //     ends holds at most that many.
-//   - memory() <= 2 * (max_header_block + HPACK table memory) + max_open_streams * ~64 bytes.
+//   - memory() <= 2 * (max_header_block + HPACK decoder memory) + max_open_streams * ~64 bytes;
+//     between blocks a direction keeps at most 4 KiB of block buffer.
 //
 // Thread-safety: none; one Connection is driven by one thread.
 #pragma once
@@ -92,11 +94,11 @@ enum class Protocol { kHttp2, kGrpc };
 
 struct Exchange {  // one finished stream = one request
   Protocol protocol;
-  uint8_t method;         // enum sonde_http_method from bpf/gotls.h (GET..OPTIONS, OTHER)
-  uint16_t status;        // :status, 0 when none was seen (reset before a response)
-  int grpc_code;          // 0..16 from grpc-status; -1 when not gRPC or absent
-  bool reset;             // ended by RST_STREAM (either side) or GOAWAY, not by END_STREAM
-  uint64_t duration_ns;   // request's first HEADERS -> end of the response
+  uint8_t method;        // enum sonde_http_method from bpf/gotls.h (GET..OPTIONS, OTHER)
+  uint16_t status;       // :status, 0 when none was seen (reset before a response)
+  int grpc_code;         // 0..16 from grpc-status; -1 when not gRPC or absent
+  bool reset;            // ended by RST_STREAM (either side) or GOAWAY, not by END_STREAM
+  uint64_t duration_ns;  // request's first HEADERS -> end of the response
 };
 
 struct Limits {
@@ -120,7 +122,7 @@ class Connection {  // one TLS connection of one process, both directions
   // the HPACK state can no longer be trusted; nothing more is counted on it.
   void lost();
   bool broken() const { return !why_.empty(); }
-  // Why broken ("malformed: ...", "lost"); "" when not broken.
+  // Why broken (see the file comment); "" when not broken.
   const char* why() const { return why_.c_str(); }
   // Bytes held (dynamic tables, open streams, a partial header block).
   size_t memory() const;

@@ -85,8 +85,10 @@ void check_requests(const std::vector<std::string>& blocks) {
             (Fields{{"cache-control", "no-cache"}, {":authority", "www.example.com"}}));
   EXPECT_EQ(d.table_size(), 110U);
 
-  const Fields third = {{":method", "GET"},        {":scheme", "https"},
-                        {":path", "/index.html"},  {":authority", "www.example.com"},
+  const Fields third = {{":method", "GET"},
+                        {":scheme", "https"},
+                        {":path", "/index.html"},
+                        {":authority", "www.example.com"},
                         {"custom-key", "custom-value"}};
   EXPECT_EQ(*decode(d, unhex(blocks[2])), third);
   EXPECT_EQ(table_of(d), (Fields{{"custom-key", "custom-value"},
@@ -135,11 +137,11 @@ void check_responses(const std::vector<std::string>& blocks) {
 
   const std::string cookie = "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1";
   EXPECT_EQ(*decode(d, unhex(blocks[2])), (Fields{{":status", "200"},
-                                                 {"cache-control", "private"},
-                                                 {"date", "Mon, 21 Oct 2013 20:13:22 GMT"},
-                                                 {"location", "https://www.example.com"},
-                                                 {"content-encoding", "gzip"},
-                                                 {"set-cookie", cookie}}));
+                                                  {"cache-control", "private"},
+                                                  {"date", "Mon, 21 Oct 2013 20:13:22 GMT"},
+                                                  {"location", "https://www.example.com"},
+                                                  {"content-encoding", "gzip"},
+                                                  {"set-cookie", cookie}}));
   EXPECT_EQ(table_of(d), (Fields{{"set-cookie", cookie},
                                  {"content-encoding", "gzip"},
                                  {"date", "Mon, 21 Oct 2013 20:13:22 GMT"}}));
@@ -147,23 +149,25 @@ void check_responses(const std::vector<std::string>& blocks) {
 }
 
 TEST(HpackRfcTest, C5ResponsesWithoutHuffmanEvict) {
-  check_responses({"4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c 2032 3120 4f63 7420 3230"
-                   "3133 2032 303a 3133 3a32 3120 474d 546e 1768 7474 7073 3a2f 2f77 7777 2e65"
-                   "7861 6d70 6c65 2e63 6f6d",
-                   "4803 3330 37c1 c0bf",
-                   "88c1 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3220"
-                   "474d 54c0 5a04 677a 6970 7738 666f 6f3d 4153 444a 4b48 514b 425a 584f 5157"
-                   "454f 5049 5541 5851 5745 4f49 553b 206d 6178 2d61 6765 3d33 3630 303b 2076"
-                   "6572 7369 6f6e 3d31"});
+  check_responses(
+      {"4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c 2032 3120 4f63 7420 3230"
+       "3133 2032 303a 3133 3a32 3120 474d 546e 1768 7474 7073 3a2f 2f77 7777 2e65"
+       "7861 6d70 6c65 2e63 6f6d",
+       "4803 3330 37c1 c0bf",
+       "88c1 611d 4d6f 6e2c 2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3220"
+       "474d 54c0 5a04 677a 6970 7738 666f 6f3d 4153 444a 4b48 514b 425a 584f 5157"
+       "454f 5049 5541 5851 5745 4f49 553b 206d 6178 2d61 6765 3d33 3630 303b 2076"
+       "6572 7369 6f6e 3d31"});
 }
 
 TEST(HpackRfcTest, C6ResponsesWithHuffmanEvict) {
-  check_responses({"4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0"
-                   "82a6 2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3",
-                   "4883 640e ffc1 c0bf",
-                   "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b"
-                   "d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27"
-                   "0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07"});
+  check_responses(
+      {"4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0"
+       "82a6 2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3",
+       "4883 640e ffc1 c0bf",
+       "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b"
+       "d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27"
+       "0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07"});
 }
 
 TEST(HpackHuffmanTest, RfcStrings) {
@@ -232,12 +236,12 @@ TEST(HpackBadInputTest, TableSizeUpdates) {
   EXPECT_EQ(error_of(unhex("20 3fe11f 82")), "no error");  // 0, then 4096
   Limits limits;
   limits.max_table_size = 65536;
-  EXPECT_EQ(error_of(unhex("3f e1 ff 03"), limits), "no error");        // 65536
+  EXPECT_EQ(error_of(unhex("3f e1 ff 03"), limits), "no error");  // 65536
   EXPECT_NE(error_of(unhex("3f e2 ff 03"), limits).find("over the bound"), std::string::npos);
   // A shrink evicts.
   Decoder d;
-  ASSERT_TRUE(decode(d, unhex("400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572"))
-                  .ok());
+  ASSERT_TRUE(
+      decode(d, unhex("400a 6375 7374 6f6d 2d6b 6579 0d63 7573 746f 6d2d 6865 6164 6572")).ok());
   EXPECT_EQ(d.table_entries(), 1U);
   ASSERT_TRUE(decode(d, unhex("3f 17")).ok());  // 54 < 55: the entry goes
   EXPECT_EQ(d.table_entries(), 0U);
