@@ -5,7 +5,7 @@
  * (SONDE_GOTLS_PEEK bytes) inside the BPF program and never copied to a map or to user space.
  *
  * HTTP/2: the kernel follows the framing of each connection whose preface it saw, per direction
- * (struct sonde_h2_state), and sends user space, through the ring buffer `h2_events`, every
+ * (struct h2_state in gotls.bpf.c), and sends user space, through the ring buffer `h2_events`, every
  * frame's 9-byte header and the payload of HEADERS, CONTINUATION, RST_STREAM and PUSH_PROMISE
  * frames (GOAWAY's when at most SONDE_GOTLS_H2_CHUNK bytes): what HPACK decoding and naming a
  * stream need. DATA payloads (request and response bodies) are skipped in the kernel and never
@@ -64,7 +64,7 @@ struct sonde_tls_request_key {
   __u32 tgid;
   __u8 direction;    /* enum sonde_tls_direction */
   __u8 protocol;     /* enum sonde_tls_protocol */
-  __u8 method;       /* enum sonde_http_method; OTHER for HTTP/2 */
+  __u8 method;       /* enum sonde_http_method; OTHER for a preface */
   __u8 status_class; /* status / 100 (1..5), 0 when unknown; 0 for a preface; 6: reset */
   __u8 grpc_code;    /* gRPC calls: grpc-status + 1 (1..17), 0 when none; 0 otherwise */
   __u8 pad[3];
@@ -106,9 +106,10 @@ enum sonde_gotls_counter {
 
 /* HTTP/2 framing, bounds. */
 /* Per (process, connection, direction) framing states: two per followed connection. An entry
- * lives until its process exits (the agent deletes it, TlsProbes::take()) or the agent forgets
- * the connection (idle, see http2_tracker.h); a new connection finding the map full is not
- * followed (SONDE_GOTLS_FULL_H2_STATES). */
+ * lives until its process exits (the agent deletes it, TlsProbes::take()) or the agent evicts
+ * the connection (the least recently active past its bounds, see http2_tracker.h); a new
+ * connection finding the map full is not followed (SONDE_GOTLS_FULL_H2_STATES). A connection
+ * joined midway holds one marker entry (SONDE_H2_MIDWAY) until its process exits. */
 #define SONDE_GOTLS_MAX_H2_STATES 16384
 /* Payload bytes per event: a larger forwarded payload is sent in several events, in order. */
 #define SONDE_GOTLS_H2_CHUNK 256
