@@ -493,16 +493,16 @@ static __always_inline bool h2_plausible_header(const __u8* h, __u32* length) {
   bool stream0 = h[5] == 0 && h[6] == 0 && h[7] == 0 && h[8] == 0;
   bool ok;
   switch (type) {
-    case 0: ok = !stream0 && (flags & ~0x09) == 0; break;                  /* DATA */
-    case 1: ok = !stream0 && (flags & ~0x2d) == 0; break;                  /* HEADERS */
-    case 2: ok = !stream0 && flags == 0 && len == 5; break;                /* PRIORITY */
-    case 3: ok = !stream0 && flags == 0 && len == 4; break;                /* RST_STREAM */
-    case 4: ok = stream0 && (flags & ~0x01) == 0 && len % 6 == 0; break;   /* SETTINGS */
-    case 6: ok = stream0 && (flags & ~0x01) == 0 && len == 8; break;       /* PING */
-    case 7: ok = stream0 && flags == 0 && len >= 8; break;                 /* GOAWAY */
-    case 8: ok = flags == 0 && len == 4; break;                            /* WINDOW_UPDATE */
-    case 9: ok = !stream0 && (flags & ~0x04) == 0; break;                  /* CONTINUATION */
-    default: ok = false; /* PUSH_PROMISE (a client never receives one midway) and extensions */
+    case 0: ok = !stream0 && (flags & ~0x09) == 0; break;                /* DATA */
+    case 1: ok = !stream0 && (flags & ~0x2d) == 0; break;                /* HEADERS */
+    case 2: ok = !stream0 && flags == 0 && len == 5; break;              /* PRIORITY */
+    case 3: ok = !stream0 && flags == 0 && len == 4; break;              /* RST_STREAM */
+    case 4: ok = stream0 && (flags & ~0x01) == 0 && len % 6 == 0; break; /* SETTINGS */
+    case 6: ok = stream0 && (flags & ~0x01) == 0 && len == 8; break;     /* PING */
+    case 7: ok = stream0 && flags == 0 && len >= 8; break;               /* GOAWAY */
+    case 8: ok = flags == 0 && len == 4; break;                          /* WINDOW_UPDATE */
+    case 9: ok = !stream0 && (flags & ~0x04) == 0; break;                /* CONTINUATION */
+    default: ok = false; /* PUSH_PROMISE (Go never pushes) and extension types: too rare */
   }
   *length = len;
   return ok;
