@@ -554,11 +554,13 @@ static __always_inline void h2_midway(__u32 pid, __u64 conn, const char* p, cons
 }
 
 /* Plaintext leaving (Write) or arriving (Read returned) on conn: start or finish an exchange.
- * `outgoing` tells which side of the call the bytes are on. */
+ * `outgoing` tells which side of the call the bytes are on. `h2` (a constant per program) says
+ * whether HTTP/2 framing is followed: the *_h1 programs leave it out for kernels without
+ * bpf_loop (before Linux 5.17), where the HTTP/2 programs cannot load. */
 static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf, __u64 len,
-                                         bool outgoing) {
+                                         bool outgoing, const bool h2) {
   struct h2_key hk = {.pid = pid, .outgoing = outgoing, .conn = conn};
-  struct h2_state* st = bpf_map_lookup_elem(&h2_states, &hk);
+  struct h2_state* st = h2 ? bpf_map_lookup_elem(&h2_states, &hk) : NULL;
   bool marked = false;
   if (st && st->midway) {
     /* Reported already; the bytes go on to the HTTP/1.x parser, in case the guess was wrong
@@ -598,7 +600,7 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
     if (len < SONDE_GOTLS_PEEK) {
       /* Too short to be the start of a request or response. Go's HTTP/2 server reads each frame
        * header alone (9 bytes), then its payload. */
-      if (len == 9 && !outgoing && !marked && bpf_probe_read_user(p, 9, buf) == 0)
+      if (h2 && len == 9 && !outgoing && !marked && bpf_probe_read_user(p, 9, buf) == 0)
         h2_midway(pid, conn, p, buf, len, outgoing);
       return;
     }
@@ -609,7 +611,7 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   __u16 direction = outgoing ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER;
   if (http2_preface(p)) {
     count_request(pid, direction, SONDE_TLS_HTTP2, SONDE_HTTP_OTHER, 0, 0);
-    if (!first && h2_preface_tail(buf, len)) h2_start(pid, conn, buf, len, outgoing, now);
+    if (h2 && !first && h2_preface_tail(buf, len)) h2_start(pid, conn, buf, len, outgoing, now);
     return;
   }
   int method = request_method(p);
@@ -629,7 +631,7 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   if (!status) { /* the body or a later part of a message, or HTTP/2 joined midway */
     /* Reads only: Go's server writes its SETTINGS before it reads the client's preface, so a
      * Write without a followed state can be the start of a connection about to be followed. */
-    if (!outgoing && !first && !marked) h2_midway(pid, conn, p, buf, len, outgoing);
+    if (h2 && !outgoing && !first && !marked) h2_midway(pid, conn, p, buf, len, outgoing);
     return;
   }
   /* 1xx responses other than 101 (100 Continue, 103 Early Hints) are interim: the final
@@ -644,13 +646,13 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   bpf_map_delete_elem(&exchanges, &key);
 }
 
-static __always_inline void write_called(struct pt_regs* ctx) {
+static __always_inline void write_called(struct pt_regs* ctx, const bool h2) {
   __u32 pid = current_tgid_for_agent();
   struct sonde_tls_bytes* bytes = process(pid);
   if (!bytes) return;
   __u64 len = GO_ARG3(ctx);
   __sync_fetch_and_add(&bytes->written, len);
-  on_plaintext(pid, GO_ARG1(ctx), (const void*)GO_ARG2(ctx), len, true);
+  on_plaintext(pid, GO_ARG1(ctx), (const void*)GO_ARG2(ctx), len, true, h2);
 }
 
 static __always_inline void read_called(struct pt_regs* ctx) {
@@ -662,7 +664,7 @@ static __always_inline void read_called(struct pt_regs* ctx) {
 }
 
 /* At a RET of (*Conn).Read: the results are in the argument registers. */
-static __always_inline void read_returned(struct pt_regs* ctx) {
+static __always_inline void read_returned(struct pt_regs* ctx, const bool h2) {
   __u32 pid = current_tgid_for_agent();
   struct sonde_tls_bytes* bytes = bpf_map_lookup_elem(&processes, &pid);
   if (!bytes) return;
@@ -674,18 +676,32 @@ static __always_inline void read_returned(struct pt_regs* ctx) {
   long n = (long)GO_ARG1(ctx);
   if (n <= 0) return;
   __sync_fetch_and_add(&bytes->read, (__u64)n);
-  on_plaintext(pid, read.conn, (const void*)read.buf, (__u64)n, false);
+  on_plaintext(pid, read.conn, (const void*)read.buf, (__u64)n, false, h2);
+}
+
+/* Each program that sees plaintext comes twice: with HTTP/2 framing, and as *_h1 without it
+ * (HTTP/1.x and the preface count only) for kernels without bpf_loop; TlsProbes loads one set. */
+SEC("uprobe")
+int tls_write_enter(struct pt_regs* ctx) {
+  write_called(ctx, true);
+  return 0;
 }
 
 SEC("uprobe")
-int tls_write_enter(struct pt_regs* ctx) {
-  write_called(ctx);
+int tls_write_enter_h1(struct pt_regs* ctx) {
+  write_called(ctx, false);
   return 0;
 }
 
 SEC("uprobe")
 int tls_write_checked(struct pt_regs* ctx) {
-  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx);
+  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx, true);
+  return 0;
+}
+
+SEC("uprobe")
+int tls_write_checked_h1(struct pt_regs* ctx) {
+  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx, false);
   return 0;
 }
 
@@ -703,7 +719,13 @@ int tls_read_checked(struct pt_regs* ctx) {
 
 SEC("uprobe")
 int tls_read_return(struct pt_regs* ctx) {
-  read_returned(ctx);
+  read_returned(ctx, true);
+  return 0;
+}
+
+SEC("uprobe")
+int tls_read_return_h1(struct pt_regs* ctx) {
+  read_returned(ctx, false);
   return 0;
 }
 
@@ -720,16 +742,26 @@ int tls_read_return(struct pt_regs* ctx) {
  * Read's results (RAX, and the goroutine in R14) are untouched by a `ret`, so it is counted
  * either way. If the return address cannot be read, the registers stay as they are and the
  * kernel single-steps the `ret` as usual. */
-SEC("uprobe")
-int tls_read_return_ret(struct pt_regs* ctx) {
-  read_returned(ctx);
-  if (ctx->ip != bpf_get_attach_cookie(ctx)) return 0;
+static __always_inline void read_return_ret(struct pt_regs* ctx, const bool h2) {
+  read_returned(ctx, h2);
+  if (ctx->ip != bpf_get_attach_cookie(ctx)) return;
   __u64 return_address;
   __u64 sp = ctx->sp;
   if (bpf_probe_read_user(&return_address, sizeof return_address, (const void*)sp) == 0) {
     ctx->ip = return_address;
     ctx->sp = sp + 8;
   }
+}
+
+SEC("uprobe")
+int tls_read_return_ret(struct pt_regs* ctx) {
+  read_return_ret(ctx, true);
+  return 0;
+}
+
+SEC("uprobe")
+int tls_read_return_ret_h1(struct pt_regs* ctx) {
+  read_return_ret(ctx, false);
   return 0;
 }
 #endif

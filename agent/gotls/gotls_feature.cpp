@@ -14,6 +14,12 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
                                                          std::string node, bool filter_by_cgroup,
                                                          bool perform_ret, size_t max_binaries) {
   ASSIGN_OR_RETURN(auto probes, TlsProbes::load(perform_ret));
+  if (!probes->follows_http2()) {
+    log::warn(
+        "Go TLS: HTTP/2 streams are not counted on this kernel (no bpf_loop, Linux 5.17+); "
+        "HTTP/1.x requests and HTTP/2 connections are",
+        {});
+  }
   log::info("Go TLS uprobe links", {{"links", uprobe_link_kind_name(probes->links())},
                                     {"why", uprobe_link_support().why},
                                     {"max_binaries", max_binaries},

@@ -117,15 +117,31 @@ const char* gotls_counter_map_name(sonde_gotls_counter counter) {
   return "unknown";
 }
 
-Result<std::unique_ptr<TlsProbes>> TlsProbes::open_and_load(bool perform_ret,
-                                                            UprobeLinkKind links) {
+bool TlsProbes::kernel_has_bpf_loop() {
+  static const bool has =
+      libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_loop, nullptr) == 1;
+  return has;
+}
+
+Result<std::unique_ptr<TlsProbes>> TlsProbes::open_and_load(bool perform_ret, UprobeLinkKind links,
+                                                            bool http2) {
   std::unique_ptr<TlsProbes> self(new TlsProbes());
   self->skel_ = {gotls_bpf__open(), gotls_bpf__destroy};
   if (!self->skel_) return errno_error("go tls probes: open BPF object", errno);
   configure_pid_namespace(self->skel_->rodata);
+  auto& p = self->skel_->progs;
+  // One set of the programs that see plaintext: with HTTP/2 framing, or the *_h1 twins.
+  for (auto [h2, h1] : {std::pair{p.tls_write_enter, p.tls_write_enter_h1},
+                        {p.tls_write_checked, p.tls_write_checked_h1},
+                        {p.tls_read_return, p.tls_read_return_h1}}) {
+    bpf_program__set_autoload(h2, http2);
+    bpf_program__set_autoload(h1, !http2);
+  }
 #if defined(__x86_64__)
-  bpf_program__set_autoload(self->skel_->progs.tls_read_return_ret, perform_ret);
+  bpf_program__set_autoload(p.tls_read_return_ret, perform_ret && http2);
+  bpf_program__set_autoload(p.tls_read_return_ret_h1, perform_ret && !http2);
 #endif
+  self->http2_ = http2;
   self->can_perform_ret_ = perform_ret;
   self->links_ = links;
   bpf_program* program = nullptr;  // every program of gotls.bpf.c is a uprobe
@@ -138,19 +154,20 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::open_and_load(bool perform_ret,
   return self;
 }
 
-Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkKind links) {
+Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkKind links,
+                                                   bool http2) {
   std::string register_writes = "off";
   if (perform_ret) {
     Status allowed = kernel_allows_uprobe_register_writes();
     perform_ret = allowed.ok();
     register_writes = allowed.ok() ? "on" : "refused by the kernel: " + allowed.error().message();
   }
-  auto loaded = open_and_load(perform_ret, links);
+  auto loaded = open_and_load(perform_ret, links, http2);
   if (!loaded.ok() && perform_ret) {
     // The verifier took the probe program but not tls_read_return_ret as loaded here (another
     // attach type, its helpers): the RETs are single-stepped and the rest still counts.
     register_writes = "refused at load: " + loaded.error().message();
-    loaded = open_and_load(false, links);
+    loaded = open_and_load(false, links, http2);
   }
   if (!loaded.ok()) return loaded.error();
   std::unique_ptr<TlsProbes> self = std::move(loaded).value();
@@ -180,14 +197,16 @@ Result<std::unique_ptr<Attachment>> TlsProbes::attach(Program program, const std
   auto& p = skel_->progs;
   bpf_program* prog = nullptr;
   switch (program) {
-    case Program::kWriteEnter: prog = p.tls_write_enter; break;
-    case Program::kWriteChecked: prog = p.tls_write_checked; break;
+    case Program::kWriteEnter: prog = http2_ ? p.tls_write_enter : p.tls_write_enter_h1; break;
+    case Program::kWriteChecked:
+      prog = http2_ ? p.tls_write_checked : p.tls_write_checked_h1;
+      break;
     case Program::kReadEnter: prog = p.tls_read_enter; break;
     case Program::kReadChecked: prog = p.tls_read_checked; break;
-    case Program::kReadReturn: prog = p.tls_read_return; break;
+    case Program::kReadReturn: prog = http2_ ? p.tls_read_return : p.tls_read_return_h1; break;
     case Program::kReadReturnRet:
 #if defined(__x86_64__)
-      if (can_perform_ret_) prog = p.tls_read_return_ret;
+      if (can_perform_ret_) prog = http2_ ? p.tls_read_return_ret : p.tls_read_return_ret_h1;
 #endif
       break;
   }

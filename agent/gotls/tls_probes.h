@@ -100,8 +100,13 @@ class TlsProbes final : public TlsCounters {
  public:
   // `perform_ret`: load kReadReturnRet if the kernel allows it (opt-in, see above). `links`: how
   // the programs attach (tests force kSingle to compare; kMulti needs a kernel that has it).
+  // `http2`: follow HTTP/2 framing (the programs need bpf_loop, Linux 5.17+; without it the
+  // *_h1 programs load: HTTP/1.x and HTTP/2 connection counts only, http2() says so).
   static Result<std::unique_ptr<TlsProbes>> load(bool perform_ret = false,
-                                                 UprobeLinkKind links = uprobe_link_support().kind);
+                                                 UprobeLinkKind links = uprobe_link_support().kind,
+                                                 bool http2 = kernel_has_bpf_loop());
+  // Whether the kernel offers bpf_loop to uprobe programs (asked once).
+  static bool kernel_has_bpf_loop();
   ~TlsProbes() override;
 
   bool can_perform_ret() const override { return can_perform_ret_; }
@@ -126,12 +131,15 @@ class TlsProbes final : public TlsCounters {
   // Hands every record in the HTTP/2 ring buffer to the tracker. Thread-safe.
   void drain() const;
   const Http2Tracker& http2() const { return *tracker_; }
+  // Whether HTTP/2 framing is followed (load()'s `http2`).
+  bool follows_http2() const { return http2_; }
 
  private:
   TlsProbes() = default;
   // Stops following connection `conn` of `pid` in the kernel (the tracker evicted it).
   void forget_connection(uint32_t pid, uint64_t conn) const;
-  static Result<std::unique_ptr<TlsProbes>> open_and_load(bool perform_ret, UprobeLinkKind links);
+  static Result<std::unique_ptr<TlsProbes>> open_and_load(bool perform_ret, UprobeLinkKind links,
+                                                          bool http2);
 
   std::unique_ptr<gotls_bpf, void (*)(gotls_bpf*)> skel_{nullptr, nullptr};
   std::unique_ptr<Http2Tracker> tracker_;
@@ -140,6 +148,7 @@ class TlsProbes final : public TlsCounters {
   std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_
   std::optional<Error> cgroups_error_;
   bool can_perform_ret_ = false;
+  bool http2_ = true;
   std::string register_writes_ = "off";
   UprobeLinkKind links_ = UprobeLinkKind::kSingle;
 };

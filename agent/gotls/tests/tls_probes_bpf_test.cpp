@@ -291,6 +291,54 @@ TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
   EXPECT_EQ(probes_->http2().connections(), 0u);
 }
 
+// Kernels without bpf_loop (before 5.17) load the *_h1 programs: HTTP/1.x still counted exactly,
+// an HTTP/2 connection counted by its preface, none of its streams. Forced here on a kernel that
+// has bpf_loop, so the programs those kernels get are verified and run.
+TEST_F(TlsProbesBpfTest, WithoutHttp2FramingHttp1IsCountedAndHttp2OnlyByConnection) {
+  auto loaded = TlsProbes::load(/*perform_ret=*/false, uprobe_link_support().kind, /*http2=*/false);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  TlsProbes& probes = **loaded;
+  ASSERT_FALSE(probes.follows_http2());
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(probes, cache, uprobes, proc);
+  for (bool h2 : {false, true}) {
+    SCOPED_TRACE(h2 ? "HTTP/2" : "HTTP/1.1");
+    std::vector<std::string> server_args = {SONDE_GOTLS_WORKLOAD, "server"};
+    if (h2) server_args.insert(server_args.begin() + 1, "-h2");
+    ChildProcess server(server_args);
+    ASSERT_TRUE(server.wait_for_line("listening", 20s));
+    const int port = std::stoi(server.last_line().substr(std::string("listening ").size()));
+    auto info = proc.read(server.pid());
+    ASSERT_TRUE(info.ok()) << info.error().message();
+    auto candidate = open_candidate(proc, *info, true);
+    ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+    ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+    std::vector<std::string> client_args = {
+        SONDE_GOTLS_WORKLOAD, "client", std::to_string(port), "200", "404", "500"};
+    if (h2) client_args.insert(client_args.begin() + 1, "-h2");
+    ChildProcess client(client_args);
+    ASSERT_TRUE(client.wait_for_line("done 3", 20s));
+    client.wait();
+    auto all = probes.counts();
+    for (pid_t pid : {client.pid(), server.pid()}) {
+      std::map<int, uint64_t> by_protocol;
+      for (const auto& [k, st] : all[static_cast<uint32_t>(pid)].requests) {
+        by_protocol[k.protocol] += st.count;
+      }
+      if (h2) {
+        EXPECT_EQ(by_protocol, (std::map<int, uint64_t>{{SONDE_TLS_HTTP2, 1}}));
+      } else {
+        EXPECT_EQ(by_protocol, (std::map<int, uint64_t>{{SONDE_TLS_HTTP1, 3}}));
+      }
+    }
+    monitor.exited(client.pid());
+    monitor.exited(server.pid());
+  }
+  EXPECT_EQ(probes.http2().stats().followed, 0u);
+}
+
 // Two agents that both perform the `ret` on one site (a DaemonSet rollout with maxSurge): the
 // second program must see that the first already returned and leave the registers alone, or
 // the Go program pops a second return address and crashes. Runs only where the kernel lets a
