@@ -138,6 +138,37 @@ struct {
   __type(value, char);
 } carried SEC(".maps");
 
+/* HTTP/2 framing of one direction of one connection (see gotls.h). */
+struct h2_key {
+  __u32 pid;
+  __u8 outgoing;
+  __u8 pad[3];
+  __u64 conn;
+};
+
+struct h2_state {
+  __u64 seq;       /* of the next event */
+  __u32 remaining; /* payload bytes of the current frame not walked yet */
+  __u8 forward;    /* the current frame's payload goes to user space */
+  __u8 have;       /* bytes of a frame header split across calls, in hdr[] */
+  __u8 dead;       /* lost: nothing more is walked */
+  __u8 notify;     /* dead, and the LOST event is not sent yet */
+  __u8 midway;     /* not followed: marks a connection joined midway, reported once */
+  __u8 hdr[16];    /* 9 used; 16 so that hdr[have & 15] needs no other bound */
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_GOTLS_MAX_H2_STATES);
+  __type(key, struct h2_key);
+  __type(value, struct h2_state);
+} h2_states SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, SONDE_GOTLS_H2_RINGBUF_BYTES);
+} h2_events SEC(".maps");
+
 static const __u64 bucket_bounds_ns[SONDE_GOTLS_BUCKETS] = SONDE_GOTLS_BUCKET_BOUNDS_NS;
 
 static __always_inline void count(__u32 counter) {
@@ -257,10 +288,301 @@ static __always_inline void count_request(__u32 tgid, __u16 direction, __u16 pro
   if (bucket <= SONDE_GOTLS_BUCKETS) __sync_fetch_and_add(&s->buckets[bucket], 1);
 }
 
+/* ---- HTTP/2 framing ---- */
+
+/* One Read's or Write's walk over its frames (the bpf_loop context). */
+struct h2_walk {
+  struct h2_state* st;
+  const __u8* buf;
+  __u64 len;
+  __u64 pos;
+  __u64 conn;
+  __u64 now;
+  __u32 pid;
+  __u8 outgoing;
+};
+
+static __always_inline void h2_lose(struct h2_state* st, __u32 counter) {
+  st->dead = 1;
+  st->notify = 1;
+  count(counter);
+}
+
+/* Sends the event `kind` with the n (<= SONDE_GOTLS_H2_CHUNK) bytes at buf + pos as its data.
+ * false (and the direction lost) when the ring buffer is full or the bytes cannot be read. The
+ * sequence number advances either way: user space sees the gap. */
+static __always_inline bool h2_emit(struct h2_walk* w, __u8 kind, __u64 n) {
+  struct h2_state* st = w->st;
+  __u64 seq = st->seq++;
+  struct sonde_h2_event* e;
+  if (n > 0)
+    e = bpf_ringbuf_reserve(&h2_events, sizeof(struct sonde_h2_event), 0);
+  else
+    e = bpf_ringbuf_reserve(&h2_events, SONDE_H2_EVENT_HEAD, 0);
+  if (!e) {
+    h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
+    return false;
+  }
+  e->pid = w->pid;
+  e->kind = kind;
+  e->outgoing = w->outgoing;
+  e->conn = w->conn;
+  e->seq = seq;
+  e->ts_ns = w->now;
+  __builtin_memset(e->header, 0, sizeof(e->header) + sizeof(e->pad));
+  if (kind == SONDE_H2_FRAME) __builtin_memcpy(e->header, st->hdr, sizeof(e->header));
+  e->len = 0;
+  if (n > 0) {
+    /* The callers bound n already, but the verifier needs the bound on the register passed:
+     * the empty asm statements stop clang from dropping it or passing an unbounded copy. */
+    asm volatile("" : "+r"(n));
+    if (n > SONDE_GOTLS_H2_CHUNK) n = SONDE_GOTLS_H2_CHUNK;
+    asm volatile("" : "+r"(n));
+    if (bpf_probe_read_user(e->data, n, w->buf + w->pos) != 0) {
+      bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+      h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
+      return false;
+    }
+    e->len = (__u16)n;
+  }
+  /* No wakeup: user space drains the buffer on a timer (TlsProbes), sparing a wakeup per frame;
+   * timestamps are taken here, so the delay does not change any duration. */
+  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  return true;
+}
+
+/* Sends the LOST event a dead direction owes user space, if the ring buffer has room. */
+static __always_inline void h2_notify(struct h2_walk* w) {
+  struct h2_state* st = w->st;
+  struct sonde_h2_event* e = bpf_ringbuf_reserve(&h2_events, SONDE_H2_EVENT_HEAD, 0);
+  if (!e) return;
+  __builtin_memset(e, 0, SONDE_H2_EVENT_HEAD);
+  e->pid = w->pid;
+  e->kind = SONDE_H2_LOST;
+  e->outgoing = w->outgoing;
+  e->conn = w->conn;
+  e->seq = st->seq++;
+  e->ts_ns = w->now;
+  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  st->notify = 0;
+}
+
+/* One step of the walk: a frame header (or one byte of a header split across calls), a
+ * skipped payload, or one chunk of a forwarded payload. Returns 1 to stop. */
+static long h2_step(__u32 index, void* ctx) {
+  struct h2_walk* w = ctx;
+  struct h2_state* st = w->st;
+  if (w->pos >= w->len || st->dead) return 1;
+  __u64 left = w->len - w->pos;
+  if (st->remaining > 0) {
+    __u32 n = (__u64)st->remaining < left ? st->remaining : (__u32)left;
+    if (st->forward) {
+      if (n > SONDE_GOTLS_H2_CHUNK) n = SONDE_GOTLS_H2_CHUNK;
+      if (!h2_emit(w, SONDE_H2_PAYLOAD, n)) return 1;
+    }
+    st->remaining -= n;
+    w->pos += n;
+    return 0;
+  }
+  const __u8* p = w->buf + w->pos;
+  if (st->have == 0 && left >= 9) {
+    if (bpf_probe_read_user(st->hdr, 9, p) != 0) {
+      h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
+      return 1;
+    }
+    w->pos += 9;
+  } else {
+    if (bpf_probe_read_user(&st->hdr[st->have & 15], 1, p) != 0) {
+      h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
+      return 1;
+    }
+    w->pos += 1;
+    if (++st->have < 9) return 0;
+  }
+  st->have = 0;
+  __u32 length = ((__u32)st->hdr[0] << 16) | ((__u32)st->hdr[1] << 8) | st->hdr[2];
+  st->remaining = length;
+  st->forward = sonde_h2_forwarded(st->hdr[3], length);
+  if (st->forward && length > SONDE_GOTLS_H2_MAX_PAYLOAD) {
+    h2_lose(st, SONDE_GOTLS_H2_BLOCK_BOUND);
+    return 1;
+  }
+  __u32 n = 0;
+  if (st->forward) {
+    left = w->len - w->pos;
+    n = (__u64)length < left ? length : (__u32)left;
+    if (n > SONDE_GOTLS_H2_CHUNK) n = SONDE_GOTLS_H2_CHUNK;
+  }
+  if (!h2_emit(w, SONDE_H2_FRAME, n)) return 1;
+  st->remaining -= n;
+  w->pos += n;
+  return 0;
+}
+
+/* Walks the frames of buf[pos..len) in one direction of a followed connection. bpf_loop (Linux
+ * >= 5.17) keeps the verifier's work constant however many steps are allowed; an unrolled or
+ * bounded loop of SONDE_GOTLS_H2_MAX_STEPS steps would be verified step by step. */
+static __always_inline void h2_walk(struct h2_walk* w) {
+  if (w->st->notify) h2_notify(w);
+  if (w->st->dead) return;
+  bpf_loop(SONDE_GOTLS_H2_MAX_STEPS, h2_step, w, 0);
+  if (!w->st->dead && w->pos < w->len) h2_lose(w->st, SONDE_GOTLS_H2_WALK_BOUND);
+  if (w->st->notify) h2_notify(w);
+}
+
+/* The 8 bytes of the preface after the 16 SONDE_GOTLS_PEEK bytes. */
+static __always_inline bool h2_preface_tail(const char* buf, __u64 len) {
+  char t[SONDE_GOTLS_H2_PREFACE_LEN - SONDE_GOTLS_PEEK];
+  if (len < SONDE_GOTLS_H2_PREFACE_LEN) return false;
+  if (bpf_probe_read_user(t, sizeof(t), buf + SONDE_GOTLS_PEEK) != 0) return false;
+  return starts_with(t, "\r\nSM\r\n\r\n", sizeof(t));
+}
+
+/* A connection's preface went out (this process is the client) or came in (the server): both
+ * directions are followed from here, and the frames after the preface in buf are walked. */
+static __always_inline void h2_start(__u32 pid, __u64 conn, const void* buf, __u64 len,
+                                     bool outgoing, __u64 now) {
+  struct h2_state zero = {};
+  struct h2_key k = {.pid = pid, .outgoing = !outgoing, .conn = conn};
+  if (bpf_map_update_elem(&h2_states, &k, &zero, BPF_ANY) != 0) {
+    count(SONDE_GOTLS_FULL_H2_STATES);
+    return;
+  }
+  k.outgoing = outgoing;
+  if (bpf_map_update_elem(&h2_states, &k, &zero, BPF_ANY) != 0) {
+    count(SONDE_GOTLS_FULL_H2_STATES);
+    k.outgoing = !outgoing;
+    bpf_map_delete_elem(&h2_states, &k);
+    return;
+  }
+  struct h2_state* st = bpf_map_lookup_elem(&h2_states, &k);
+  if (!st) return;
+  struct h2_walk w = {.st = st,
+                      .buf = buf,
+                      .len = len,
+                      .pos = SONDE_GOTLS_H2_PREFACE_LEN,
+                      .conn = conn,
+                      .now = now,
+                      .pid = pid,
+                      .outgoing = outgoing};
+  if (!h2_emit(&w, SONDE_H2_PREFACE, 0)) {
+    if (st->notify) h2_notify(&w);
+    return;
+  }
+  h2_walk(&w);
+}
+
+/* Whether a call on a followed direction starts something else than the next frame: the
+ * preface or an HTTP/1.x message at a frame boundary mean the *tls.Conn address now holds
+ * another connection (the old one was freed and its memory reused). */
+static __always_inline bool h2_restarts(const struct h2_state* st, const void* buf, __u64 len) {
+  if (len < SONDE_GOTLS_PEEK) return false;
+  if (!st->dead && (st->remaining != 0 || st->have != 0)) return false;
+  char p[SONDE_GOTLS_PEEK];
+  if (bpf_probe_read_user(p, sizeof(p), buf) != 0) return false;
+  return http2_preface(p) || request_method(p) >= 0 || response_status(p) != 0;
+}
+
+/* Whether the 9 bytes at h can only be an HTTP/2 frame header (RFC 9113 6): a known type, only
+ * the flags it defines, the reserved bit clear, stream 0 exactly for connection frames, and
+ * the fixed lengths of the fixed-size frames. */
+static __always_inline bool h2_plausible_header(const __u8* h, __u32* length) {
+  __u32 len = ((__u32)h[0] << 16) | ((__u32)h[1] << 8) | h[2];
+  __u8 type = h[3], flags = h[4];
+  if (h[5] & 0x80) return false;
+  bool stream0 = h[5] == 0 && h[6] == 0 && h[7] == 0 && h[8] == 0;
+  bool ok;
+  switch (type) {
+    case 0: ok = !stream0 && (flags & ~0x09) == 0; break;                /* DATA */
+    case 1: ok = !stream0 && (flags & ~0x2d) == 0; break;                /* HEADERS */
+    case 2: ok = !stream0 && flags == 0 && len == 5; break;              /* PRIORITY */
+    case 3: ok = !stream0 && flags == 0 && len == 4; break;              /* RST_STREAM */
+    case 4: ok = stream0 && (flags & ~0x01) == 0 && len % 6 == 0; break; /* SETTINGS */
+    case 6: ok = stream0 && (flags & ~0x01) == 0 && len == 8; break;     /* PING */
+    case 7: ok = stream0 && flags == 0 && len >= 8; break;               /* GOAWAY */
+    case 8: ok = flags == 0 && len == 4; break;                          /* WINDOW_UPDATE */
+    case 9: ok = !stream0 && (flags & ~0x04) == 0; break;                /* CONTINUATION */
+    default: ok = false; /* PUSH_PROMISE (Go never pushes) and extension types: too rare */
+  }
+  *length = len;
+  return ok;
+}
+
+/* A Read on a connection the kernel does not follow, neither HTTP/1.x nor a preface: if it
+ * starts with a plausible frame header whose frame ends within the call, followed by another
+ * plausible header or by the end of the call (or if it is a plausible header read alone, 9
+ * bytes, as Go's server reads them), the connection is HTTP/2 joined midway. The
+ * agent is told once per connection; a marker state (midway) keeps it from being told again,
+ * and lets HTTP/1.x parsing go on, so a body mistaken for frames costs one `unparsed` count. A
+ * preface replaces the marker (a new connection at that address). */
+static __always_inline void h2_midway(__u32 pid, __u64 conn, const char* p, const void* buf,
+                                      __u64 len, bool outgoing) {
+  __u32 first = 0;
+  if (!h2_plausible_header((const __u8*)p, &first)) return;
+  __u64 next = 9 + (__u64)first;
+  if (len == 9) {
+    /* A frame header read alone: the way Go's HTTP/2 server reads. */
+  } else if (next > len) {
+    return;
+  } else if (next + 9 <= len) {
+    __u8 h[9];
+    __u32 second = 0;
+    if (bpf_probe_read_user(h, sizeof(h), (const char*)buf + next) != 0) return;
+    if (!h2_plausible_header(h, &second)) return;
+  } else if (next != len) {
+    return;
+  }
+  struct h2_state marker = {.dead = 1, .midway = 1};
+  struct h2_key k = {.pid = pid, .outgoing = outgoing, .conn = conn};
+  long err = bpf_map_update_elem(&h2_states, &k, &marker, BPF_NOEXIST);
+  if (err != 0) {
+    if (err != -17 /* EEXIST: marked already */) count(SONDE_GOTLS_FULL_H2_STATES);
+    return;
+  }
+  struct sonde_h2_event* e = bpf_ringbuf_reserve(&h2_events, SONDE_H2_EVENT_HEAD, 0);
+  if (!e) {
+    count(SONDE_GOTLS_H2_RINGBUF_FULL);
+    return;
+  }
+  __builtin_memset(e, 0, SONDE_H2_EVENT_HEAD);
+  e->pid = pid;
+  e->kind = SONDE_H2_MIDWAY;
+  e->outgoing = outgoing;
+  e->conn = conn;
+  e->ts_ns = bpf_ktime_get_ns();
+  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
 /* Plaintext leaving (Write) or arriving (Read returned) on conn: start or finish an exchange.
- * `outgoing` tells which side of the call the bytes are on. */
+ * `outgoing` tells which side of the call the bytes are on. `h2` (a constant per program) says
+ * whether HTTP/2 framing is followed: the *_h1 programs leave it out for kernels without
+ * bpf_loop (before Linux 5.17), where the HTTP/2 programs cannot load. */
 static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf, __u64 len,
-                                         bool outgoing) {
+                                         bool outgoing, const bool h2) {
+  struct h2_key hk = {.pid = pid, .outgoing = outgoing, .conn = conn};
+  struct h2_state* st = h2 ? bpf_map_lookup_elem(&h2_states, &hk) : NULL;
+  bool marked = false;
+  if (st && st->midway) {
+    /* Reported already; the bytes go on to the HTTP/1.x parser, in case the guess was wrong
+     * (a body that looked like frames): it must keep working, a one-byte Read included. */
+    marked = true;
+  } else if (st) {
+    if (!h2_restarts(st, buf, len)) {
+      struct h2_walk w = {.st = st,
+                          .buf = buf,
+                          .len = len,
+                          .pos = 0,
+                          .conn = conn,
+                          .now = bpf_ktime_get_ns(),
+                          .pid = pid,
+                          .outgoing = outgoing};
+      h2_walk(&w);
+      return;
+    }
+    bpf_map_delete_elem(&h2_states, &hk);
+    hk.outgoing = !outgoing;
+    bpf_map_delete_elem(&h2_states, &hk);
+  }
   char p[SONDE_GOTLS_PEEK] = {};
   struct conn_key key = {.pid = pid, .conn = conn};
   char* first = outgoing ? NULL : bpf_map_lookup_elem(&carried, &key);
@@ -275,7 +597,13 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
     if (len < SONDE_GOTLS_PEEK - 1) return;
     if (bpf_probe_read_user(p + 1, sizeof(p) - 1, buf) != 0) return;
   } else {
-    if (len < SONDE_GOTLS_PEEK) return; /* too short to be the start of a request or response */
+    if (len < SONDE_GOTLS_PEEK) {
+      /* Too short to be the start of a request or response. Go's HTTP/2 server reads each frame
+       * header alone (9 bytes), then its payload. */
+      if (h2 && len == 9 && !outgoing && !marked && bpf_probe_read_user(p, 9, buf) == 0)
+        h2_midway(pid, conn, p, buf, len, outgoing);
+      return;
+    }
     if (bpf_probe_read_user(p, sizeof(p), buf) != 0) return;
   }
 
@@ -283,6 +611,7 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   __u16 direction = outgoing ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER;
   if (http2_preface(p)) {
     count_request(pid, direction, SONDE_TLS_HTTP2, SONDE_HTTP_OTHER, 0, 0);
+    if (h2 && !first && h2_preface_tail(buf, len)) h2_start(pid, conn, buf, len, outgoing, now);
     return;
   }
   int method = request_method(p);
@@ -299,7 +628,12 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
     return;
   }
   __u16 status = response_status(p);
-  if (!status) return; /* the body or a later part of a message */
+  if (!status) { /* the body or a later part of a message, or HTTP/2 joined midway */
+    /* Reads only: Go's server writes its SETTINGS before it reads the client's preface, so a
+     * Write without a followed state can be the start of a connection about to be followed. */
+    if (h2 && !outgoing && !first && !marked) h2_midway(pid, conn, p, buf, len, outgoing);
+    return;
+  }
   /* 1xx responses other than 101 (100 Continue, 103 Early Hints) are interim: the final
    * response follows on the same exchange. */
   if (status >= 100 && status < 200 && status != 101) return;
@@ -312,13 +646,13 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   bpf_map_delete_elem(&exchanges, &key);
 }
 
-static __always_inline void write_called(struct pt_regs* ctx) {
+static __always_inline void write_called(struct pt_regs* ctx, const bool h2) {
   __u32 pid = current_tgid_for_agent();
   struct sonde_tls_bytes* bytes = process(pid);
   if (!bytes) return;
   __u64 len = GO_ARG3(ctx);
   __sync_fetch_and_add(&bytes->written, len);
-  on_plaintext(pid, GO_ARG1(ctx), (const void*)GO_ARG2(ctx), len, true);
+  on_plaintext(pid, GO_ARG1(ctx), (const void*)GO_ARG2(ctx), len, true, h2);
 }
 
 static __always_inline void read_called(struct pt_regs* ctx) {
@@ -330,7 +664,7 @@ static __always_inline void read_called(struct pt_regs* ctx) {
 }
 
 /* At a RET of (*Conn).Read: the results are in the argument registers. */
-static __always_inline void read_returned(struct pt_regs* ctx) {
+static __always_inline void read_returned(struct pt_regs* ctx, const bool h2) {
   __u32 pid = current_tgid_for_agent();
   struct sonde_tls_bytes* bytes = bpf_map_lookup_elem(&processes, &pid);
   if (!bytes) return;
@@ -342,18 +676,32 @@ static __always_inline void read_returned(struct pt_regs* ctx) {
   long n = (long)GO_ARG1(ctx);
   if (n <= 0) return;
   __sync_fetch_and_add(&bytes->read, (__u64)n);
-  on_plaintext(pid, read.conn, (const void*)read.buf, (__u64)n, false);
+  on_plaintext(pid, read.conn, (const void*)read.buf, (__u64)n, false, h2);
+}
+
+/* Each program that sees plaintext comes twice: with HTTP/2 framing, and as *_h1 without it
+ * (HTTP/1.x and the preface count only) for kernels without bpf_loop; TlsProbes loads one set. */
+SEC("uprobe")
+int tls_write_enter(struct pt_regs* ctx) {
+  write_called(ctx, true);
+  return 0;
 }
 
 SEC("uprobe")
-int tls_write_enter(struct pt_regs* ctx) {
-  write_called(ctx);
+int tls_write_enter_h1(struct pt_regs* ctx) {
+  write_called(ctx, false);
   return 0;
 }
 
 SEC("uprobe")
 int tls_write_checked(struct pt_regs* ctx) {
-  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx);
+  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx, true);
+  return 0;
+}
+
+SEC("uprobe")
+int tls_write_checked_h1(struct pt_regs* ctx) {
+  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx, false);
   return 0;
 }
 
@@ -371,7 +719,13 @@ int tls_read_checked(struct pt_regs* ctx) {
 
 SEC("uprobe")
 int tls_read_return(struct pt_regs* ctx) {
-  read_returned(ctx);
+  read_returned(ctx, true);
+  return 0;
+}
+
+SEC("uprobe")
+int tls_read_return_h1(struct pt_regs* ctx) {
+  read_returned(ctx, false);
   return 0;
 }
 
@@ -388,16 +742,26 @@ int tls_read_return(struct pt_regs* ctx) {
  * Read's results (RAX, and the goroutine in R14) are untouched by a `ret`, so it is counted
  * either way. If the return address cannot be read, the registers stay as they are and the
  * kernel single-steps the `ret` as usual. */
-SEC("uprobe")
-int tls_read_return_ret(struct pt_regs* ctx) {
-  read_returned(ctx);
-  if (ctx->ip != bpf_get_attach_cookie(ctx)) return 0;
+static __always_inline void read_return_ret(struct pt_regs* ctx, const bool h2) {
+  read_returned(ctx, h2);
+  if (ctx->ip != bpf_get_attach_cookie(ctx)) return;
   __u64 return_address;
   __u64 sp = ctx->sp;
   if (bpf_probe_read_user(&return_address, sizeof return_address, (const void*)sp) == 0) {
     ctx->ip = return_address;
     ctx->sp = sp + 8;
   }
+}
+
+SEC("uprobe")
+int tls_read_return_ret(struct pt_regs* ctx) {
+  read_return_ret(ctx, true);
+  return 0;
+}
+
+SEC("uprobe")
+int tls_read_return_ret_h1(struct pt_regs* ctx) {
+  read_return_ret(ctx, false);
   return 0;
 }
 #endif

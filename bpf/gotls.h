@@ -1,8 +1,15 @@
 /* Go crypto/tls instrumentation, shared by bpf/gotls.bpf.c and the agent (C only).
  *
- * Only protocol metadata leaves the kernel: direction, HTTP method, status class, protocol and
- * timings, summed per process (tgid) in maps. The plaintext is peeked at (SONDE_GOTLS_PEEK
- * bytes) inside the BPF program and never copied to a map or to user space.
+ * HTTP/1.x: only protocol metadata leaves the kernel: direction, HTTP method, status class,
+ * protocol and timings, summed per process (tgid) in maps. The plaintext is peeked at
+ * (SONDE_GOTLS_PEEK bytes) inside the BPF program and never copied to a map or to user space.
+ *
+ * HTTP/2: the kernel follows the framing of each connection whose preface it saw, per direction
+ * (struct h2_state in gotls.bpf.c), and sends user space, through the ring buffer `h2_events`,
+ * every frame's 9-byte header and the payload of HEADERS, CONTINUATION, RST_STREAM and PUSH_PROMISE
+ * frames (GOAWAY's when at most SONDE_GOTLS_H2_CHUNK bytes): what HPACK decoding and naming a
+ * stream need. DATA payloads (request and response bodies) are skipped in the kernel and never
+ * copied; neither are PING, SETTINGS or WINDOW_UPDATE payloads.
  *
  * Every map is a plain hash (no LRU): an entry leaves only when user space deletes it (the
  * process exited) or the kernel finishes with it (an exchange answered, a Read returned), so no
@@ -37,7 +44,10 @@ enum sonde_http_method {
 
 enum sonde_tls_protocol {
   SONDE_TLS_HTTP1 = 1, /* one count per request/response exchange */
-  SONDE_TLS_HTTP2 = 2, /* one count per connection (its preface); streams are not parsed */
+  SONDE_TLS_HTTP2 = 2, /* one count per connection (its preface), in the kernel */
+  /* Streams, counted in user space from the h2_events ring buffer (never by the kernel). */
+  SONDE_TLS_HTTP2_STREAM = 3,
+  SONDE_TLS_GRPC_CALL = 4,
 };
 
 /* Upper bounds of the request duration histogram, in nanoseconds (the agent exports them in
@@ -54,9 +64,14 @@ struct sonde_tls_request_key {
   __u32 tgid;
   __u8 direction;    /* enum sonde_tls_direction */
   __u8 protocol;     /* enum sonde_tls_protocol */
-  __u8 method;       /* enum sonde_http_method; OTHER for HTTP/2 */
-  __u8 status_class; /* status / 100 (1..5), 0 when unknown; 0 for HTTP/2 */
+  __u8 method;       /* enum sonde_http_method; OTHER for a preface */
+  __u8 status_class; /* status / 100 (1..5), 0 when unknown; 0 for a preface; 6: reset */
+  __u8 grpc_code;    /* gRPC calls: grpc-status + 1 (1..17), 0 when none; 0 otherwise */
+  __u8 pad[3];
 };
+
+/* status_class of an HTTP/2 stream ended by RST_STREAM or GOAWAY instead of END_STREAM. */
+#define SONDE_TLS_STATUS_RESET 6
 
 struct sonde_tls_request_stats {
   __u64 count;
@@ -77,6 +92,10 @@ enum sonde_gotls_counter {
   SONDE_GOTLS_FULL_READS,         /* a Read's result not seen */
   SONDE_GOTLS_FULL_EXCHANGES,     /* a request whose response will not be matched */
   SONDE_GOTLS_FULL_CARRIED,       /* a one-byte Read not joined to the next */
+  SONDE_GOTLS_FULL_H2_STATES,     /* an HTTP/2 connection not followed (h2_states full) */
+  SONDE_GOTLS_H2_RINGBUF_FULL,    /* an HTTP/2 event not sent: its connection is lost */
+  SONDE_GOTLS_H2_WALK_BOUND,      /* SONDE_GOTLS_H2_MAX_STEPS reached in one call: lost */
+  SONDE_GOTLS_H2_BLOCK_BOUND,     /* a header frame over SONDE_GOTLS_H2_MAX_PAYLOAD: lost */
   SONDE_GOTLS_COUNTER_COUNT,
 };
 
@@ -84,5 +103,65 @@ enum sonde_gotls_counter {
 #define SONDE_GOTLS_MAX_REQUEST_KEYS 65536
 #define SONDE_GOTLS_MAX_INFLIGHT 65536
 #define SONDE_GOTLS_MAX_CGROUPS 4096
+
+/* HTTP/2 framing, bounds. */
+/* Per (process, connection, direction) framing states: two per followed connection. An entry
+ * lives until its process exits (the agent deletes it, TlsProbes::take()) or the agent evicts
+ * the connection (the least recently active past its bounds, see http2_tracker.h); a new
+ * connection finding the map full is not followed (SONDE_GOTLS_FULL_H2_STATES). A connection
+ * joined midway holds one marker entry (SONDE_H2_MIDWAY) until its process exits. */
+#define SONDE_GOTLS_MAX_H2_STATES 16384
+/* Payload bytes per event: a larger forwarded payload is sent in several events, in order. */
+#define SONDE_GOTLS_H2_CHUNK 256
+/* The largest forwarded frame payload (HEADERS, CONTINUATION, PUSH_PROMISE; a header block is
+ * bounded in user space across frames as well): past it the connection is lost. */
+#define SONDE_GOTLS_H2_MAX_PAYLOAD 16384
+/* Steps of the frame walk in one Read or Write (bpf_loop): a frame header, a skipped payload
+ * or one chunk each. A TLS record (at most 16 KiB, what one Read returns) of the smallest frames
+ * (9 bytes each) takes 1821; a Write can be larger. Past it the connection is lost. */
+#define SONDE_GOTLS_H2_MAX_STEPS 8192
+/* The ring buffer (a power of two, in bytes): ~13,000 payload events or ~90,000 others. */
+#define SONDE_GOTLS_H2_RINGBUF_BYTES (4 << 20)
+
+/* HTTP/2 connection preface (RFC 9113 3.4): 24 bytes. */
+#define SONDE_GOTLS_H2_PREFACE_LEN 24
+
+enum sonde_h2_event_kind {
+  /* The preface: a connection starts. outgoing: this process is the client (it wrote it). */
+  SONDE_H2_PREFACE = 1,
+  /* A frame header (header[]), with the first bytes of its payload in data[] if forwarded. */
+  SONDE_H2_FRAME = 2,
+  /* The next bytes of the current forwarded frame's payload. */
+  SONDE_H2_PAYLOAD = 3,
+  /* Events of this direction were lost (ring buffer full, a bound hit): stop counting it. */
+  SONDE_H2_LOST = 4,
+  /* A connection without a followed start (it predates the probes) whose call starts with
+   * what can only be HTTP/2 frames (seen on a Read): not followed (no HPACK history), sent
+   * once. */
+  SONDE_H2_MIDWAY = 5,
+};
+
+/* One ring-buffer record. Records without payload end at `data` (SONDE_H2_EVENT_HEAD bytes). */
+struct sonde_h2_event {
+  __u32 pid;
+  __u8 kind;     /* enum sonde_h2_event_kind */
+  __u8 outgoing; /* 1: written by this process, 0: read by it */
+  __u16 len;     /* bytes of data[] used */
+  __u64 conn;    /* the *tls.Conn */
+  __u64 seq;     /* per (pid, conn, direction): 0, 1, 2, ...; a gap means events were lost */
+  __u64 ts_ns;   /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
+  __u8 header[9];
+  __u8 pad[7];
+  __u8 data[SONDE_GOTLS_H2_CHUNK];
+};
+#define SONDE_H2_EVENT_HEAD __builtin_offsetof(struct sonde_h2_event, data) /* 48 */
+
+/* Whether a frame's payload goes to user space (RFC 9113 6): HEADERS (1), RST_STREAM (3),
+ * PUSH_PROMISE (5), CONTINUATION (9), and GOAWAY (7) when its debug data is short; the kernel
+ * and the agent decide it alike. */
+static inline int sonde_h2_forwarded(__u8 type, __u32 length) {
+  if (type == 1 || type == 3 || type == 5 || type == 9) return 1;
+  return type == 7 && length <= SONDE_GOTLS_H2_CHUNK;
+}
 
 #endif

@@ -407,6 +407,22 @@ Check register_writes_check() {
   return c;
 }
 
+// Whether Go TLS follows HTTP/2 framing here (its walk needs bpf_loop, Linux 5.17+). A warning
+// otherwise: HTTP/1.x and HTTP/2 connection counts work, HTTP/2 streams are not counted.
+Check http2_framing_check() {
+  Check c{.name = "Go TLS HTTP/2 streams"};
+  if (TlsProbes::kernel_has_bpf_loop()) {
+    c.detail = "counted: the kernel offers bpf_loop to uprobe programs";
+  } else {
+    c.verdict = Check::Verdict::kWarn;
+    c.detail =
+        "not counted: no bpf_loop for uprobe programs (Linux 5.17+); HTTP/1.x requests "
+        "and HTTP/2 connections are";
+    c.fix = "a kernel 5.17 or later counts HTTP/2 and gRPC requests";
+  }
+  return c;
+}
+
 // Which uprobe links Go TLS uses here: what each instrumented binary costs in descriptors.
 // Informational: single links work everywhere, at 2 descriptors per probe site.
 Check uprobe_links_check() {
@@ -564,6 +580,7 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
     checks.push_back(register_writes_check());
     checks.push_back(uprobe_links_check());
     checks.push_back(uprobe_cost_check());
+    checks.push_back(http2_framing_check());
     libbpf_set_print(previous);
   }
   return checks;

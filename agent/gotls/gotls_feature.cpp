@@ -1,9 +1,11 @@
 #include "agent/gotls/gotls_feature.h"
 
 #include <array>
-#include <fstream>
-#include <sstream>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 
+#include "common/files.h"
 #include "common/log.h"
 
 namespace sonde::agent {
@@ -14,6 +16,12 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
                                                          bool perform_ret, size_t max_binaries,
                                                          uint64_t keep_probes_ns) {
   ASSIGN_OR_RETURN(auto probes, TlsProbes::load(perform_ret));
+  if (!probes->follows_http2()) {
+    log::warn(
+        "Go TLS: HTTP/2 streams are not counted on this kernel (no bpf_loop, Linux 5.17+); "
+        "HTTP/1.x requests and HTTP/2 connections are",
+        {});
+  }
   log::info("Go TLS uprobe links", {{"links", uprobe_link_kind_name(probes->links())},
                                     {"why", uprobe_link_support().why},
                                     {"max_binaries", max_binaries},
@@ -35,11 +43,10 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
   f->monitor_ = std::make_unique<TlsMonitor>(
       *f->probes_, cache, f->uprobes_, proc, grace_ns, monotonic_clock(),
       TlsMonitor::Budget{.max_binaries = max_binaries, .fds = &f->fds_});
+  f->drainer_ = std::jthread([p = f.get()](const std::stop_token& stop) { p->drain_loop(stop); });
   if (filter_by_cgroup) {
-    std::ifstream in(proc.root() + "/self/mounts");
-    std::stringstream mounts;
-    mounts << in.rdbuf();
-    if (cgroup2_mount(mounts.str())) {
+    auto mounts = read_file(proc.root() + "/self/mounts");
+    if (mounts.ok() && cgroup2_mount(*mounts)) {
       f->monitor_->filter_by_cgroup();
     } else {
       log::warn("no cgroup v2 hierarchy: Go TLS counts every process of instrumented binaries",
@@ -47,6 +54,19 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
     }
   }
   return f;
+}
+
+GoTlsFeature::~GoTlsFeature() = default;
+
+void GoTlsFeature::drain_loop(const std::stop_token& stop) {
+  std::mutex mu;  // only for the sleep, which ends early when the feature stops
+  std::condition_variable_any sleep;
+  std::unique_lock lock(mu);
+  while (!stop.stop_requested()) {
+    probes_->drain();
+    sleep.wait_for(lock, stop, std::chrono::milliseconds(TlsProbes::kDrainPeriodMs),
+                   [] { return false; });
+  }
 }
 
 FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& selection) {
@@ -67,19 +87,22 @@ FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& sele
 
 // Go TLS families: requests, durations, HTTP/2 connections, bytes; and binary verdicts.
 void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
-  auto requests = counter_family("container_go_tls_requests_total",
-                                 "HTTP/1.x requests over Go crypto/tls connections, by direction "
-                                 "(client: sent by this container; server: answered by it), "
-                                 "method and status class.");
+  auto requests = counter_family(
+      "container_go_tls_requests_total",
+      "Requests over Go crypto/tls connections (HTTP/1.x exchanges, HTTP/2 streams, gRPC calls), "
+      "by direction (client: sent by this container; server: answered by it), method, status "
+      "class (reset: an HTTP/2 stream ended by RST_STREAM or GOAWAY), protocol (http1, http2, "
+      "grpc) and gRPC status code name (grpc_code, \"\" unless gRPC with a grpc-status).");
   auto http2 = counter_family("container_go_tls_http2_connections_total",
-                              "HTTP/2 connections over Go crypto/tls (streams are not parsed).");
+                              "HTTP/2 connections over Go crypto/tls (their preface seen).");
   auto read = counter_family("container_go_tls_read_bytes_total",
                              "Plaintext bytes read through Go crypto/tls.");
   auto written = counter_family("container_go_tls_written_bytes_total",
                                 "Plaintext bytes written through Go crypto/tls.");
   prometheus::MetricFamily durations{"container_go_tls_request_duration_seconds",
-                                     "HTTP/1.x request duration over Go crypto/tls: request "
-                                     "seen to response seen, by direction.",
+                                     "Request duration over Go crypto/tls: request seen to "
+                                     "(final) response seen (HTTP/2: first HEADERS to the end "
+                                     "of the response), by direction and protocol.",
                                      prometheus::MetricType::Histogram,
                                      {}};
   auto processes = gauge_family("sonde_agent_gotls_processes", "Go TLS processes instrumented.");
@@ -94,16 +117,18 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       return l;
     };
     for (const auto& [k, n] : s.requests) {
-      add_sample(
-          requests,
-          with(
-              {{"direction", k.direction}, {"method", k.method}, {"status_class", k.status_class}}),
-          static_cast<double>(n));
+      add_sample(requests,
+                 with({{"direction", k.direction},
+                       {"method", k.method},
+                       {"status_class", k.status_class},
+                       {"protocol", k.protocol},
+                       {"grpc_code", k.grpc_code}}),
+                 static_cast<double>(n));
     }
     for (const auto& [direction, n] : s.http2_connections) {
       add_sample(http2, with({{"direction", direction}}), static_cast<double>(n));
     }
-    for (const auto& [direction, h] : s.durations) {
+    for (const auto& [key, h] : s.durations) {
       // The kernel counts the buckets within the bounds; the rest of `count` is above them all.
       std::array<uint64_t, kTlsDurationBuckets.size() + 1> counts{};
       uint64_t within = 0;
@@ -112,8 +137,8 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
         within += h.buckets[i];
       }
       counts.back() = h.count > within ? h.count - within : 0;
-      add_histogram(durations, with({{"direction", direction}}), kTlsDurationBuckets, counts,
-                    h.sum);
+      add_histogram(durations, with({{"direction", key.direction}, {"protocol", key.protocol}}),
+                    kTlsDurationBuckets, counts, h.sum);
     }
     add_sample(read, base, static_cast<double>(s.read_bytes));
     add_sample(written, base, static_cast<double>(s.written_bytes));
@@ -134,10 +159,13 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                 {"return_probe", v.return_probe}},
                1);
   }
-  auto full = counter_family("sonde_agent_gotls_map_full_total",
-                             "Go TLS kernel map inserts that failed because the map was full "
-                             "(processes/requests: counts lost; reads/exchanges/carried: "
-                             "exchanges not matched). Nothing is evicted silently.");
+  auto full = counter_family(
+      "sonde_agent_gotls_map_full_total",
+      "Go TLS kernel map inserts that failed because the map was full (processes/requests: "
+      "counts lost; reads/exchanges/carried: exchanges not matched; h2_states: an HTTP/2 "
+      "connection not followed), and HTTP/2 connections given up in the kernel (h2_events: "
+      "ring buffer full; h2_walk_steps, h2_frame_bytes: a bound hit). Nothing is evicted "
+      "silently.");
   for (const auto& [map, n] : monitor_->kernel_map_full()) {
     add_sample(full, {{"map", map}}, static_cast<double>(n));
   }
@@ -198,9 +226,30 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                                "them (short-lived programs), counted for their container from "
                                "the kernel's counts.");
   add_sample(unseen, {}, static_cast<double>(monitor_->exited_unseen()));
-  for (auto* f : {&requests, &http2, &durations, &read, &written, &processes, &binaries, &full,
-                  &discarded, &filter, &attachments, &attaches, &by_policy, &instrumented,
-                  &left_out, &hit_cost, &evicted, &unseen}) {
+  const Http2Tracker& tracker = probes_->http2();
+  const auto h2 = tracker.stats();
+  auto h2_conns = counter_family(
+      "sonde_agent_gotls_http2_connections_total",
+      "HTTP/2 connections of instrumented Go processes, by what became of them: followed (preface "
+      "seen), unparsed (seen without its start: its streams are not counted), malformed (a peer "
+      "broke HTTP/2 or HPACK rules: not counted from then on), lost (kernel events lost: not "
+      "counted from then on), evicted (the least recently active past the agent's bounds).");
+  for (const auto& [outcome, n] : {std::pair{"followed", h2.followed},
+                                   {"unparsed", h2.unparsed},
+                                   {"malformed", h2.malformed},
+                                   {"lost", h2.lost},
+                                   {"evicted", h2.evicted}}) {
+    add_sample(h2_conns, {{"outcome", outcome}}, static_cast<double>(n));
+  }
+  auto h2_live = gauge_family("sonde_agent_gotls_http2_tracked_connections",
+                              "HTTP/2 connections the agent follows now, and the bytes their "
+                              "state holds (kind=bytes).");
+  add_sample(h2_live, {{"kind", "connections"}}, static_cast<double>(tracker.connections()));
+  add_sample(h2_live, {{"kind", "bytes"}}, static_cast<double>(tracker.memory()));
+  for (auto* f :
+       {&requests, &http2,     &durations, &read,        &written,  &processes, &binaries,
+        &full,     &discarded, &filter,    &attachments, &attaches, &by_policy, &instrumented,
+        &left_out, &hit_cost,  &evicted,   &unseen,      &h2_conns, &h2_live}) {
     out.push_back(std::move(*f));
   }
 }

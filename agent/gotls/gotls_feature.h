@@ -6,7 +6,9 @@
 
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/attach/shared_uprobes.h"
@@ -31,6 +33,8 @@ class GoTlsFeature final : public Feature {
                                                     bool perform_ret, size_t max_binaries,
                                                     uint64_t keep_probes_ns);
 
+  ~GoTlsFeature() override;
+
   Instrumentation kind() const override { return Instrumentation::kGoTls; }
   const std::vector<std::string>& symbol_names() const override {
     return TlsMonitor::symbol_names();
@@ -53,6 +57,8 @@ class GoTlsFeature final : public Feature {
  private:
   GoTlsFeature(std::string node, uint64_t keep_probes_ns)
       : node_(std::move(node)), uprobes_(keep_probes_ns) {}
+  // Drains the HTTP/2 ring buffer every TlsProbes::kDrainPeriodMs until `stop`.
+  void drain_loop(const std::stop_token& stop);
 
   const std::string node_;
   std::optional<UprobeHitCosts> hit_costs_;  // measured at load, unless the kernel refused
@@ -61,6 +67,8 @@ class GoTlsFeature final : public Feature {
   std::unique_ptr<TlsMonitor> monitor_;
   std::unique_ptr<TlsProbes> probes_;
   SharedUprobes uprobes_;
+  // Last: started after everything it uses; destroyed first, which stops and joins it.
+  std::jthread drainer_;
 };
 
 }  // namespace sonde::agent

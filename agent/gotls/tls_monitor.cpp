@@ -45,8 +45,38 @@ const char* method_name(uint16_t m) {
 }
 
 std::string status_class(uint8_t c) {
+  if (c == SONDE_TLS_STATUS_RESET) return "reset";
   if (c < 1 || c > 5) return "unknown";
   return std::to_string(c) + "xx";
+}
+
+const char* protocol_name(uint8_t p) {
+  if (p == SONDE_TLS_HTTP2_STREAM) return "http2";
+  if (p == SONDE_TLS_GRPC_CALL) return "grpc";
+  return "http1";
+}
+
+// gRPC's canonical status codes (grpc/doc/statuscodes.md), by number; grpc_code is code + 1.
+const char* grpc_code_name(uint8_t grpc_code) {
+  static constexpr const char* kCodes[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
+  if (grpc_code == 0 || grpc_code > std::size(kCodes)) return "";
+  return kCodes[grpc_code - 1];
 }
 
 // A function's address and size in the ELF file.
@@ -478,8 +508,10 @@ void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
       s.http2_connections[direction] += r.count;
       continue;
     }
-    s.requests[{direction, method_name(k.method), status_class(k.status_class)}] += r.count;
-    auto& h = s.durations[direction];
+    const std::string protocol = protocol_name(k.protocol);
+    s.requests[{direction, method_name(k.method), status_class(k.status_class), protocol,
+                grpc_code_name(k.grpc_code)}] += r.count;
+    auto& h = s.durations[{direction, protocol}];
     for (size_t i = 0; i < kTlsDurationBuckets.size(); ++i) h.buckets[i] += r.buckets[i];
     h.count += r.count;
     h.sum += static_cast<double>(r.duration_sum_ns) / 1e9;

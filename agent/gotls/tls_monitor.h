@@ -128,9 +128,16 @@ class TlsMonitor {
   void admit(const ProcessInfo& process, const ContainerLabels& labels);
   bool filtering_by_cgroup() const;
 
+  // protocol: "http1", "http2" or "grpc"; status_class: "1xx".."5xx", "unknown", or "reset" (an
+  // HTTP/2 stream ended by RST_STREAM or GOAWAY); grpc_code: a gRPC canonical code name
+  // ("OK".."UNAUTHENTICATED"), "" when not gRPC or when the call ended without grpc-status.
   struct RequestKey {
-    std::string direction, method, status_class;
+    std::string direction, method, status_class, protocol, grpc_code;
     auto operator<=>(const RequestKey&) const = default;
+  };
+  struct DurationKey {
+    std::string direction, protocol;
+    auto operator<=>(const DurationKey&) const = default;
   };
   struct Histogram {
     std::array<uint64_t, kTlsDurationBuckets.size()> buckets{};  // non-cumulative
@@ -140,7 +147,7 @@ class TlsMonitor {
   // A container's (or a process's) counters.
   struct Counters {
     std::map<RequestKey, uint64_t> requests;
-    std::map<std::string, Histogram> durations;         // by direction
+    std::map<DurationKey, Histogram> durations;
     std::map<std::string, uint64_t> http2_connections;  // by direction
     uint64_t read_bytes = 0, written_bytes = 0;
     Counters& operator+=(const Counters& other);

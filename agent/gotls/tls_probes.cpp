@@ -44,6 +44,18 @@ struct ConnKey {
   uint32_t pad;
   uint64_t conn;
 };
+struct H2Key {  // struct h2_key
+  uint32_t pid;
+  uint8_t outgoing;
+  uint8_t pad[3];
+  uint64_t conn;
+};
+static_assert(sizeof(H2Key) == 16);
+
+int on_h2_record(void* ctx, void* data, size_t size) {
+  static_cast<Http2Tracker*>(ctx)->on_record({static_cast<const uint8_t*>(data), size});
+  return 0;
+}
 
 }  // namespace
 
@@ -96,20 +108,40 @@ const char* gotls_counter_map_name(sonde_gotls_counter counter) {
     case SONDE_GOTLS_FULL_READS: return "reads";
     case SONDE_GOTLS_FULL_EXCHANGES: return "exchanges";
     case SONDE_GOTLS_FULL_CARRIED: return "carried";
+    case SONDE_GOTLS_FULL_H2_STATES: return "h2_states";
+    case SONDE_GOTLS_H2_RINGBUF_FULL: return "h2_events";
+    case SONDE_GOTLS_H2_WALK_BOUND: return "h2_walk_steps";
+    case SONDE_GOTLS_H2_BLOCK_BOUND: return "h2_frame_bytes";
     case SONDE_GOTLS_COUNTER_COUNT: break;
   }
   return "unknown";
 }
 
-Result<std::unique_ptr<TlsProbes>> TlsProbes::open_and_load(bool perform_ret,
-                                                            UprobeLinkKind links) {
+bool TlsProbes::kernel_has_bpf_loop() {
+  static const bool has =
+      libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_loop, nullptr) == 1;
+  return has;
+}
+
+Result<std::unique_ptr<TlsProbes>> TlsProbes::open_and_load(bool perform_ret, UprobeLinkKind links,
+                                                            bool http2) {
   std::unique_ptr<TlsProbes> self(new TlsProbes());
   self->skel_ = {gotls_bpf__open(), gotls_bpf__destroy};
   if (!self->skel_) return errno_error("go tls probes: open BPF object", errno);
   configure_pid_namespace(self->skel_->rodata);
+  auto& p = self->skel_->progs;
+  // One set of the programs that see plaintext: with HTTP/2 framing, or the *_h1 twins.
+  for (auto [h2, h1] : {std::pair{p.tls_write_enter, p.tls_write_enter_h1},
+                        {p.tls_write_checked, p.tls_write_checked_h1},
+                        {p.tls_read_return, p.tls_read_return_h1}}) {
+    bpf_program__set_autoload(h2, http2);
+    bpf_program__set_autoload(h1, !http2);
+  }
 #if defined(__x86_64__)
-  bpf_program__set_autoload(self->skel_->progs.tls_read_return_ret, perform_ret);
+  bpf_program__set_autoload(p.tls_read_return_ret, perform_ret && http2);
+  bpf_program__set_autoload(p.tls_read_return_ret_h1, perform_ret && !http2);
 #endif
+  self->http2_ = http2;
   self->can_perform_ret_ = perform_ret;
   self->links_ = links;
   bpf_program* program = nullptr;  // every program of gotls.bpf.c is a uprobe
@@ -122,23 +154,32 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::open_and_load(bool perform_ret,
   return self;
 }
 
-Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkKind links) {
+Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkKind links,
+                                                   bool http2) {
   std::string register_writes = "off";
   if (perform_ret) {
     Status allowed = kernel_allows_uprobe_register_writes();
     perform_ret = allowed.ok();
     register_writes = allowed.ok() ? "on" : "refused by the kernel: " + allowed.error().message();
   }
-  auto loaded = open_and_load(perform_ret, links);
+  auto loaded = open_and_load(perform_ret, links, http2);
   if (!loaded.ok() && perform_ret) {
     // The verifier took the probe program but not tls_read_return_ret as loaded here (another
     // attach type, its helpers): the RETs are single-stepped and the rest still counts.
     register_writes = "refused at load: " + loaded.error().message();
-    loaded = open_and_load(false, links);
+    loaded = open_and_load(false, links, http2);
   }
   if (!loaded.ok()) return loaded.error();
   std::unique_ptr<TlsProbes> self = std::move(loaded).value();
   self->register_writes_ = std::move(register_writes);
+  TlsProbes* raw = self.get();
+  self->tracker_ = std::make_unique<Http2Tracker>(
+      Http2Tracker::Limits(),
+      [raw](uint32_t pid, uint64_t conn) { raw->forget_connection(pid, conn); });
+  self->ring_ = {ring_buffer__new(bpf_map__fd(self->skel_->maps.h2_events), on_h2_record,
+                                  self->tracker_.get(), nullptr),
+                 ring_buffer__free};
+  if (!self->ring_) return errno_error("go tls probes: open the HTTP/2 ring buffer", errno);
   // Only the cgroup filter needs it: without it the filter turns off, saying why.
   auto cgroups = ProcessCgroups::load();
   if (cgroups.ok()) {
@@ -156,14 +197,16 @@ Result<std::unique_ptr<Attachment>> TlsProbes::attach(Program program, const std
   auto& p = skel_->progs;
   bpf_program* prog = nullptr;
   switch (program) {
-    case Program::kWriteEnter: prog = p.tls_write_enter; break;
-    case Program::kWriteChecked: prog = p.tls_write_checked; break;
+    case Program::kWriteEnter: prog = http2_ ? p.tls_write_enter : p.tls_write_enter_h1; break;
+    case Program::kWriteChecked:
+      prog = http2_ ? p.tls_write_checked : p.tls_write_checked_h1;
+      break;
     case Program::kReadEnter: prog = p.tls_read_enter; break;
     case Program::kReadChecked: prog = p.tls_read_checked; break;
-    case Program::kReadReturn: prog = p.tls_read_return; break;
+    case Program::kReadReturn: prog = http2_ ? p.tls_read_return : p.tls_read_return_h1; break;
     case Program::kReadReturnRet:
 #if defined(__x86_64__)
-      if (can_perform_ret_) prog = p.tls_read_return_ret;
+      if (can_perform_ret_) prog = http2_ ? p.tls_read_return_ret : p.tls_read_return_ret_h1;
 #endif
       break;
   }
@@ -193,7 +236,20 @@ Result<uint64_t> TlsProbes::cgroup_of(pid_t pid, uint64_t start_time) const {
   return cgroups_->cgroup_of(pid, start_time);
 }
 
+void TlsProbes::drain() const {
+  std::lock_guard lock(drain_mu_);
+  ring_buffer__consume(ring_.get());
+}
+
+void TlsProbes::forget_connection(uint32_t pid, uint64_t conn) const {
+  for (uint8_t outgoing : {0, 1}) {
+    H2Key k{.pid = pid, .outgoing = outgoing, .pad = {}, .conn = conn};
+    bpf_map__delete_elem(skel_->maps.h2_states, &k, sizeof k, 0);
+  }
+}
+
 std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
+  drain();
   std::map<uint32_t, Counts> out;
   uint32_t tgid = 0;
   uint32_t next = 0;
@@ -218,6 +274,10 @@ std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
     key = next_key;
     prev = &key;
   }
+  for (auto& [tgid, requests] : tracker_->counts()) {
+    auto& r = out[tgid].requests;
+    r.insert(r.end(), requests.begin(), requests.end());
+  }
   return out;
 }
 
@@ -227,6 +287,7 @@ bool TlsProbes::counting(uint32_t tgid) const {
 }
 
 TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
+  drain();
   Counts out;
   // A call of the exiting process after this re-creates its entry; TlsMonitor::sweep() takes
   // such leftovers.
@@ -250,6 +311,9 @@ TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
   delete_entries_of<GoroutineKey>(skel_->maps.reads, tgid);
   delete_entries_of<ConnKey>(skel_->maps.exchanges, tgid);
   delete_entries_of<ConnKey>(skel_->maps.carried, tgid);
+  delete_entries_of<H2Key>(skel_->maps.h2_states, tgid);
+  auto h2 = tracker_->take(tgid);
+  out.requests.insert(out.requests.end(), h2.begin(), h2.end());
   return out;
 }
 

@@ -10,13 +10,19 @@
 // programs write registers (kernels after 6.18, asked at load): can_perform_ret(). It has never
 // run on a kernel the agent was tested on (tests/tls_probes_bpf_test.cpp runs it where allowed).
 //
-// Counting happens in the kernel, per process (tgid), from the process's first call: there is
-// no event stream to drain and nothing to lose between polls. User space reads the counts of a
-// process (counts()) and takes them when it exits (take()), which also frees every map entry
-// of that process. Failed inserts into a full map are counted per map (full()).
+// HTTP/1.x is counted in the kernel, per process (tgid), from the process's first call: nothing
+// to drain and nothing to lose between polls. HTTP/2 frames come through the ring buffer
+// `h2_events` (gotls.h), which drain() empties into an Http2Tracker (http2_tracker.h); the
+// kernel does not wake anyone per record, so something must call drain() every
+// kDrainPeriodMs (GoTlsFeature's thread) — the buffer holds seconds of frames at the rates
+// measured (bench/RESULTS.md). counts() and take() drain first, so a process's last streams are
+// in its final counts. User space reads the counts of a process (counts(), HTTP/1.x and HTTP/2
+// merged) and takes them when it exits (take()), which also frees every map entry and tracked
+// connection of that process. Failed inserts into a full map are counted per map (full()).
 //
-// Owns the skeleton; destroying it detaches everything. Not thread-safe (TlsMonitor serializes
-// calls).
+// Owns the skeleton, the ring buffer (2 descriptors for the agent, not per binary) and the
+// tracker; destroying it detaches everything. drain() may run on any thread concurrently with
+// the rest; everything else is not thread-safe (TlsMonitor serializes calls).
 #pragma once
 
 #include <sys/types.h>
@@ -25,11 +31,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "agent/gotls/http2_tracker.h"
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/kernel/process_cgroups.h"
 #include "agent/kernel/uprobe_links.h"
@@ -37,6 +45,7 @@
 #include "gotls.h"
 
 struct gotls_bpf;
+struct ring_buffer;
 
 namespace sonde::agent {
 
@@ -91,8 +100,13 @@ class TlsProbes final : public TlsCounters {
  public:
   // `perform_ret`: load kReadReturnRet if the kernel allows it (opt-in, see above). `links`: how
   // the programs attach (tests force kSingle to compare; kMulti needs a kernel that has it).
+  // `http2`: follow HTTP/2 framing (the programs need bpf_loop, Linux 5.17+; without it the
+  // *_h1 programs load: HTTP/1.x and HTTP/2 connection counts only, http2() says so).
   static Result<std::unique_ptr<TlsProbes>> load(bool perform_ret = false,
-                                                 UprobeLinkKind links = uprobe_link_support().kind);
+                                                 UprobeLinkKind links = uprobe_link_support().kind,
+                                                 bool http2 = kernel_has_bpf_loop());
+  // Whether the kernel offers bpf_loop to uprobe programs (asked once).
+  static bool kernel_has_bpf_loop();
   ~TlsProbes() override;
 
   bool can_perform_ret() const override { return can_perform_ret_; }
@@ -112,14 +126,29 @@ class TlsProbes final : public TlsCounters {
   Counts take(uint32_t tgid) override;
   uint64_t full(sonde_gotls_counter counter) const override;
 
+  // How often the HTTP/2 ring buffer must be drained.
+  static constexpr int kDrainPeriodMs = 100;
+  // Hands every record in the HTTP/2 ring buffer to the tracker. Thread-safe.
+  void drain() const;
+  const Http2Tracker& http2() const { return *tracker_; }
+  // Whether HTTP/2 framing is followed (load()'s `http2`).
+  bool follows_http2() const { return http2_; }
+
  private:
   TlsProbes() = default;
-  static Result<std::unique_ptr<TlsProbes>> open_and_load(bool perform_ret, UprobeLinkKind links);
+  // Stops following connection `conn` of `pid` in the kernel (the tracker evicted it).
+  void forget_connection(uint32_t pid, uint64_t conn) const;
+  static Result<std::unique_ptr<TlsProbes>> open_and_load(bool perform_ret, UprobeLinkKind links,
+                                                          bool http2);
 
   std::unique_ptr<gotls_bpf, void (*)(gotls_bpf*)> skel_{nullptr, nullptr};
+  std::unique_ptr<Http2Tracker> tracker_;
+  std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> ring_{nullptr, nullptr};
+  mutable std::mutex drain_mu_;              // ring_buffer__consume() is single-consumer
   std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_
   std::optional<Error> cgroups_error_;
   bool can_perform_ret_ = false;
+  bool http2_ = true;
   std::string register_writes_ = "off";
   UprobeLinkKind links_ = UprobeLinkKind::kSingle;
 };

@@ -101,7 +101,7 @@ class FakeCounters final : public TlsCounters {
 
 constexpr uint64_t kGrace = 60'000'000'000;
 const ContainerLabels kApi{"shop", "api-1", "server"};
-const TlsMonitor::RequestKey kGet200{"server", "GET", "2xx"};
+const TlsMonitor::RequestKey kGet200{"server", "GET", "2xx", "http1", ""};
 
 class TlsMonitorTest : public ::testing::Test {
  protected:

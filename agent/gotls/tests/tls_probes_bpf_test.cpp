@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -235,6 +236,107 @@ TEST_F(TlsProbesBpfTest, UprobeMultiLinksCountExactlyWithOneDescriptorPerProgram
     ASSERT_TRUE(detached.ok());
     EXPECT_EQ(*detached, *before) << "every link closed";
   }
+}
+
+// HTTP/2 over the real kernel: Go's HTTP/2 client and server (ALPN h2), 50 concurrent streams
+// on one connection, counted by status class on both sides from the frames the kernel walks,
+// and a process's connections forgotten when it is taken.
+TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  const int port = std::stoi(server.last_line().substr(std::string("listening ").size()));
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(*probes_, cache, uprobes, proc);
+  auto info = proc.read(server.pid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  auto candidate = open_candidate(proc, *info, true);
+  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+  ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+
+  std::vector<std::string> args = {SONDE_GOTLS_WORKLOAD, "-h2", "streams", std::to_string(port),
+                                   "1"};
+  for (int i = 0; i < 30; ++i) args.emplace_back("200");
+  for (int i = 0; i < 20; ++i) args.emplace_back("404");
+  ChildProcess client(args);
+  ASSERT_TRUE(client.wait_for_line("done 51", 30s)) << "client did not finish";
+  int status = client.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  auto all = probes_->counts();
+  for (pid_t pid : {client.pid(), server.pid()}) {
+    std::map<int, uint64_t> by_class;
+    uint64_t prefaces = 0;
+    for (const auto& [k, s] : all[static_cast<uint32_t>(pid)].requests) {
+      if (k.protocol == SONDE_TLS_HTTP2) {  // the connection, counted by the kernel
+        prefaces += s.count;
+        continue;
+      }
+      EXPECT_EQ(k.protocol, SONDE_TLS_HTTP2_STREAM);
+      EXPECT_EQ(k.direction, pid == client.pid() ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER);
+      by_class[k.status_class] += s.count;
+    }
+    EXPECT_EQ(by_class[2], 31u) << "30 GETs and the HEAD that opens the connection";
+    EXPECT_EQ(by_class[4], 20u);
+    EXPECT_EQ(by_class.size(), 2u);
+    EXPECT_EQ(prefaces, 1u);
+  }
+  EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
+  EXPECT_EQ(probes_->http2().stats().followed, 2u);
+  EXPECT_EQ(probes_->http2().connections(), 2u);
+  probes_->take(static_cast<uint32_t>(client.pid()));
+  EXPECT_EQ(probes_->http2().connections(), 1u) << "the client's connection forgotten";
+  monitor.exited(server.pid());
+  EXPECT_EQ(probes_->http2().connections(), 0u);
+}
+
+// Kernels without bpf_loop (before 5.17) load the *_h1 programs: HTTP/1.x still counted exactly,
+// an HTTP/2 connection counted by its preface, none of its streams. Forced here on a kernel that
+// has bpf_loop, so the programs those kernels get are verified and run.
+TEST_F(TlsProbesBpfTest, WithoutHttp2FramingHttp1IsCountedAndHttp2OnlyByConnection) {
+  auto loaded = TlsProbes::load(/*perform_ret=*/false, uprobe_link_support().kind, /*http2=*/false);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  TlsProbes& probes = **loaded;
+  ASSERT_FALSE(probes.follows_http2());
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(probes, cache, uprobes, proc);
+  for (bool h2 : {false, true}) {
+    SCOPED_TRACE(h2 ? "HTTP/2" : "HTTP/1.1");
+    std::vector<std::string> server_args = {SONDE_GOTLS_WORKLOAD, "server"};
+    if (h2) server_args.insert(server_args.begin() + 1, "-h2");
+    ChildProcess server(server_args);
+    ASSERT_TRUE(server.wait_for_line("listening", 20s));
+    const int port = std::stoi(server.last_line().substr(std::string("listening ").size()));
+    auto info = proc.read(server.pid());
+    ASSERT_TRUE(info.ok()) << info.error().message();
+    auto candidate = open_candidate(proc, *info, true);
+    ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+    ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+    std::vector<std::string> client_args = {
+        SONDE_GOTLS_WORKLOAD, "client", std::to_string(port), "200", "404", "500"};
+    if (h2) client_args.insert(client_args.begin() + 1, "-h2");
+    ChildProcess client(client_args);
+    ASSERT_TRUE(client.wait_for_line("done 3", 20s));
+    client.wait();
+    auto all = probes.counts();
+    for (pid_t pid : {client.pid(), server.pid()}) {
+      std::map<int, uint64_t> by_protocol;
+      for (const auto& [k, st] : all[static_cast<uint32_t>(pid)].requests) {
+        by_protocol[k.protocol] += st.count;
+      }
+      if (h2) {
+        EXPECT_EQ(by_protocol, (std::map<int, uint64_t>{{SONDE_TLS_HTTP2, 1}}));
+      } else {
+        EXPECT_EQ(by_protocol, (std::map<int, uint64_t>{{SONDE_TLS_HTTP1, 3}}));
+      }
+    }
+    monitor.exited(client.pid());
+    monitor.exited(server.pid());
+  }
+  EXPECT_EQ(probes.http2().stats().followed, 0u);
 }
 
 // Two agents that both perform the `ret` on one site (a DaemonSet rollout with maxSurge): the

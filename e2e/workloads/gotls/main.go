@@ -1,13 +1,23 @@
 // gotls: an HTTPS server and client over Go's crypto/tls, for sonde's Go TLS tests.
 //
-//	gotls server                 serve HTTPS on 127.0.0.1 (a free port, printed as "listening PORT");
+//	gotls [-log] server          serve HTTPS on 127.0.0.1 (a free port, printed as "listening PORT");
+//	                             with -log, prints "request METHOD STATUS PROTO" per request;
 //	                             /status/CODE answers with that status (any method), after reading
 //	                             the body; with the header "Early: 1" it sends 103 Early Hints first
 //	gotls client PORT REQ...     one HTTP/1.1 keep-alive connection, one request per REQ, in order;
-//	                             REQ is [METHOD][+continue][+early:]CODE, e.g. 200, POST+continue:201
-//	                             (a body sent after "Expect: 100-continue"), GET+early:200,
+//	                             REQ is [METHOD][+continue][+early][+big:]CODE, e.g. 200,
+//	                             POST+continue:201 (a body sent after "Expect: 100-continue"),
+//	                             GET+early:200, GET+big:200 (a 24 KB header),
 //	                             PROPFIND:207; prints each final status, then "done N"
 //	gotls load PORT SECONDS RATE GET /status/200 at RATE requests per second for SECONDS
+//	gotls -h2 streams PORT N CODE...
+//	                             over one HTTP/2 connection, N rounds of one concurrent request per
+//	                             CODE (all in flight at once: the server holds each for 100 ms
+//	                             when asked with ?hold=1); prints "done TOTAL", then the median
+//	                             and the mean of the client's own durations of the held requests
+//	                             in microseconds ("median_us N", "mean_us N")
+//	gotls -h2 rate PORT SECONDS  GET /status/200 over one HTTP/2 connection, back to back from 8
+//	                             goroutines, for SECONDS; prints "done N" and "median_us N"
 //	gotls echo N SIZE            N round trips of SIZE bytes over one TLS connection to an
 //	                             in-process echo server; prints nanoseconds per round trip
 //	                             (each is 2 Writes and 2 Reads through crypto/tls)
@@ -39,8 +49,11 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -66,14 +79,15 @@ func certificate() tls.Certificate {
 // request builds the request a client argument describes (see the usage above).
 func request(port, arg string) *http.Request {
 	method, code := "GET", arg
-	expect, early := false, false
+	expect, early, big := false, false, false
 	if i := strings.LastIndexByte(arg, ':'); i >= 0 {
 		method, code = arg[:i], arg[i+1:]
-		for _, opt := range []string{"+continue", "+early"} {
+		for _, opt := range []string{"+continue", "+early", "+big"} {
 			if strings.Contains(method, opt) {
 				method = strings.Replace(method, opt, "", 1)
 				expect = expect || opt == "+continue"
 				early = early || opt == "+early"
+				big = big || opt == "+big"
 			}
 		}
 		if method == "" {
@@ -91,6 +105,13 @@ func request(port, arg string) *http.Request {
 	}
 	if early {
 		req.Header.Set("Early", "1")
+	}
+	if big {
+		// 24 KB of random hex: a header block over 16 KiB even after HPACK's Huffman coding.
+		b := make([]byte, 12000)
+		_, err := rand.Read(b)
+		check(err)
+		req.Header.Set("Big", fmt.Sprintf("%x", b))
 	}
 	return req
 }
@@ -117,6 +138,8 @@ func check(err error) {
 
 func main() {
 	h2 := flag.Bool("h2", false, "use HTTP/2")
+	logRequests := flag.Bool("log", false, "server: print \"request METHOD STATUS PROTO\" per request")
+	var logMu sync.Mutex
 	flag.Parse()
 	args := flag.Args()
 	if len(args) < 1 {
@@ -140,8 +163,16 @@ func main() {
 			// Reading the body is what makes the server answer "100 Continue" first.
 			_, err = io.Copy(io.Discard, r.Body)
 			check(err)
+			if r.URL.Query().Get("hold") == "1" {
+				time.Sleep(100 * time.Millisecond)
+			}
 			w.WriteHeader(code)
 			fmt.Fprintf(w, "status %d\n", code)
+			if *logRequests {
+				logMu.Lock()
+				fmt.Printf("request %s %d %s\n", r.Method, code, r.Proto)
+				logMu.Unlock()
+			}
 		})}
 		if *h2 {
 			cfg.NextProtos = []string{"h2"}
@@ -175,6 +206,80 @@ func main() {
 			fmt.Println(resp.StatusCode)
 		}
 		fmt.Printf("done %d\n", len(args)-2)
+	case "streams", "rate":
+		if len(args) < 3 || !*h2 {
+			fmt.Fprintln(os.Stderr, "usage: gotls -h2 streams PORT N CODE... | gotls -h2 rate PORT SECONDS")
+			os.Exit(2)
+		}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+			ForceAttemptHTTP2: true, MaxConnsPerHost: 1}
+		client := &http.Client{Transport: tr}
+		var mu sync.Mutex
+		var durations []time.Duration
+		do := func(method, code, query string) {
+			req, err := http.NewRequest(method, "https://127.0.0.1:"+args[1]+"/status/"+code+query, nil)
+			check(err)
+			start := time.Now()
+			resp, err := client.Do(req)
+			check(err)
+			_, err = io.Copy(io.Discard, resp.Body)
+			check(err)
+			resp.Body.Close()
+			d := time.Since(start)
+			if resp.ProtoMajor != 2 {
+				check(fmt.Errorf("got %s, want HTTP/2", resp.Proto))
+			}
+			if query != "" || args[0] == "rate" {
+				mu.Lock()
+				durations = append(durations, d)
+				mu.Unlock()
+			}
+		}
+		// The connection first, so that every later request shares it.
+		do("HEAD", "200", "")
+		n := 1
+		if args[0] == "streams" {
+			rounds, err := strconv.Atoi(args[2])
+			check(err)
+			for i := 0; i < rounds; i++ {
+				var wg sync.WaitGroup
+				for _, arg := range args[3:] {
+					method, code := "GET", arg
+					if j := strings.LastIndexByte(arg, ':'); j >= 0 {
+						method, code = arg[:j], arg[j+1:]
+					}
+					wg.Add(1)
+					go func() { defer wg.Done(); do(method, code, "?hold=1") }()
+					n++
+				}
+				wg.Wait()
+			}
+		} else {
+			seconds, err := strconv.Atoi(args[2])
+			check(err)
+			end := time.Now().Add(time.Duration(seconds) * time.Second)
+			var wg sync.WaitGroup
+			var count int64
+			for g := 0; g < 8; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Now().Before(end) {
+						do("GET", "200", "")
+						atomic.AddInt64(&count, 1)
+					}
+				}()
+			}
+			wg.Wait()
+			n += int(count)
+		}
+		sort.Slice(durations, func(i, j int) bool { return durations[i] < durations[j] })
+		var sum time.Duration
+		for _, d := range durations {
+			sum += d
+		}
+		fmt.Printf("done %d\nmedian_us %d\nmean_us %d\n", n, durations[len(durations)/2].Microseconds(),
+			(sum / time.Duration(len(durations))).Microseconds())
 	case "load":
 		if len(args) != 4 {
 			fmt.Fprintln(os.Stderr, "usage: gotls load PORT SECONDS RATE")

@@ -1,0 +1,314 @@
+// Http2Tracker: ring-buffer records as bpf/gotls.bpf.c writes them (struct sonde_h2_event) in,
+// per-process requests out. Header blocks use HPACK's static table and plain literals (RFC 7541
+// Appendix A indices), so each expected status and method is known from the RFC.
+#include "agent/gotls/http2_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace sonde::agent {
+namespace {
+
+constexpr uint32_t kPid = 4242;
+constexpr uint64_t kConn = 0xc000123400;
+
+// RFC 7541 Appendix A: 0x82 :method GET, 0x83 :method POST, 0x84 :path /, 0x87 :scheme https,
+// 0x88 :status 200, 0x8d :status 404, 0x8e :status 500.
+const std::vector<uint8_t> kGetRequest = {0x82, 0x87, 0x84, 0x41, 0x01, 'a'};
+const std::vector<uint8_t> kStatus404 = {0x8d};
+const std::vector<uint8_t> kStatus200 = {0x88};
+
+// A gRPC request: POST, and content-type (static index 31) "application/grpc" as a literal
+// without indexing (4-bit prefix: 0x0f, then 31 - 15 = 16).
+std::vector<uint8_t> grpc_request() {
+  std::vector<uint8_t> b = {0x83, 0x87, 0x84, 0x41, 0x01, 'a', 0x0f, 0x10, 16};
+  const std::string ct = "application/grpc";
+  b.insert(b.end(), ct.begin(), ct.end());
+  return b;
+}
+// Trailers: grpc-status NAME as a literal with a new name, without indexing.
+std::vector<uint8_t> grpc_trailers(char code) {
+  std::vector<uint8_t> b = {0x00, 11};
+  const std::string name = "grpc-status";
+  b.insert(b.end(), name.begin(), name.end());
+  b.push_back(1);
+  b.push_back(static_cast<uint8_t>(code));
+  return b;
+}
+
+// Writes records with the kernel's sequence numbers per direction.
+class Records {
+ public:
+  explicit Records(Http2Tracker& t, uint32_t pid = kPid, uint64_t conn = kConn)
+      : t_(t), pid_(pid), conn_(conn) {}
+
+  void preface(bool outgoing, uint64_t ts = 1000) { send(SONDE_H2_PREFACE, outgoing, ts, {}, {}); }
+  // One frame; its payload (if forwarded) split in records of at most `chunk` bytes.
+  void frame(bool outgoing, uint8_t type, uint8_t flags, uint32_t stream,
+             const std::vector<uint8_t>& payload, uint64_t ts, size_t chunk = 256) {
+    const auto len = static_cast<uint32_t>(payload.size());
+    std::vector<uint8_t> header = {static_cast<uint8_t>(len >> 16),
+                                   static_cast<uint8_t>(len >> 8),
+                                   static_cast<uint8_t>(len),
+                                   type,
+                                   flags,
+                                   static_cast<uint8_t>(stream >> 24),
+                                   static_cast<uint8_t>(stream >> 16),
+                                   static_cast<uint8_t>(stream >> 8),
+                                   static_cast<uint8_t>(stream)};
+    if (!sonde_h2_forwarded(type, len)) {
+      send(SONDE_H2_FRAME, outgoing, ts, header, {});
+      return;
+    }
+    size_t at = std::min(chunk, payload.size());
+    send(SONDE_H2_FRAME, outgoing, ts, header, {payload.begin(), payload.begin() + at});
+    while (at < payload.size()) {
+      const size_t n = std::min(chunk, payload.size() - at);
+      send(SONDE_H2_PAYLOAD, outgoing, ts, {},
+           {payload.begin() + static_cast<long>(at), payload.begin() + static_cast<long>(at + n)});
+      at += n;
+    }
+  }
+  void lost(bool outgoing) { send(SONDE_H2_LOST, outgoing, 0, {}, {}); }
+  void skip(bool outgoing) { seq_[outgoing ? 1 : 0]++; }
+
+ private:
+  void send(uint8_t kind, bool outgoing, uint64_t ts, const std::vector<uint8_t>& header,
+            const std::vector<uint8_t>& data) {
+    sonde_h2_event e{};
+    e.pid = pid_;
+    e.kind = kind;
+    e.outgoing = outgoing ? 1 : 0;
+    e.len = static_cast<uint16_t>(data.size());
+    e.conn = conn_;
+    e.seq = seq_[outgoing ? 1 : 0]++;
+    e.ts_ns = ts;
+    if (!header.empty()) std::memcpy(e.header, header.data(), header.size());
+    if (!data.empty()) std::memcpy(e.data, data.data(), data.size());
+    std::vector<uint8_t> record(SONDE_H2_EVENT_HEAD + data.size());
+    std::memcpy(record.data(), &e, record.size());
+    t_.on_record(record);
+  }
+
+  Http2Tracker& t_;
+  uint32_t pid_;
+  uint64_t conn_;
+  uint64_t seq_[2] = {0, 0};
+};
+
+constexpr uint8_t kHeaders = 1, kData = 0, kRst = 3, kSettings = 4;
+constexpr uint8_t kEndStream = 0x1, kEndHeaders = 0x4;
+
+uint64_t total(const Http2Tracker::Requests& r) {
+  uint64_t n = 0;
+  for (const auto& [k, s] : r) n += s.count;
+  return n;
+}
+
+TEST(Http2TrackerTest, ClientStreamWithChunkedHeaderBlockIsOneRequest) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  r.frame(true, kSettings, 0, 0, {}, 1000);
+  // The request's block in 2-byte chunks, as the kernel sends a payload split across records.
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 2'000'000, 2);
+  r.frame(false, kSettings, 0, 0, {}, 2'100'000);
+  r.frame(false, kHeaders, kEndHeaders, 1, kStatus404, 3'000'000);
+  EXPECT_TRUE(t.counts().empty());  // the response has not ended
+  r.frame(false, kData, kEndStream, 1, std::vector<uint8_t>(100), 5'000'000);
+  auto counts = t.counts();
+  ASSERT_EQ(counts.size(), 1u);
+  ASSERT_EQ(counts[kPid].size(), 1u);
+  const auto& [k, s] = counts[kPid][0];
+  EXPECT_EQ(k.tgid, kPid);
+  EXPECT_EQ(k.direction, SONDE_TLS_CLIENT);
+  EXPECT_EQ(k.protocol, SONDE_TLS_HTTP2_STREAM);
+  EXPECT_EQ(k.method, SONDE_HTTP_GET);
+  EXPECT_EQ(k.status_class, 4);
+  EXPECT_EQ(k.grpc_code, 0);
+  EXPECT_EQ(s.count, 1u);
+  EXPECT_EQ(s.duration_sum_ns, 3'000'000u);  // first HEADERS -> END_STREAM of the response
+  EXPECT_EQ(s.buckets[2], 1u);               // 3 ms: (2.5 ms, 5 ms]
+  EXPECT_EQ(t.stats().followed, 1u);
+}
+
+TEST(Http2TrackerTest, ServerSideGrpcCallWithTrailers) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(false);  // read: this process is the server
+  r.frame(false, kHeaders, kEndHeaders, 1, grpc_request(), 1'000'000);
+  r.frame(false, kData, kEndStream, 1, std::vector<uint8_t>(10), 1'000'000);
+  r.frame(true, kHeaders, kEndHeaders, 1, kStatus200, 2'000'000);
+  r.frame(true, kData, 0, 1, std::vector<uint8_t>(10), 2'000'000);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, grpc_trailers('5'), 4'000'000);
+  auto counts = t.counts();
+  ASSERT_EQ(counts[kPid].size(), 1u);
+  const auto& [k, s] = counts[kPid][0];
+  EXPECT_EQ(k.direction, SONDE_TLS_SERVER);
+  EXPECT_EQ(k.protocol, SONDE_TLS_GRPC_CALL);
+  EXPECT_EQ(k.method, SONDE_HTTP_POST);
+  EXPECT_EQ(k.status_class, 2);
+  EXPECT_EQ(k.grpc_code, 5 + 1);  // NOT_FOUND
+  EXPECT_EQ(s.count, 1u);
+}
+
+TEST(Http2TrackerTest, ResetStreamCountsAsReset) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  r.frame(true, kRst, 0, 1, {0, 0, 0, 8}, 2'000'000);  // CANCEL
+  auto counts = t.counts();
+  ASSERT_EQ(counts[kPid].size(), 1u);
+  EXPECT_EQ(counts[kPid][0].first.status_class, SONDE_TLS_STATUS_RESET);
+}
+
+TEST(Http2TrackerTest, SequenceGapLosesTheConnectionAndCountsNothingMore) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  r.skip(false);  // the kernel could not send one incoming record
+  r.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kStatus200, 2'000'000);
+  EXPECT_TRUE(t.counts().empty());
+  EXPECT_EQ(t.stats().lost, 1u);
+  EXPECT_EQ(t.connections(), 0u);
+  // Later records of that connection are ignored, not counted as unparsed.
+  r.frame(false, kSettings, 0, 0, {}, 3'000'000);
+  EXPECT_EQ(t.stats().unparsed, 0u);
+  EXPECT_TRUE(t.counts().empty());
+}
+
+TEST(Http2TrackerTest, LostRecordLosesTheConnection) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  r.lost(false);
+  r.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kStatus200, 2'000'000);
+  EXPECT_TRUE(t.counts().empty());
+  EXPECT_EQ(t.stats().lost, 1u);
+}
+
+TEST(Http2TrackerTest, ConnectionWithoutPrefaceIsUnparsedOnce) {
+  Http2Tracker t;
+  Records r(t);
+  r.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kStatus200, 1'000'000);
+  r.frame(false, kSettings, 0, 0, {}, 2'000'000);
+  EXPECT_EQ(t.stats().unparsed, 1u);
+  EXPECT_TRUE(t.counts().empty());
+}
+
+TEST(Http2TrackerTest, MalformedHeaderBlockCountedAndNothingWrongEmitted) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  // Index 0 is never valid in HPACK (RFC 7541 6.1).
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, {0x80}, 1'000'000);
+  r.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kStatus200, 2'000'000);
+  EXPECT_TRUE(t.counts().empty());
+  EXPECT_EQ(t.stats().malformed, 1u);
+}
+
+TEST(Http2TrackerTest, PayloadLongerThanItsFrameLosesTheConnection) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  sonde_h2_event e{};
+  e.pid = kPid;
+  e.kind = SONDE_H2_FRAME;
+  e.outgoing = 1;
+  e.conn = kConn;
+  e.seq = 1;
+  const uint8_t header[9] = {0, 0, 2, kHeaders, kEndHeaders, 0, 0, 0, 1};  // 2 bytes long
+  std::memcpy(e.header, header, sizeof header);
+  e.len = 3;  // but 3 bytes come
+  std::vector<uint8_t> record(SONDE_H2_EVENT_HEAD + 3);
+  std::memcpy(record.data(), &e, record.size());
+  t.on_record(record);
+  EXPECT_EQ(t.stats().lost, 1u);
+}
+
+TEST(Http2TrackerTest, ShortOrInconsistentRecordsAreRejected) {
+  Http2Tracker t;
+  t.on_record(std::vector<uint8_t>(10));
+  sonde_h2_event e{};
+  e.kind = SONDE_H2_FRAME;
+  e.len = 200;  // more than the record holds
+  std::vector<uint8_t> record(SONDE_H2_EVENT_HEAD + 10);
+  std::memcpy(record.data(), &e, record.size());
+  t.on_record(record);
+  e.len = SONDE_GOTLS_H2_CHUNK + 1;
+  std::vector<uint8_t> big(sizeof e);
+  std::memcpy(big.data(), &e, sizeof e);
+  t.on_record(big);
+  EXPECT_EQ(t.stats().bad_records, 3u);
+  EXPECT_EQ(t.connections(), 0u);
+}
+
+TEST(Http2TrackerTest, EvictsTheLeastRecentlyActiveAndTellsTheKernel) {
+  std::vector<std::pair<uint32_t, uint64_t>> forgotten;
+  Http2TrackerLimits limits;
+  limits.max_connections = 2;
+  Http2Tracker t(limits, [&](uint32_t pid, uint64_t conn) { forgotten.emplace_back(pid, conn); });
+  Records a(t, kPid, 1), b(t, kPid, 2), c(t, kPid, 3);
+  a.preface(true);
+  b.preface(true);
+  a.frame(true, kSettings, 0, 0, {}, 2000);  // a is now more recent than b
+  c.preface(true);
+  EXPECT_EQ(t.connections(), 2u);
+  EXPECT_EQ(t.stats().evicted, 1u);
+  ASSERT_EQ(forgotten.size(), 1u);
+  EXPECT_EQ(forgotten[0], std::make_pair(kPid, uint64_t{2}));
+  // b's later records are ignored without counting it again.
+  b.frame(false, kSettings, 0, 0, {}, 3000);
+  EXPECT_EQ(t.stats().unparsed, 0u);
+}
+
+TEST(Http2TrackerTest, MemoryBoundEvicts) {
+  Http2TrackerLimits limits;
+  limits.max_memory = 1;  // every connection is over it once it holds anything
+  Http2Tracker t(limits);
+  Records a(t, kPid, 1);
+  a.preface(true);
+  a.frame(true, kHeaders, kEndHeaders, 1, kGetRequest, 1000);
+  EXPECT_LE(t.memory(), limits.max_memory);
+  EXPECT_GE(t.stats().evicted, 1u);
+}
+
+TEST(Http2TrackerTest, TakeReturnsTheProcessRequestsAndForgetsIt) {
+  Http2Tracker t;
+  Records r(t);
+  Records other(t, kPid + 1, kConn);
+  r.preface(true);
+  other.preface(true);
+  for (uint32_t id = 1; id <= 5; id += 2) {
+    r.frame(true, kHeaders, kEndStream | kEndHeaders, id, kGetRequest, 1000 * id);
+    r.frame(false, kHeaders, kEndStream | kEndHeaders, id, kStatus200, 1000 * id + 500);
+  }
+  EXPECT_EQ(total(t.take(kPid)), 3u);
+  EXPECT_FALSE(t.counts().contains(kPid));
+  EXPECT_EQ(t.connections(), 1u);  // the other process's
+  EXPECT_EQ(total(t.take(kPid)), 0u);
+}
+
+TEST(Http2TrackerTest, SecondPrefaceOnTheSameAddressIsANewConnection) {
+  Http2Tracker t;
+  {
+    Records r(t);
+    r.preface(true);
+    r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1000);
+  }
+  Records again(t);  // sequence numbers start over, as for a new kernel state
+  again.preface(true);
+  again.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 2000);
+  again.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kStatus200, 3000);
+  EXPECT_EQ(t.stats().followed, 2u);
+  EXPECT_EQ(total(t.counts()[kPid]), 1u);
+}
+
+}  // namespace
+}  // namespace sonde::agent
