@@ -42,17 +42,7 @@ sum_of() { metrics | awk -v re="$1" '$0 ~ re { s += $NF } END { print s + 0 }'; 
 ok_requests() { # ok_requests CONTAINER DIRECTION
   sum_of "^container_go_tls_requests_total\\{.*container=\"$1\".*direction=\"$2\".*status_class=\"2xx\""
 }
-# start_server NAME: runs $tmp/bin/NAME server and waits until the agent tracks it; sets
-# server_port.
-start_server() {
-  "$tmp/bin/$1" server >"$tmp/$1.out" 2>&1 &
-  pids+=($!)
-  wait_until 100 grep -q listening "$tmp/$1.out" || fail "$1 did not start"
-  server_port="$(awk '/listening/ { print $2 }' "$tmp/$1.out")"
-  wait_until 100 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^sonde_agent_gotls_processes{.*container=\"$1\".*} 1'" ||
-    fail "the agent does not track $1: $(metrics | grep gotls_processes)"
-}
-start_server server
+start_gotls_server server "$port"
 
 # kubectl_runs N: N runs of kubectl, one GET each, answered 200 (kubectl's discovery requests,
 # answered 400 by this server, are not counted in 2xx).
@@ -91,7 +81,7 @@ expect_counted 20
 echo "unseen exits counted: $(sum_of '^sonde_agent_gotls_exited_unseen_processes_total')"
 
 # No .go.buildinfo: a server instrumented from its function table, both sides counted exactly.
-start_server nobuildinfo
+start_gotls_server nobuildinfo "$port"
 verdict="$(metrics | grep '^sonde_agent_gotls_binaries{binary="'"$tmp"'/bin/nobuildinfo"')" ||
   fail "no verdict for the binary without .go.buildinfo"
 echo "$verdict"

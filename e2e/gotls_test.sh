@@ -34,18 +34,6 @@ start_prometheus "$port"
 metrics() { curl -sf "http://127.0.0.1:$port/metrics"; }
 metric=container_go_tls_requests_total
 
-# start_server NAME: runs $tmp/bin/NAME server, waits until the agent tracks it (its binary is
-# then instrumented: a client of the same file is counted from its first call); sets
-# server_port.
-start_server() {
-  "$tmp/bin/$1" server >"$tmp/$1.out" 2>&1 &
-  pids+=($!)
-  wait_until 100 grep -q listening "$tmp/$1.out" || fail "$1 did not start"
-  server_port="$(awk '/listening/ { print $2 }' "$tmp/$1.out")"
-  wait_until 100 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^sonde_agent_gotls_processes{.*container=\"$1\".*} 1'" ||
-    fail "the agent does not track $1: $(metrics | grep gotls_processes)"
-}
-
 # 34 requests: 20 GET 200, 6 GET 404, 4 GET 500 interleaved, then 2 POSTs with
 # "Expect: 100-continue" (1xx interim + 201), one GET preceded by 103 Early Hints, and one
 # PROPFIND (an unlisted method, counted as OTHER).
@@ -60,7 +48,7 @@ want_output="$(for r in "${reqs[@]}"; do echo "${r##*:}"; done; echo "done ${#re
 # check_exchanges SERVER CLIENT: both sides' counts by status class and method.
 check_exchanges() {
   local server="$1" client="$2"
-  start_server "$server"
+  start_gotls_server "$server" "$port"
   # Right after exec, no delay: the probes on the file are already there.
   local out
   out="$("$tmp/bin/$client" client "$server_port" "${reqs[@]}" 2>&1)" ||

@@ -49,6 +49,20 @@ check_metrics_documented() {
   echo "metrics documented: $(wc -w <<<"$names") families, each in README.md"
 }
 
+# start_gotls_server NAME AGENT_PORT: runs $SONDE_E2E_TMP/bin/NAME server (the Go TLS workload,
+# e2e/workloads/gotls), waits until it listens and the agent on AGENT_PORT tracks it (its binary
+# is then instrumented: a client of the same file is counted from its first call); sets
+# server_port and adds its pid to the caller's `pids`.
+start_gotls_server() {
+  local name="$1" agent_port="$2" out="$SONDE_E2E_TMP/$1.out"
+  "$SONDE_E2E_TMP/bin/$name" server >"$out" 2>&1 &
+  pids+=($!)
+  wait_until 100 grep -q listening "$out" || fail "$name did not start"
+  server_port="$(awk '/listening/ { print $2 }' "$out")"
+  wait_until 100 bash -c "curl -sf http://127.0.0.1:$agent_port/metrics | grep -q '^sonde_agent_gotls_processes{.*container=\"$name\".*} 1'" ||
+    fail "the agent does not track $name: $(curl -sf "http://127.0.0.1:$agent_port/metrics" | grep gotls_processes)"
+}
+
 # A free TCP port on loopback.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
