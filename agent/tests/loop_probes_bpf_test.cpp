@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -73,6 +74,44 @@ class LoopProbesTest : public ::testing::TestWithParam<Source> {
     ASSERT_TRUE(p.ok()) << p.error().message();
     probes_ = std::move(p).value();
     std::printf("wait source: %s\n", probes_->wait_source());
+    if (GetParam() == Source::kLibcUprobes) {
+      hooks_ = std::make_unique<LibcWaitHooks>(*probes_, cache_);
+      // The test process maps the same libc.so.6 as /usr/bin/node: holding its probes for the
+      // test's lifetime, it is the "other node process" every child shares them with, so they
+      // are live before a child's first wait.
+      auto self = hooks_->hook(getpid(), 0);
+      ASSERT_TRUE(self.ok()) << self.error().message();
+      std::printf("C library: %s\n", self->library.c_str());
+    }
+  }
+
+  // Starts accounting for a child: with per-process hooks, once it runs its own program (a
+  // forked child maps the test's libraries until its exec; the new program's exe link is set
+  // before its loader is mapped, where the kernel's exec event comes after) and its library is
+  // hooked (hook() waits for the loader to map it).
+  Status track(ChildProcess& child, const LoopProbes::Start& start) {
+    if (hooks_) {
+      for (int i = 0; i < 20000 && !exec_done(child.pid()); ++i) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+      auto hooked = hooks_->hook(child.pid(), 0);
+      if (!hooked.ok()) return hooked.error();
+    }
+    return probes_->track(child.pid(), start);
+  }
+  static bool exec_done(pid_t pid) {
+    if (exe_of(pid) == exe_of(getpid())) return false;
+    std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+      if (line.find("/ld-linux") != std::string::npos) return true;
+    }
+    return false;
+  }
+  static std::string exe_of(pid_t pid) {
+    char buf[4096];
+    ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof buf);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
   }
 
   // The default loop's address, from readelf: /usr/bin/node is ET_EXEC, so the link-time
@@ -100,7 +139,8 @@ class LoopProbesTest : public ::testing::TestWithParam<Source> {
       argv.push_back(a);
     }
     ChildProcess node(argv);
-    EXPECT_TRUE(probes_->track(node.pid(), start).ok());
+    auto tracked = track(node, start);
+    EXPECT_TRUE(tracked.ok()) << tracked.error().message();
     EXPECT_TRUE(node.wait_for_line("ready", milliseconds(10000)));
     // The baseline is what the kernel had finished (a reading at instant 0 adds no busy period
     // in progress): on a loaded machine this test reads "ready" late, when the first injected
@@ -131,7 +171,9 @@ class LoopProbesTest : public ::testing::TestWithParam<Source> {
     return pos == std::string::npos ? -1 : std::stod(line.substr(pos + 14)) / 1000;
   }
 
+  symbols::ProbeTargetCache cache_{64};
   std::unique_ptr<LoopProbes> probes_;
+  std::unique_ptr<LibcWaitHooks> hooks_;  // kLibcUprobes only; after the probes it attaches
 };
 
 // The agent agrees with Node's own account of its loop (libuv's idle-time metrics) within 5%
@@ -180,7 +222,8 @@ TEST_P(LoopProbesTest, LargePagesNodeRunsAndIsMeasured) {
 TEST_P(LoopProbesTest, BusyPeriodEndsAtExit) {
   uint64_t loop = default_loop();  // before the spawn: the first call runs readelf for seconds
   ChildProcess node({kNode, kBlocker, "forever", "1", "5000"});
-  ASSERT_TRUE(probes_->track(node.pid(), {.default_loop = loop}).ok());
+  auto tracked = track(node, {.default_loop = loop});
+  ASSERT_TRUE(tracked.ok()) << tracked.error().message();
   ASSERT_TRUE(node.wait_for_line("ready", milliseconds(10000)));
   uint64_t ready_ns = monotonic_ns();
   std::this_thread::sleep_for(milliseconds(1000));  // the block started 50 ms after "ready"
@@ -229,7 +272,7 @@ TEST_P(LoopProbesTest, BlockDurationsLandInTheirBucket) {
 TEST_P(LoopProbesTest, SelectedAfterExecCountsNoStartUpTime) {
   symbols::ProbeTargetCache cache(16);
   ProcReader proc;
-  EventLoopMonitor monitor(*probes_, cache, proc, 60'000'000'000);
+  EventLoopMonitor monitor(*probes_, cache, proc, 60'000'000'000, monotonic_clock(), hooks_.get());
   auto consider = [&](pid_t pid, const ContainerLabels& labels) {
     auto info = proc.read(pid);
     ASSERT_TRUE(info.ok()) << info.error().message();
@@ -270,7 +313,8 @@ TEST_P(LoopProbesTest, SelectedAfterExecCountsNoStartUpTime) {
 TEST_P(LoopProbesTest, IdleProcessStaysNearZero) {
   uint64_t loop = default_loop();
   ChildProcess node({kNode, kBlocker, "idle", "0", "0"});
-  ASSERT_TRUE(probes_->track(node.pid(), {.default_loop = loop}).ok());
+  auto tracked = track(node, {.default_loop = loop});
+  ASSERT_TRUE(tracked.ok()) << tracked.error().message();
   ASSERT_TRUE(node.wait_for_line("blocking done", milliseconds(10000)));
   auto before = probes_->blocked_ns(node.pid());
   std::this_thread::sleep_for(milliseconds(2000));
@@ -283,7 +327,8 @@ TEST_P(LoopProbesTest, IdleProcessStaysNearZero) {
 TEST_P(LoopProbesTest, BlockInProgressIsVisible) {
   uint64_t loop = default_loop();
   ChildProcess node({kNode, kBlocker, "forever", "1", "3000"});
-  ASSERT_TRUE(probes_->track(node.pid(), {.default_loop = loop}).ok());
+  auto tracked = track(node, {.default_loop = loop});
+  ASSERT_TRUE(tracked.ok()) << tracked.error().message();
   ASSERT_TRUE(node.wait_for_line("ready", milliseconds(10000)));
   std::this_thread::sleep_for(milliseconds(1500));  // the block started 50 ms after "ready"
   auto v = probes_->blocked_ns(node.pid());
@@ -294,10 +339,16 @@ TEST_P(LoopProbesTest, BlockInProgressIsVisible) {
 
 INSTANTIATE_TEST_SUITE_P(WaitSources, LoopProbesTest,
                          // kAuto: fentry where the kernel has BPF trampolines, else the epoll
-                         // syscall tracepoints (this VM); kSyscallTracepoints: the last resort.
-                         ::testing::Values(Source::kAuto, Source::kSyscallTracepoints),
-                         [](const auto& info) {
-                           return info.param == Source::kAuto ? "auto" : "syscalls";
+                         // syscall tracepoints (this VM); kSyscallTracepoints: the last resort;
+                         // kLibcUprobes: the opt-in per-library hook.
+                         ::testing::Values(Source::kAuto, Source::kSyscallTracepoints,
+                                           Source::kLibcUprobes),
+                         [](const auto& info) -> std::string {
+                           switch (info.param) {
+                             case Source::kAuto: return "auto";
+                             case Source::kSyscallTracepoints: return "syscalls";
+                             default: return "libc";
+                           }
                          });
 
 }  // namespace
