@@ -228,6 +228,30 @@ TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
   hooks.unhook(105);
 }
 
+// musl's epoll functions are found by symbol in its .dynsym (readelf's answer), whatever the
+// file is called: Debian's musl-tools installs it as x86_64-linux-musl/libc.so, mapped here as
+// Alpine's name.
+TEST(LibcWaitHooks, FindsMuslEpollFunctionsBySymbol) {
+  const std::string musl = "/usr/lib/x86_64-linux-musl/libc.so";
+  if (!fs::exists(musl)) GTEST_SKIP() << musl << " missing (Debian package musl-tools)";
+  FixtureProc proc;
+  proc.add(201, "7f-80 r-xp 0 fe:00 5 /lib/ld-musl-x86_64.so.1\n", "/lib/ld-musl-x86_64.so.1",
+           musl);
+  FakeAttacher kernel;
+  symbols::ProbeTargetCache cache(64);
+  LibcWaitHooks hooks(kernel, cache, proc.root());
+  auto r = hooks.hook(201, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  std::vector<uint64_t> want, got;
+  for (const char* name : {"epoll_wait", "epoll_pwait", "epoll_pwait2"}) {
+    if (uint64_t off = readelf_file_offset(musl, name)) want.push_back(off);
+  }
+  ASSERT_GE(want.size(), 2u) << "musl exports epoll_wait and epoll_pwait";
+  for (const auto& s : kernel.entry_sites) got.push_back(s.file_offset);
+  EXPECT_EQ(got, want);
+  hooks.unhook(201);
+}
+
 // since_exec: true only for a process started (clock ticks since boot) after the attach.
 TEST(LibcWaitHooks, SinceExecComparesTheStartTimeWithTheAttach) {
   FakeAttacher kernel;
