@@ -14,8 +14,10 @@ trap cleanup EXIT
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
+# start_bench_agent [AGENT FLAGS...]
 start_bench_agent() {
-  "$agent" --standalone --metrics-address "127.0.0.1:$port" --log-level warn >"$tmp/agent.log" 2>&1 &
+  "$agent" --standalone --metrics-address "127.0.0.1:$port" --log-level warn "$@" \
+    >"$tmp/agent.log" 2>&1 &
   agent_pid=$!
   for _ in $(seq 100); do curl -sf "127.0.0.1:$port/metrics" >/dev/null && return 0; sleep 0.1; done
   cat "$tmp/agent.log" >&2
