@@ -392,8 +392,9 @@ Check event_loop_hook_check() {
     (*probes).reset();  // one set of wait programs at a time
     auto libc = LoopProbes::load(Source::kLibcUprobes);
     c.fix = libc.ok()
-                ? std::string("no BPF trampolines here; --wait-source libc-uprobes (loads on this "
-                              "kernel) costs only ") +
+                ? std::string(
+                      "no BPF trampolines here; --wait-source libc-uprobes (loads on this "
+                      "kernel) costs only ") +
                       LoopProbes::wait_source_cost(Source::kLibcUprobes)
                 : "no BPF trampolines here, and the libc-uprobes hook does not load either (" +
                       libc.error().message() +

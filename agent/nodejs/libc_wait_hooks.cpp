@@ -33,12 +33,30 @@ bool is_c_library(std::string_view path) {
   return false;
 }
 
+// A function entry the probes may go on: code that decoded (returns, or leaves through a tail
+// call: musl's epoll_wait jumps to epoll_pwait), or an architecture sonde does not decode, where
+// the kernel's own instruction check at attach time is the judge. Never a data symbol, bytes
+// that did not decode, or a function past the decoder's bounds.
+bool is_probeable(const symbols::ProbeTarget& t) {
+  using symbols::ReturnSiteStatus;
+  switch (t.return_status) {
+    case ReturnSiteStatus::kFound:
+    case ReturnSiteStatus::kTailCallOnly:
+    case ReturnSiteStatus::kUnsupportedMachine: return true;
+    case ReturnSiteStatus::kNoExit:
+    case ReturnSiteStatus::kDecodeError:
+    case ReturnSiteStatus::kNotCode:
+    case ReturnSiteStatus::kTooLarge: return false;
+  }
+  return false;
+}
+
 uint64_t boottime_ticks() {
   timespec ts{};
   clock_gettime(CLOCK_BOOTTIME, &ts);
   const auto hz = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
-  const uint64_t ns = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u +
-                      static_cast<uint64_t>(ts.tv_nsec);
+  const uint64_t ns =
+      static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
   return ns / (1'000'000'000u / hz);
 }
 
@@ -91,6 +109,7 @@ Error LibcWaitHooks::fail(Failure f, Error e) {
 }
 
 Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time) {
+  unhook(pid);
   const std::string dir = proc_root_ + "/" + std::to_string(pid);
   MappedCLibrary mapped;
   const auto give_up = std::chrono::steady_clock::now() + kLoaderWait;
@@ -121,21 +140,25 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
   }
   auto targets = cache_.resolve(*binary, kNames);
   if (!targets.ok()) {
-    return fail(Failure::kSymbolsMissing, Error("read symbols of C library " + *library + ": " +
-                                                targets.error().message()));
-  }
-  if (!(*targets)[kEpollWait].found && !(*targets)[kEpollPwait].found) {
     return fail(Failure::kSymbolsMissing,
-                Error("C library " + *library + " exports neither epoll_wait nor epoll_pwait"));
+                Error("read symbols of C library " + *library + ": " + targets.error().message()));
   }
   std::vector<UprobeSite> sites;
-  for (const auto& t : *targets) {
-    if (!t.found) continue;
+  bool wait_function = false;  // epoll_wait or epoll_pwait among the sites
+  for (size_t i = 0; i < targets->size(); ++i) {
+    const auto& t = (*targets)[i];
+    if (!t.found || !is_probeable(t)) continue;
+    wait_function = wait_function || i == kEpollWait || i == kEpollPwait;
     // Two names of one function (an alias) are one site.
     if (std::none_of(sites.begin(), sites.end(),
                      [&](const UprobeSite& s) { return s.file_offset == t.file_offset; })) {
       sites.push_back({t.file_offset, 0});
     }
+  }
+  if (!wait_function) {
+    return fail(Failure::kSymbolsMissing,
+                Error("C library " + *library +
+                      " exports no epoll_wait or epoll_pwait function that decodes as code"));
   }
 
   const auto& id = binary->identity();
@@ -159,9 +182,9 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
       {{id, "nodejs/libc_wait_exit"}, attach(UprobeFires::kOnReturn)},
   };
   if (auto st = uprobes_.acquire(requests, attach_path, pid); !st.ok()) {
-    return fail(Failure::kAttachRefused, Error("hook epoll waits of C library " + *library +
-                                                   ": " + st.error().message(),
-                                               st.error().code()));
+    return fail(Failure::kAttachRefused,
+                Error("hook epoll waits of C library " + *library + ": " + st.error().message(),
+                      st.error().code()));
   }
   std::lock_guard lock(mu_);
   auto [entry, inserted] = libraries_.try_emplace(key);
@@ -170,7 +193,8 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
     // waited before the probes were live.
     entry->second = {*library, id.digest_hex(), boottime_ticks(), 0};
     log::info("hooked the epoll waits of a C library",
-              {{"library", *library}, {"build_id", entry->second.build_id},
+              {{"library", *library},
+               {"build_id", entry->second.build_id},
                {"sites", static_cast<uint64_t>(sites.size())}});
   }
   entry->second.processes++;
@@ -197,8 +221,8 @@ std::vector<LibcWaitHooks::Library> LibcWaitHooks::libraries() const {
   return out;
 }
 
-std::array<uint64_t, static_cast<size_t>(LibcWaitHooks::Failure::kCount)>
-LibcWaitHooks::failures() const {
+std::array<uint64_t, static_cast<size_t>(LibcWaitHooks::Failure::kCount)> LibcWaitHooks::failures()
+    const {
   std::lock_guard lock(mu_);
   return failures_;
 }

@@ -13,13 +13,16 @@
 //
 // Per process, hook():
 //   1. finds the C library in /proc/<pid>/maps (glibc: libc.so.6; musl: ld-musl-*.so.1,
-//      libc.musl-*.so.1 or Debian's *-linux-musl/libc.so; a mapping marked "(deleted)" is not used: that file is gone). A
-//      process seen right after its exec may have only glibc's loader mapped: its maps are
-//      read again every kLoaderPoll, for kLoaderWait at most (the loader maps libc.so.6 within
-//      a millisecond or two; a process stuck in its loader costs the caller kLoaderWait once),
+//      libc.musl-*.so.1 or Debian's *-linux-musl/libc.so; a mapping marked "(deleted)" is not used:
+//      that file is gone). A process seen right after its exec may have only glibc's loader mapped:
+//      its maps are read again every kLoaderPoll, for kLoaderWait at most (the loader maps
+//      libc.so.6 within a millisecond or two; a process stuck in its loader costs the caller
+//      kLoaderWait once),
 //   2. opens it through the process's root (/proc/<pid>/root/<path>) and identifies it,
 //   3. resolves the three function names from its symbol tables (the ProbeTargetCache: one
-//      parse per distinct file),
+//      parse per distinct file, which also decodes each function): a site only where the
+//      function's bytes decoded as code (or the architecture has no decoder here, and the
+//      kernel's instruction check at attach decides) -- never a data symbol or undecoded bytes,
 //   4. acquires two SharedUprobes attachments keyed by the library's BinaryIdentity (entry and
 //      return): the first process of a library attaches, the others share, the last one's
 //      unhook() detaches (on SharedUprobes' own thread).
@@ -37,7 +40,9 @@
 // library and per hooked pid.
 //
 // Thread-safety: all methods may be called concurrently (one mutex; attaching happens inside
-// SharedUprobes under its own lock).
+// SharedUprobes under its own lock). The library bound is checked before the attach, so
+// callers hooking new libraries concurrently may pass it by one library each (the agent hooks
+// from its inspection worker, one process at a time).
 #pragma once
 
 #include <sys/types.h>
@@ -46,8 +51,10 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,7 +99,7 @@ class LibcWaitHooks {
 
   enum class Failure : uint8_t {
     kLibraryNotFound,  // no C library mapping, or it cannot be opened through the root
-    kSymbolsMissing,   // neither epoll_wait nor epoll_pwait in the library's symbol tables
+    kSymbolsMissing,   // no epoll_wait or epoll_pwait function that decodes as code
     kAttachRefused,    // the kernel refused a probe
     kLimitExceeded,    // kMaxLibraries distinct library files hooked already
     kCount,
@@ -109,8 +116,9 @@ class LibcWaitHooks {
     // since boot, strictly earlier tick): every wait it made went through them.
     bool since_exec = false;
   };
-  // Attaches (or shares) the probes of pid's C library. `start_time`: the process's start
-  // time (clock ticks since boot, ProcessInfo::start_time).
+  // Attaches (or shares) the probes of pid's C library; a pid hooked already is unhooked first
+  // (it exec'd: its library may have changed). `start_time`: the process's start time (clock
+  // ticks since boot, ProcessInfo::start_time).
   Result<Hooked> hook(pid_t pid, uint64_t start_time);
   // Drops pid's use of its library's probes; no-op when it holds none.
   void unhook(pid_t pid);

