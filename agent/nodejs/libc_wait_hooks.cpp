@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "agent/discovery/candidate.h"
+#include "agent/nodejs/wait_entry_site.h"
+#include "agent/symbols/elf_file.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -49,6 +51,18 @@ bool is_probeable(const symbols::ProbeTarget& t) {
     case ReturnSiteStatus::kTooLarge: return false;
   }
   return false;
+}
+
+// How far into the function the probes go (wait_entry_site.h): 0 unless an x86-64 function's
+// first instructions give an emulated site. Reads at most kMaxCodeBytes of the mapped file.
+uint32_t probe_offset(const symbols::OpenBinary& binary, const symbols::ProbeTarget& t) {
+  constexpr uint64_t kMaxCodeBytes = 64;
+  std::span<const uint8_t> bytes = binary.bytes();
+  if (!binary.check_bytes().ok() || t.size == 0 || t.file_offset >= bytes.size()) return 0;
+  auto elf = symbols::ElfFile::parse(bytes);
+  if (!elf.ok() || elf->machine() != symbols::Machine::kX86_64) return 0;
+  const uint64_t n = std::min({t.size, kMaxCodeBytes, bytes.size() - t.file_offset});
+  return x86_64_wait_probe_offset(bytes.subspan(t.file_offset, n));
 }
 
 uint64_t boottime_ticks() {
@@ -149,10 +163,11 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
     const auto& t = (*targets)[i];
     if (!t.found || !is_probeable(t)) continue;
     wait_function = wait_function || i == kEpollWait || i == kEpollPwait;
+    const uint64_t site = t.file_offset + probe_offset(*binary, t);
     // Two names of one function (an alias) are one site.
     if (std::none_of(sites.begin(), sites.end(),
-                     [&](const UprobeSite& s) { return s.file_offset == t.file_offset; })) {
-      sites.push_back({t.file_offset, 0});
+                     [&](const UprobeSite& s) { return s.file_offset == site; })) {
+      sites.push_back({site, 0});
     }
   }
   if (!wait_function) {

@@ -88,6 +88,39 @@ uint64_t readelf_file_offset(const std::string& lib, const std::string& name) {
   return 0;
 }
 
+// objdump's instruction at file offset `off` of `lib` (its vaddr equals its file offset in
+// these libraries' text segments; checked by the caller against readelf's symbol offsets).
+std::string objdump_at(const std::string& lib, uint64_t off) {
+  char range[96];
+  std::snprintf(range, sizeof range, "--start-address=0x%llx --stop-address=0x%llx",
+                static_cast<unsigned long long>(off), static_cast<unsigned long long>(off + 16));
+  std::istringstream out(run("objdump -d --no-show-raw-insn " + std::string(range) + " " + lib));
+  std::string line;
+  while (std::getline(out, line)) {
+    if (line.find(':') != std::string::npos && line.starts_with(" ")) return line;  // the first
+  }
+  return "";
+}
+
+// One site per function: its entry (readelf), or, a few bytes in, an instruction objdump
+// disassembles as a relative jump or call (what the kernel emulates).
+void expect_sites_at(const std::string& lib, const std::vector<uint64_t>& entries,
+                     const std::vector<UprobeSite>& sites) {
+  ASSERT_EQ(sites.size(), entries.size());
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const uint64_t site = sites[i].file_offset;
+    if (site == entries[i]) continue;
+    EXPECT_GT(site, entries[i]);
+    EXPECT_LT(site, entries[i] + 32) << "past the function's first instructions";
+    const std::string insn = objdump_at(lib, site);
+    std::printf("site %zu: entry 0x%llx, probe at +%llu: %s\n", i,
+                static_cast<unsigned long long>(entries[i]),
+                static_cast<unsigned long long>(site - entries[i]), insn.c_str());
+    EXPECT_TRUE(insn.find("\tj") != std::string::npos || insn.find("\tcall") != std::string::npos)
+        << "not a relative jump or call: " << insn;
+  }
+}
+
 TEST(CLibraryFromMaps, FindsGlibcAndMuslButNotDeletedOrLoaderOnly) {
   auto lib = c_library_from_maps(
       "55d0-55d1 r--p 00000000 fe:00 1 /usr/bin/node\n"
@@ -131,18 +164,18 @@ TEST(LibcWaitHooks, OneAttachmentPairPerLibraryFileSharedByItsProcesses) {
   EXPECT_EQ(kernel.attaches, 2) << "one entry and one return attachment, shared";
   EXPECT_TRUE(kernel.last_path.starts_with("/proc/self/fd/")) << kernel.last_path;
 
-  std::vector<uint64_t> want;
+  std::vector<uint64_t> entries;
   for (const char* name : {"epoll_wait", "epoll_pwait", "epoll_pwait2"}) {
     uint64_t off = readelf_file_offset(a->library, name);
     if (name == std::string("epoll_pwait2") && off == 0) continue;  // glibc before 2.35
     ASSERT_NE(off, 0u) << name << " not in " << a->library;
-    want.push_back(off);
+    entries.push_back(off);
   }
+  expect_sites_at(a->library, entries, kernel.entry_sites);
   std::vector<uint64_t> entry, ret;
   for (const auto& s : kernel.entry_sites) entry.push_back(s.file_offset);
   for (const auto& s : kernel.return_sites) ret.push_back(s.file_offset);
-  EXPECT_EQ(entry, want);
-  EXPECT_EQ(ret, want);
+  EXPECT_EQ(entry, ret) << "both programs at one site per function";
 
   auto libs = hooks.libraries();
   ASSERT_EQ(libs.size(), 1u);
@@ -242,13 +275,12 @@ TEST(LibcWaitHooks, FindsMuslEpollFunctionsBySymbol) {
   LibcWaitHooks hooks(kernel, cache, proc.root());
   auto r = hooks.hook(201, 0);
   ASSERT_TRUE(r.ok()) << r.error().message();
-  std::vector<uint64_t> want, got;
+  std::vector<uint64_t> entries;
   for (const char* name : {"epoll_wait", "epoll_pwait", "epoll_pwait2"}) {
-    if (uint64_t off = readelf_file_offset(musl, name)) want.push_back(off);
+    if (uint64_t off = readelf_file_offset(musl, name)) entries.push_back(off);
   }
-  ASSERT_GE(want.size(), 2u) << "musl exports epoll_wait and epoll_pwait";
-  for (const auto& s : kernel.entry_sites) got.push_back(s.file_offset);
-  EXPECT_EQ(got, want);
+  ASSERT_GE(entries.size(), 2u) << "musl exports epoll_wait and epoll_pwait";
+  expect_sites_at(musl, entries, kernel.entry_sites);
   hooks.unhook(201);
 }
 
