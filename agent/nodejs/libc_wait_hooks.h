@@ -23,6 +23,8 @@
 //      parse per distinct file, which also decodes each function): a site only where the
 //      function's bytes decoded as code (or the architecture has no decoder here, and the
 //      kernel's instruction check at attach decides) -- never a data symbol or undecoded bytes,
+//      The site is the function's first emulated branch where wait_entry_site.h allows it,
+//      else its entry,
 //   4. acquires two SharedUprobes attachments keyed by the library's BinaryIdentity (entry and
 //      return): the first process of a library attaches, the others share, the last one's
 //      unhook() detaches (on SharedUprobes' own thread).

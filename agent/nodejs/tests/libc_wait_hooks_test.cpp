@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/nodejs/wait_entry_site.h"
 #include "agent/tests/child_process.h"
 
 namespace sonde::agent {
@@ -119,6 +120,34 @@ void expect_sites_at(const std::string& lib, const std::vector<uint64_t>& entrie
     EXPECT_TRUE(insn.find("\tj") != std::string::npos || insn.find("\tcall") != std::string::npos)
         << "not a relative jump or call: " << insn;
   }
+}
+
+// The site rules of wait_entry_site.h on hand-assembled prefixes (encodings from the Intel SDM,
+// checked with objdump): an emulated branch after straight-line code that leaves rdi, rsp and
+// memory alone, else the entry.
+TEST(WaitProbeOffset, FirstEmulatedBranchOnlyWhenTheEntryStateSurvives) {
+  using Bytes = std::vector<uint8_t>;
+  auto offset = [](const Bytes& code) { return x86_64_wait_probe_offset(code); };
+  const Bytes cmpb_rip = {0x80, 0x3d, 0, 0, 0, 0, 0};  // cmpb $0x0,0x0(%rip)
+  const Bytes mov_r10 = {0x41, 0x89, 0xca};            // mov %ecx,%r10d
+  const Bytes je = {0x74, 0x14};                       // je .+0x16
+  auto cat = [](std::initializer_list<Bytes> parts) {
+    Bytes out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  EXPECT_EQ(offset(cat({cmpb_rip, mov_r10, je})), 10u) << "glibc's epoll_wait";
+  EXPECT_EQ(offset(cat({{0x45, 0x31, 0xc0}, {0xe9, 0x68, 0xff, 0xff, 0xff}})), 3u)
+      << "musl's epoll_wait: xor %r8d,%r8d; jmp epoll_pwait";
+  EXPECT_EQ(offset(cat({{0x89, 0xcf}, je})), 0u) << "mov %ecx,%edi changes the first argument";
+  EXPECT_EQ(offset(cat({{0x55}, je})), 0u) << "push %rbp moves the stack pointer";
+  EXPECT_EQ(offset(cat({{0x48, 0x83, 0xec, 0x28}, je})), 0u) << "sub $0x28,%rsp";
+  EXPECT_EQ(offset(cat({{0x89, 0x54, 0x24, 0x0c}, je})), 0u) << "mov %edx,0xc(%rsp) writes memory";
+  EXPECT_EQ(offset(cat({mov_r10, {0xff, 0xe0}})), 0u) << "jmp *%rax is not emulated";
+  EXPECT_EQ(offset(cat({mov_r10, {0x0f, 0x05}, je})), 0u) << "a system call comes first";
+  EXPECT_EQ(offset(cat({{0x90, 0x90, 0x90, 0x90}, je})), 0u) << "past kMaxWaitSitePrefix";
+  EXPECT_EQ(offset(Bytes{0x80, 0x3d, 0}), 0u) << "truncated";
+  EXPECT_EQ(offset(Bytes{}), 0u);
 }
 
 TEST(CLibraryFromMaps, FindsGlibcAndMuslButNotDeletedOrLoaderOnly) {
