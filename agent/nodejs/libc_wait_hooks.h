@@ -35,6 +35,10 @@
 // since its exec went through the probes (`since_exec`); see EventLoopMonitor for how the
 // start state is chosen from that.
 //
+// The kernel writes the breakpoint into every process mapping the file when a library is first
+// hooked (a copied 4 KiB page each, for the three functions' page; the glibc ones share one), and
+// runs the probes for all of them; that is the cost to processes the agent did not select.
+//
 // Bounds: one pair of attachments per distinct C library file in use, at most
 // kMaxLibraries files (a tenant shipping thousands of distinct libc copies gets a verdict per
 // process past the bound, never an attach). Descriptors: uprobe_link_fds() per attachment
