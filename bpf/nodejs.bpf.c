@@ -9,7 +9,8 @@
  * where that function is not traceable), and reads which epoll fd belongs to the default loop
  * from libuv's default_loop_struct in the process's own memory.
  *
- * Nothing here writes into the process: no uprobe, no breakpoint. A breakpoint in node's code
+ * Nothing here writes into node's code: no uprobe, no breakpoint there (the opt-in libc hook
+ * below probes only the C library's file). A breakpoint in node's code
  * would travel with `node --use-largepages`, which copies .text into anonymous huge pages
  * where the kernel has no uprobe for it, and the process would die of SIGTRAP.
  */
@@ -160,6 +161,25 @@ int epoll_pwait_exit_event(struct trace_event_raw_sys_exit* ctx) {
 
 SEC("tracepoint/syscalls/sys_exit_epoll_pwait2")
 int epoll_pwait2_exit_event(struct trace_event_raw_sys_exit* ctx) {
+  wait_ends();
+  return 0;
+}
+
+/* Opt-in (--wait-source libc-uprobes), for kernels without trampolines: the C library's own
+ * epoll_wait / epoll_pwait / epoll_pwait2, per library FILE (user space attaches them to each
+ * glibc or musl file that tracked node processes map, never to node's code). Only processes
+ * that call those functions through that file pay, and only per wait; every other system call
+ * stays on the fast path. Return probes are safe here: C stacks do not move. A wait that was in
+ * progress when the return probe was attached returns without firing it (the return address is
+ * swapped at the entry); user space starts such a process from its next wait. */
+SEC("uprobe")
+int BPF_KPROBE(libc_wait_enter, int epfd) {
+  wait_begins(epfd);
+  return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(libc_wait_exit) {
   wait_ends();
   return 0;
 }

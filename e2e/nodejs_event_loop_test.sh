@@ -2,6 +2,8 @@
 # Node.js event-loop blocked time end to end: the agent standalone on the real kernel, real
 # /usr/bin/node workloads blocking inside each kind of callback, Debian's Prometheus scraping
 # the agent, and the checks made through Prometheus's HTTP API.
+# SONDE_E2E_WAIT_SOURCE: the agent's --wait-source (default: its own default, auto), e.g.
+# libc-uprobes.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 blocker="$(cd "$(dirname "$0")" && pwd)/workloads/blocker.js"
@@ -17,7 +19,11 @@ trap cleanup EXIT
 metric=container_nodejs_event_loop_blocked_time_seconds_total
 port="$(free_port)"
 series_of() { echo "$metric{namespace=\"\",pod=\"\",container=\"node-$1\",node=\"$(hostname)\"}"; }
-start_agent "$port"
+wait_source_flag=()
+if [[ -n "${SONDE_E2E_WAIT_SOURCE:-}" ]]; then
+  wait_source_flag=(--wait-source "$SONDE_E2E_WAIT_SOURCE")
+fi
+start_agent "$port" "${wait_source_flag[@]}"
 start_prometheus "$port"
 
 # Each workload runs /usr/bin/node through a symlink of its own name, so its series (standalone
@@ -99,4 +105,13 @@ within "$(awk -v a="${second:-0}" -v b="${first:-0}" 'BEGIN { print a - b }')" 0
 binaries="$(curl -sf "http://127.0.0.1:$port/metrics" | grep '^sonde_agent_nodejs_binaries{' || true)"
 grep -q '^sonde_agent_nodejs_binaries{binary="/usr/bin/node",build_id="[0-9a-f]*",mode="precise"}' \
   <<<"$binaries" || fail "want /usr/bin/node in precise mode, got: $binaries"
-echo "nodejs event loop: ok"
+if [[ "${SONDE_E2E_WAIT_SOURCE:-}" == libc-uprobes ]]; then
+  # Every one of these processes maps the same libc.so.6: one hooked library file.
+  metrics="$(curl -sf "http://127.0.0.1:$port/metrics")"
+  libs="$(grep -c '^sonde_agent_nodejs_wait_hook_libraries{library="[^"]*/libc.so.6"' \
+    <<<"$metrics" || true)"
+  [[ "$libs" == 1 ]] || fail "want one hooked C library file, got $libs"
+  grep -q '^sonde_agent_info{.*wait_source="uprobe/libc:epoll_wait\*"' <<<"$metrics" ||
+    fail "sonde_agent_info does not name the libc-uprobes hook"
+fi
+echo "nodejs event loop${SONDE_E2E_WAIT_SOURCE:+ ($SONDE_E2E_WAIT_SOURCE)}: ok"

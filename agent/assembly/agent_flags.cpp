@@ -28,13 +28,16 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
       {"auto", LoopProbes::WaitSource::kAuto},
       {"fentry", LoopProbes::WaitSource::kFentry},
       {"epoll-tracepoints", LoopProbes::WaitSource::kEpollTracepoints},
-      {"syscalls", LoopProbes::WaitSource::kSyscallTracepoints}};
+      {"syscalls", LoopProbes::WaitSource::kSyscallTracepoints},
+      {"libc-uprobes", LoopProbes::WaitSource::kLibcUprobes}};
   app.add_option_function<std::string>(
          "--wait-source",
          [&flags](const std::string& name) { flags.wait_source = kSources.at(name); },
          "the kernel hook measuring event-loop waits: auto (the cheapest the kernel supports), "
-         "fentry, epoll-tracepoints or syscalls (default auto)")
-      ->check(CLI::IsMember({"auto", "fentry", "epoll-tracepoints", "syscalls"}));
+         "fentry, epoll-tracepoints, syscalls, or libc-uprobes (opt-in: uprobes on the C "
+         "library's epoll functions, per library file; no cost to other system calls where "
+         "the kernel lacks BPF trampolines) (default auto)")
+      ->check(CLI::IsMember({"auto", "fentry", "epoll-tracepoints", "syscalls", "libc-uprobes"}));
   app.add_flag(
       "--go-tls-perform-ret", flags.go_tls_perform_ret,
       "let the Go TLS probes on (*Conn).Read's RETs perform the ret themselves (they write "

@@ -373,21 +373,34 @@ Check pid_namespace_check() {
   return c;
 }
 
-// Loads the Node.js wait hooks the way the agent will and reports which ones the kernel took.
+// Loads the Node.js wait hooks the way the agent will (--wait-source auto) and reports which
+// one the kernel took and what it costs processes the agent does not select; where that is a
+// syscall tracepoint, also whether the opt-in libc-uprobes hook loads here instead.
 Check event_loop_hook_check() {
+  using Source = LoopProbes::WaitSource;
   Check c{.name = "event-loop wait hook"};
-  auto probes = LoopProbes::load(LoopProbes::WaitSource::kAuto);
+  auto probes = LoopProbes::load(Source::kAuto);
   if (!probes.ok()) {
     c.verdict = Verdict::kFail;
     c.detail = probes.error().message();
     c.fix = "fix the failures above; Node.js event-loop metrics need this hook";
     return c;
   }
-  c.detail = (*probes)->wait_source();
-  if (std::string_view(c.detail).starts_with("tp_btf")) {
+  const Source source = (*probes)->source();
+  c.detail = std::string((*probes)->wait_source()) +
+             "; cost to processes not selected: " + LoopProbes::wait_source_cost(source);
+  if (source == Source::kEpollTracepoints || source == Source::kSyscallTracepoints) {
     c.verdict = Verdict::kWarn;
-    c.detail += " (no fentry: a BPF program runs on every system call)";
-    c.fix = "kernels with DYNAMIC_FTRACE_WITH_DIRECT_CALLS use the cheaper fentry hook";
+    (*probes).reset();  // one set of wait programs at a time
+    auto libc = LoopProbes::load(Source::kLibcUprobes);
+    c.fix = libc.ok()
+                ? std::string(
+                      "no BPF trampolines here; --wait-source libc-uprobes (loads on this "
+                      "kernel) costs only ") +
+                      LoopProbes::wait_source_cost(Source::kLibcUprobes)
+                : "no BPF trampolines here, and the libc-uprobes hook does not load either (" +
+                      libc.error().message() +
+                      "); kernels with DYNAMIC_FTRACE_WITH_DIRECT_CALLS use fentry";
   }
   return c;
 }

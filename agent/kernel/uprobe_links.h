@@ -47,13 +47,19 @@ struct UprobeSite {
   uint64_t cookie = 0;  // what bpf_get_attach_cookie() returns at this site
 };
 
+// Where a probe fires: at the site itself, or (a uretprobe) when the function entered at the site
+// returns, through a return address the kernel swaps in at the entry. Return probes are for C
+// code only: Go moves its stacks, and a swapped return address then crashes the program.
+enum class UprobeFires { kAtSite, kOnReturn };
+
 // Attaches `program` at every site of the file at `path` for every process (callers filter per
 // process in the kernel): one attachment holding one link (kMulti) or one per site (kSingle).
 // All sites or none: on failure the links made so far are closed before returning (each close
 // may wait for a grace period). The error names program, file and the site that failed.
 Result<std::unique_ptr<Attachment>> attach_uprobes(bpf_program* program, UprobeLinkKind kind,
                                                    const std::string& path,
-                                                   std::span<const UprobeSite> sites);
+                                                   std::span<const UprobeSite> sites,
+                                                   UprobeFires fires = UprobeFires::kAtSite);
 
 // The most descriptors attach_uprobes() of `sites` sites holds while attached.
 size_t uprobe_link_fds(UprobeLinkKind kind, size_t sites);

@@ -63,15 +63,22 @@ const char* loop_mode_name(LoopMode mode) {
 }
 
 EventLoopMonitor::EventLoopMonitor(LoopAccounting& probes, symbols::ProbeTargetCache& cache,
-                                   const ProcReader& proc, uint64_t grace_ns, const Clock& clock)
-    : probes_(probes), cache_(cache), proc_(proc), clock_(clock), containers_(grace_ns) {}
+                                   const ProcReader& proc, uint64_t grace_ns, const Clock& clock,
+                                   LibcWaitHooks* hooks)
+    : probes_(probes),
+      cache_(cache),
+      proc_(proc),
+      clock_(clock),
+      hooks_(hooks),
+      containers_(grace_ns) {}
 
 const std::vector<std::string>& EventLoopMonitor::symbol_names() {
   return kNames;
 }
 
 EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
-                                                     const ContainerLabels& labels) {
+                                                     const ContainerLabels& labels,
+                                                     std::string* why) {
   const pid_t pid = c.info.pid;
   const bool running = c.running;
   {
@@ -109,7 +116,20 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
     }
   }
   start.any_epfd = mode == LoopMode::kEpollOnly;
-  if (running && probes_.starting_up(pid)) {
+  // With per-process hooks, they are in place before the state is read (see the header).
+  bool hooked_since_exec = true;
+  if (hooks_ != nullptr) {
+    auto hooked = hooks_->hook(pid, c.info.start_time);
+    if (!hooked.ok()) {
+      if (is_gone(hooked.error())) return Outcome::kGone;
+      log::warn("Node.js process not tracked: its epoll waits cannot be hooked",
+                {{"pid", pid}, {"binary", c.info.exe}, {"reason", hooked.error().message()}});
+      if (why) *why = hooked.error().message();
+      return Outcome::kNoWaitHook;
+    }
+    hooked_since_exec = hooked->since_exec;
+  }
+  if (running && hooked_since_exec && probes_.starting_up(pid)) {
     // Selected after its exec (in a cluster the pod's container id reaches the agent 0.5-2 s
     // later) but still starting up: its main thread has not waited in epoll since the exec
     // (the kernel records every exec and clears the record at the first wait). Bootstrap is
@@ -139,7 +159,9 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
     }
   }
   if (auto st = probes_.track(pid, start); !st.ok()) {
+    if (hooks_ != nullptr) hooks_->unhook(pid);
     log::warn("cannot track process", {{"pid", pid}, {"error", st.error().message()}});
+    if (why) *why = st.error().message();
     return Outcome::kFailed;
   }
 
@@ -167,6 +189,7 @@ void EventLoopMonitor::finish_locked(pid_t pid, uint64_t end_ns) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
   auto final = probes_.untrack(pid, end_ns);
+  if (hooks_ != nullptr) hooks_->unhook(pid);
   LoopCounts value = it->second.last;
   if (final.ok()) raise_to(value, LoopCounts{final->blocked_ns, final->blocks});
   containers_.finished(it->second.labels, value, clock_.now_ns());

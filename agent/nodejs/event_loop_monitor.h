@@ -13,6 +13,26 @@
 //   epoll-only   no libuv symbols (stripped .symtab): every epoll wait of the main thread is idle
 // Nothing is written into Node.js processes: no uprobe (see bpf/nodejs.bpf.c for why).
 //
+// With the opt-in libc-uprobes wait source (`hooks`), a process is tracked only once its C
+// library's epoll functions are hooked (LibcWaitHooks); a process whose library cannot be
+// hooked is not tracked, and its reason is the verdict. Two things differ from the kernel-wide
+// hooks:
+//   - A wait that began before the library's return probe was attached returns without firing
+//     it (the kernel swaps the return address at the entry). Caught in such a wait, a process
+//     starts as Now::kWaiting all the same: its return goes unseen, the phase stays IDLE until
+//     the next wait's entry, and the busy period in between is not counted -- at most one
+//     period per process, an undercount, never idle time counted as blocked. Now::kUnknown
+//     would lose that same period (the next entry closes no busy period either) and also the
+//     next one when the wait's return was armed; Now::kBusy would count the rest of the wait
+//     as blocked. So kWaiting: exact when the wait began after the attach (every wait of a
+//     process that exec'd after its library was hooked), one period short otherwise. A process
+//     busy when caught is exact (kBusy: its next wait's entry is seen).
+//   - "Still starting up" (the kernel's exec record, cleared at the first epoll wait it sees)
+//     is trusted only when the probes were attached before the process's exec: waits made
+//     before the attach were not seen and did not clear the record. Otherwise the process is
+//     caught mid-flight as above (one still in its start-up code then has the rest of its
+//     start-up counted as blocked).
+//
 // Counters (blocked time, and the histogram of block durations: each finished busy period of
 // the loop, counted in the kernel) follow ContainerTotals: folded at exit, never backwards,
 // forgotten `grace` after a container's last process.
@@ -33,6 +53,7 @@
 
 #include "agent/discovery/candidate.h"
 #include "agent/discovery/proc_reader.h"
+#include "agent/nodejs/libc_wait_hooks.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/runtime/clock.h"
 #include "agent/runtime/container_totals.h"
@@ -47,17 +68,22 @@ class EventLoopMonitor {
  public:
   // `grace_ns`: how long a container's series outlive its last process. `probes` and `clock`
   // are the kernel's accounting and CLOCK_MONOTONIC in the agent, fakes in unit tests.
+  // `hooks`: the per-process wait hooks of the libc-uprobes source; nullptr for the kernel-wide
+  // sources (nothing to attach per process).
   EventLoopMonitor(LoopAccounting& probes, symbols::ProbeTargetCache& cache, const ProcReader& proc,
-                   uint64_t grace_ns, const Clock& clock = monotonic_clock());
+                   uint64_t grace_ns, const Clock& clock = monotonic_clock(),
+                   LibcWaitHooks* hooks = nullptr);
 
   // The symbols consider() looks up, so a caller can resolve every feature's names in one
   // parse of a new binary.
   static const std::vector<std::string>& symbol_names();
 
-  enum class Outcome { kTracked, kNotNode, kGone, kFailed };
+  enum class Outcome { kTracked, kNotNode, kGone, kFailed, kNoWaitHook };
   // Considers a process: from the start-up scan (it may be mid-loop) or from its exec event.
-  // A process that execs again is re-considered.
-  Outcome consider(const Candidate& candidate, const ContainerLabels& labels);
+  // A process that execs again is re-considered. For kNoWaitHook (and kFailed), `why` (when
+  // given) says why.
+  Outcome consider(const Candidate& candidate, const ContainerLabels& labels,
+                   std::string* why = nullptr);
 
   // The process exited at exit_ns (CLOCK_MONOTONIC); no-op when it was not tracked.
   void exited(pid_t pid, uint64_t exit_ns);
@@ -123,6 +149,7 @@ class EventLoopMonitor {
   symbols::ProbeTargetCache& cache_;
   const ProcReader& proc_;
   const Clock& clock_;
+  LibcWaitHooks* const hooks_;
 
   mutable std::mutex mu_;
   std::map<pid_t, Process> processes_;

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "agent/kernel/bpf_helpers.h"
+#include "agent/kernel/uprobe_links.h"
 #include "common/log.h"
 #include "nodejs.h"
 #include "nodejs.skel.h"
@@ -84,6 +85,18 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
   bool fentry = source == WaitSource::kFentry;
   bool events = source == WaitSource::kEpollTracepoints;
   bool raw = source == WaitSource::kSyscallTracepoints;
+  bool libc = source == WaitSource::kLibcUprobes;
+  // Attached per library file by LibcWaitHooks, never by the skeleton (a uprobe without a
+  // target cannot be auto-attached).
+  bpf_program__set_autoload(skel->progs.libc_wait_enter, libc);
+  bpf_program__set_autoload(skel->progs.libc_wait_exit, libc);
+  bpf_program__set_autoattach(skel->progs.libc_wait_enter, false);
+  bpf_program__set_autoattach(skel->progs.libc_wait_exit, false);
+  if (libc) {
+    self->links_ = uprobe_link_support().kind;
+    prepare_uprobe_program(skel->progs.libc_wait_enter, self->links_);
+    prepare_uprobe_program(skel->progs.libc_wait_exit, self->links_);
+  }
   bpf_program__set_autoload(skel->progs.epoll_wait_enter, fentry);
   bpf_program__set_autoload(skel->progs.epoll_wait_exit, fentry);
   bpf_program__set_autoload(skel->progs.epoll_pwait_event, events);
@@ -124,8 +137,33 @@ const char* LoopProbes::wait_source() const {
   switch (source_) {
     case WaitSource::kFentry: return "fentry/do_epoll_wait";
     case WaitSource::kEpollTracepoints: return "tracepoint/syscalls/epoll_wait*";
+    case WaitSource::kLibcUprobes: return "uprobe/libc:epoll_wait*";
     default: return "tp_btf/sys_enter+sys_exit";
   }
+}
+
+const char* LoopProbes::wait_source_cost(WaitSource source) {
+  switch (source) {
+    case WaitSource::kFentry: return "nothing measurable (a trampoline on epoll waits only)";
+    case WaitSource::kLibcUprobes:
+      return "epoll waits of processes sharing a hooked C library file (a uprobe round trip "
+             "each); no other system call";
+    case WaitSource::kEpollTracepoints:
+    case WaitSource::kSyscallTracepoints:
+    case WaitSource::kAuto: break;
+  }
+  return "every system call of every process (the syscall tracepoint slow path)";
+}
+
+Result<std::unique_ptr<Attachment>> LoopProbes::attach(const std::string& path,
+                                                       std::span<const UprobeSite> sites,
+                                                       UprobeFires fires) {
+  if (source_ != WaitSource::kLibcUprobes) {
+    return Error(std::string("nodejs probes: no C library probes with ") + wait_source());
+  }
+  bpf_program* program =
+      fires == UprobeFires::kAtSite ? skel_->progs.libc_wait_enter : skel_->progs.libc_wait_exit;
+  return attach_uprobes(program, links_, path, sites, fires);
 }
 
 Status LoopProbes::track(pid_t pid, const Start& start) {

@@ -4,6 +4,9 @@
 // wait hook is the cheapest the kernel allows, in this order: fentry/fexit on do_epoll_wait
 // (BPF trampolines), the syscall tracepoints of the epoll waits (tracefs; mounted when the node
 // has not), the raw sys_enter/sys_exit tracepoints (every system call of every process pays).
+// Opt-in only (kLibcUprobes): uprobes on the C library's epoll functions, attached per library
+// file by LibcWaitHooks (this object only loads the programs and attaches them where told);
+// only epoll waits of processes sharing such a file pay.
 // Nothing is attached to Node.js binaries: which epoll fd is the default loop's is read from the
 // process's memory (libuv's default_loop_struct), so no breakpoint is ever written into a process.
 // Owns the skeleton; destroying it detaches everything. Map operations are thread-safe (each is a
@@ -17,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "agent/nodejs/libc_wait_hooks.h"
 #include "agent/runtime/clock.h"
 #include "agent/runtime/container_totals.h"
 #include "common/result.h"
@@ -72,16 +76,26 @@ class LoopAccounting {
   virtual Result<LoopReading> untrack(pid_t pid, uint64_t end_ns) = 0;
 };
 
-class LoopProbes final : public LoopAccounting {
+class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
  public:
-  enum class WaitSource { kAuto, kFentry, kEpollTracepoints, kSyscallTracepoints };
+  // kAuto never picks kLibcUprobes: it is chosen explicitly (--wait-source libc-uprobes).
+  enum class WaitSource { kAuto, kFentry, kEpollTracepoints, kSyscallTracepoints, kLibcUprobes };
 
   static Result<std::unique_ptr<LoopProbes>> load(WaitSource source = WaitSource::kAuto);
   ~LoopProbes() override;
 
-  // Which hook measures the waits ("fentry/do_epoll_wait", "tracepoint/syscalls/epoll_wait*"
-  // or "tp_btf/sys_enter+sys_exit").
+  // Which hook measures the waits ("fentry/do_epoll_wait", "tracepoint/syscalls/epoll_wait*",
+  // "tp_btf/sys_enter+sys_exit" or "uprobe/libc:epoll_wait*").
   const char* wait_source() const;
+  WaitSource source() const { return source_; }
+  // What the hook costs processes the agent does not select, for doctor and logs.
+  static const char* wait_source_cost(WaitSource source);
+
+  // kLibcUprobes only: attaches the entry (kAtSite) or return (kOnReturn) program at `sites` of
+  // the C library at `path`; an error for the other sources.
+  Result<std::unique_ptr<Attachment>> attach(const std::string& path,
+                                             std::span<const UprobeSite> sites,
+                                             UprobeFires fires) override;
 
   // Starts accounting for `pid` (replacing any previous state of that pid).
   Status track(pid_t pid, const Start& start) override;
@@ -103,6 +117,7 @@ class LoopProbes final : public LoopAccounting {
   static Result<std::unique_ptr<LoopProbes>> load_with(WaitSource source);
   std::unique_ptr<nodejs_bpf, void (*)(nodejs_bpf*)> skel_{nullptr, nullptr};
   WaitSource source_ = WaitSource::kFentry;
+  UprobeLinkKind links_ = UprobeLinkKind::kSingle;  // kLibcUprobes
 };
 
 }  // namespace sonde::agent

@@ -17,14 +17,18 @@ Result<std::unique_ptr<NodejsFeature>> NodejsFeature::load(LoopProbes::WaitSourc
 
 FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& selection) {
   using State = ProcessOutcome::State;
-  switch (monitor_.consider(c, selection.labels)) {
+  std::string why;
+  switch (monitor_.consider(c, selection.labels, &why)) {
     case EventLoopMonitor::Outcome::kTracked: return {State::kInstrumented, ""};
     case EventLoopMonitor::Outcome::kNotNode:
       return {State::kSymbolsNotFound,
               "no Node.js symbols (napi_module_register) in " + c.info.exe};
     case EventLoopMonitor::Outcome::kGone: return {.gone = true};
     case EventLoopMonitor::Outcome::kFailed:
-      return {State::kFailed, "Node.js probes could not be attached to " + c.info.exe};
+      return {State::kFailed, "Node.js probes could not be attached to " + c.info.exe +
+                                  (why.empty() ? "" : ": " + why)};
+    case EventLoopMonitor::Outcome::kNoWaitHook:
+      return {State::kFailed, "epoll waits of " + c.info.exe + " not hooked: " + why};
   }
   return {State::kFailed, "unknown outcome"};
 }
@@ -80,6 +84,27 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                              "Tracked Node.js processes whose kernel state was evicted from "
                              "the full process map; their counters stop growing.");
   add_sample(lost, {}, static_cast<double>(monitor_.states_lost()));
+  if (hooks_) {
+    auto libraries = gauge_family("sonde_agent_nodejs_wait_hook_libraries",
+                                  "C library files whose epoll functions carry the wait hook "
+                                  "(--wait-source libc-uprobes): tracked Node.js processes per "
+                                  "file (path as first seen, build id).");
+    for (const auto& l : hooks_->libraries()) {
+      add_sample(libraries, {{"library", l.path}, {"build_id", l.build_id}},
+                 static_cast<double>(l.processes));
+    }
+    auto failures = counter_family("sonde_agent_nodejs_wait_hook_failures_total",
+                                   "Node.js processes not tracked because their C library's "
+                                   "epoll functions could not be hooked, by reason.");
+    const auto counts = hooks_->failures();
+    for (size_t i = 0; i < counts.size(); ++i) {
+      add_sample(failures,
+                 {{"reason", LibcWaitHooks::failure_name(static_cast<LibcWaitHooks::Failure>(i))}},
+                 static_cast<double>(counts[i]));
+    }
+    out.push_back(std::move(libraries));
+    out.push_back(std::move(failures));
+  }
   out.push_back(std::move(blocked));
   out.push_back(std::move(blocks));
   out.push_back(std::move(procs));

@@ -1,6 +1,7 @@
 // NodejsFeature: the Node.js event-loop feature behind the runtime's Feature seam — the kernel
 // probes (LoopProbes), the per-process bookkeeping (EventLoopMonitor) and the metric families
-// they export (container_nodejs_event_loop_blocked_time_seconds_total, sonde_agent_nodejs_*).
+// they export (container_nodejs_event_loop_blocked_time_seconds_total, sonde_agent_nodejs_*),
+// and with the libc-uprobes wait source the per-library hooks (LibcWaitHooks).
 #pragma once
 
 #include <memory>
@@ -44,11 +45,15 @@ class NodejsFeature final : public Feature {
   NodejsFeature(std::unique_ptr<LoopProbes> probes, symbols::ProbeTargetCache& cache,
                 const ProcReader& proc, uint64_t grace_ns, std::string node)
       : probes_(std::move(probes)),
-        monitor_(*probes_, cache, proc, grace_ns),
+        hooks_(probes_->source() == LoopProbes::WaitSource::kLibcUprobes
+                   ? std::make_unique<LibcWaitHooks>(*probes_, cache, proc.root())
+                   : nullptr),
+        monitor_(*probes_, cache, proc, grace_ns, monotonic_clock(), hooks_.get()),
         node_(std::move(node)) {}
 
   std::unique_ptr<LoopProbes> probes_;
-  EventLoopMonitor monitor_;  // after the probes it drives
+  std::unique_ptr<LibcWaitHooks> hooks_;  // libc-uprobes only; after the probes it attaches
+  EventLoopMonitor monitor_;              // after the probes and hooks it drives
   const std::string node_;
 };
 

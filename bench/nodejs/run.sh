@@ -4,9 +4,14 @@
 #   2. added cost per system call of any process on the node (getppid: only the raw syscall
 #      tracepoints see it) and per epoll wait of a process that is not Node.js (every hook);
 #   3. the agent's CPU and RSS while 50 node processes are instrumented.
-# Usage: bench/nodejs/run.sh [BUILD_DIR]   (root; prints a Markdown table)
+# Usage: bench/nodejs/run.sh [BUILD_DIR] [WAIT_SOURCE]   (root; prints a Markdown table)
+#   WAIT_SOURCE: the agent's --wait-source (default: the agent's own default, auto)
+# The system calls are timed with and without the agent while one node process (idle in its
+# loop) is selected: a hook attached per selected process (libc-uprobes) is then in place.
 set -euo pipefail
 build="${1:-build}"
+wait_source_flag=()
+if [[ -n "${2:-}" ]]; then wait_source_flag=(--wait-source "$2"); fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19499
 source "$here/../agent_lib.sh"
@@ -22,17 +27,21 @@ loop_ns() {  # median ns per iteration over $runs runs
 syscall_ns() { for _ in $(seq $runs); do "$tmp/syscalls" 2000000 "${1:-getppid}"; done | median; }
 
 load0="$(cut -d' ' -f1-3 /proc/loadavg)"
+# The selected node process: idle in its loop for the whole run, with and without the agent.
+node "$here/../../e2e/workloads/blocker.js" idle 0 0 >/dev/null 2>&1 &
+pids+=($!)
 base_loop="$(loop_ns)"
 base_sys="$(syscall_ns)"
 base_epoll="$(syscall_ns epoll)"
 
-start_bench_agent
+start_bench_agent "${wait_source_flag[@]}"
+sleep 2  # the idle node process is selected
 wait_source="$(curl -sf "127.0.0.1:$port/metrics" | sed -n 's/^sonde_agent_info{.*wait_source="\([^"]*\)".*/\1/p')"
 agent_loop="$(loop_ns)"
 agent_sys="$(syscall_ns)"
 agent_epoll="$(syscall_ns epoll)"
 
-# 50 instrumented node processes, each running 20 ms of work every second.
+# 50 more instrumented node processes, each running 20 ms of work every second.
 for i in $(seq 50); do
   node "$here/../../e2e/workloads/blocker.js" periodic 0 20 >/dev/null 2>&1 &
   pids+=($!)
@@ -45,6 +54,7 @@ cpu="$(cpu_percent "$t0" "$t1" "$s0" "$s1")"
 metrics="$(curl -sf "127.0.0.1:$port/metrics")"
 rss="$(agent_rss_mib)"
 procs="$(awk '/^sonde_agent_nodejs_processes\{/ { s += $2 } END { print s }' <<<"$metrics")"
+libs="$(awk '/^sonde_agent_nodejs_wait_hook_libraries\{/ { n++ } END { print n + 0 }' <<<"$metrics")"
 
 cat <<TABLE
 | measure | without agent | with agent | added |
@@ -59,6 +69,7 @@ average at the start and end: $load0 / $(cut -d' ' -f1-3 /proc/loadavg).
 | 50 instrumented node processes (20 ms of work per second each) | value |
 |---|---|
 | processes instrumented | $procs |
+| C library files hooked (libc-uprobes only) | $libs |
 | agent CPU (30 s average) | $cpu % of one core |
 | agent RSS | $rss MiB |
 TABLE

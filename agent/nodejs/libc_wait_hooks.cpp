@@ -1,0 +1,245 @@
+#include "agent/nodejs/libc_wait_hooks.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "agent/discovery/candidate.h"
+#include "agent/nodejs/wait_entry_site.h"
+#include "agent/symbols/elf_file.h"
+#include "common/files.h"
+#include "common/log.h"
+
+namespace sonde::agent {
+namespace {
+
+enum NameIndex { kEpollWait = 0, kEpollPwait = 1, kEpollPwait2 = 2 };
+const std::vector<std::string> kNames = {"epoll_wait", "epoll_pwait", "epoll_pwait2"};
+
+// glibc: libc.so.6 (every architecture since glibc 2.x); musl: the dynamic linker is the C
+// library, ld-musl-<arch>.so.1 (Alpine's libc.musl-<arch>.so.1 links to it), and Debian's musl
+// package installs it as <triplet>-linux-musl/libc.so with ld-musl-<arch>.so.1 a link to that
+// (maps name the file the links lead to). glibc's own libc.so is a linker script, never mapped.
+bool is_c_library(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  std::string_view base = path.substr(slash + 1);
+  if (base == "libc.so.6") return true;
+  if (base == "libc.so" && slash != std::string_view::npos &&
+      path.substr(0, slash).ends_with("-linux-musl")) {
+    return true;
+  }
+  if (base.starts_with("ld-musl-") && base.ends_with(".so.1")) return true;
+  if (base.starts_with("libc.musl-") && base.ends_with(".so.1")) return true;
+  return false;
+}
+
+// A function entry the probes may go on: code that decoded (returns, or leaves through a tail
+// call: musl's epoll_wait jumps to epoll_pwait), or an architecture sonde does not decode, where
+// the kernel's own instruction check at attach time is the judge. Never a data symbol, bytes
+// that did not decode, or a function past the decoder's bounds.
+bool is_probeable(const symbols::ProbeTarget& t) {
+  using symbols::ReturnSiteStatus;
+  switch (t.return_status) {
+    case ReturnSiteStatus::kFound:
+    case ReturnSiteStatus::kTailCallOnly:
+    case ReturnSiteStatus::kUnsupportedMachine: return true;
+    case ReturnSiteStatus::kNoExit:
+    case ReturnSiteStatus::kDecodeError:
+    case ReturnSiteStatus::kNotCode:
+    case ReturnSiteStatus::kTooLarge: return false;
+  }
+  return false;
+}
+
+// How far into the function the probes go (wait_entry_site.h): 0 unless an x86-64 function's
+// first instructions give an emulated site. Reads at most kMaxCodeBytes of the mapped file.
+uint32_t probe_offset(const symbols::OpenBinary& binary, const symbols::ProbeTarget& t) {
+  constexpr uint64_t kMaxCodeBytes = 64;
+  std::span<const uint8_t> bytes = binary.bytes();
+  if (!binary.check_bytes().ok() || t.size == 0 || t.file_offset >= bytes.size()) return 0;
+  auto elf = symbols::ElfFile::parse(bytes);
+  if (!elf.ok() || elf->machine() != symbols::Machine::kX86_64) return 0;
+  const uint64_t n = std::min({t.size, kMaxCodeBytes, bytes.size() - t.file_offset});
+  return x86_64_wait_probe_offset(bytes.subspan(t.file_offset, n));
+}
+
+uint64_t boottime_ticks() {
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  const auto hz = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  const uint64_t ns =
+      static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+  return ns / (1'000'000'000u / hz);
+}
+
+}  // namespace
+
+MappedCLibrary c_library_from_maps(std::string_view maps) {
+  MappedCLibrary out;
+  while (!maps.empty()) {
+    const size_t eol = maps.find('\n');
+    std::string_view line = maps.substr(0, eol);
+    maps = eol == std::string_view::npos ? std::string_view() : maps.substr(eol + 1);
+    // "start-end perms offset dev inode   path": the path is the first field starting with '/'.
+    const size_t slash = line.find(" /");
+    if (slash == std::string_view::npos) continue;
+    std::string_view path = line.substr(slash + 1);
+    if (path.ends_with(" (deleted)")) continue;
+    std::string_view name = path.substr(path.rfind('/') + 1);
+    if (is_c_library(path)) {
+      out.path = std::string(path);
+      return out;
+    }
+    if (name.starts_with("ld-linux")) out.loader = true;
+  }
+  return out;
+}
+
+const std::vector<std::string>& LibcWaitHooks::symbol_names() {
+  return kNames;
+}
+
+const char* LibcWaitHooks::failure_name(Failure f) {
+  switch (f) {
+    case Failure::kLibraryNotFound: return "library-not-found";
+    case Failure::kSymbolsMissing: return "symbols-missing";
+    case Failure::kAttachRefused: return "attach-refused";
+    case Failure::kLimitExceeded: return "limit-exceeded";
+    case Failure::kCount: break;
+  }
+  return "unknown";
+}
+
+LibcWaitHooks::LibcWaitHooks(WaitProbeAttacher& attacher, symbols::ProbeTargetCache& cache,
+                             std::string proc_root)
+    : attacher_(attacher), cache_(cache), proc_root_(std::move(proc_root)) {}
+
+Error LibcWaitHooks::fail(Failure f, Error e) {
+  std::lock_guard lock(mu_);
+  failures_[static_cast<size_t>(f)]++;
+  return e;
+}
+
+Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time) {
+  unhook(pid);
+  const std::string dir = proc_root_ + "/" + std::to_string(pid);
+  MappedCLibrary mapped;
+  const auto give_up = std::chrono::steady_clock::now() + kLoaderWait;
+  for (;;) {
+    auto maps = read_file(dir + "/maps", kMaxMapsBytes);
+    if (!maps.ok()) {
+      if (is_gone(maps.error())) return maps.error();
+      return fail(Failure::kLibraryNotFound, maps.error());
+    }
+    mapped = c_library_from_maps(*maps);
+    if (mapped.path || !mapped.loader || std::chrono::steady_clock::now() >= give_up) break;
+    std::this_thread::sleep_for(kLoaderPoll);
+  }
+  const auto& library = mapped.path;
+  if (!library) {
+    return fail(Failure::kLibraryNotFound,
+                Error("no glibc or musl C library mapped by pid " + std::to_string(pid) +
+                      " (static binary?): its epoll waits cannot be hooked; use --wait-source "
+                      "auto"));
+  }
+  auto binary = symbols::OpenBinary::open(dir + "/root" + *library);
+  if (!binary.ok()) {
+    if (is_gone(binary.error())) return binary.error();
+    return fail(Failure::kLibraryNotFound,
+                Error("open C library " + *library + " of pid " + std::to_string(pid) + ": " +
+                          binary.error().message(),
+                      binary.error().code()));
+  }
+  auto targets = cache_.resolve(*binary, kNames);
+  if (!targets.ok()) {
+    return fail(Failure::kSymbolsMissing,
+                Error("read symbols of C library " + *library + ": " + targets.error().message()));
+  }
+  std::vector<UprobeSite> sites;
+  bool wait_function = false;  // epoll_wait or epoll_pwait among the sites
+  for (size_t i = 0; i < targets->size(); ++i) {
+    const auto& t = (*targets)[i];
+    if (!t.found || !is_probeable(t)) continue;
+    wait_function = wait_function || i == kEpollWait || i == kEpollPwait;
+    const uint64_t site = t.file_offset + probe_offset(*binary, t);
+    // Two names of one function (an alias) are one site.
+    if (std::none_of(sites.begin(), sites.end(),
+                     [&](const UprobeSite& s) { return s.file_offset == site; })) {
+      sites.push_back({site, 0});
+    }
+  }
+  if (!wait_function) {
+    return fail(Failure::kSymbolsMissing,
+                Error("C library " + *library +
+                      " exports no epoll_wait or epoll_pwait function that decodes as code"));
+  }
+
+  const auto& id = binary->identity();
+  const std::string key = id.to_string();
+  {
+    std::lock_guard lock(mu_);
+    if (!libraries_.contains(key) && libraries_.size() >= kMaxLibraries) {
+      failures_[static_cast<size_t>(Failure::kLimitExceeded)]++;
+      return Error("C library " + *library + " of pid " + std::to_string(pid) + " not hooked: " +
+                   std::to_string(kMaxLibraries) + " distinct C library files are hooked already");
+    }
+  }
+  const std::string attach_path = "/proc/self/fd/" + std::to_string(binary->fd());
+  auto attach = [this, sites](UprobeFires fires) {
+    return [this, sites, fires](const std::string& path) {
+      return attacher_.attach(path, sites, fires);
+    };
+  };
+  std::vector<SharedUprobes::Request> requests = {
+      {{id, "nodejs/libc_wait_enter"}, attach(UprobeFires::kAtSite)},
+      {{id, "nodejs/libc_wait_exit"}, attach(UprobeFires::kOnReturn)},
+  };
+  if (auto st = uprobes_.acquire(requests, attach_path, pid); !st.ok()) {
+    return fail(Failure::kAttachRefused,
+                Error("hook epoll waits of C library " + *library + ": " + st.error().message(),
+                      st.error().code()));
+  }
+  std::lock_guard lock(mu_);
+  auto [entry, inserted] = libraries_.try_emplace(key);
+  if (inserted) {
+    // After the attach returned: a process started in the same tick or earlier may have
+    // waited before the probes were live.
+    entry->second = {*library, id.digest_hex(), boottime_ticks(), 0};
+    log::info("hooked the epoll waits of a C library",
+              {{"library", *library},
+               {"build_id", entry->second.build_id},
+               {"sites", static_cast<uint64_t>(sites.size())}});
+  }
+  entry->second.processes++;
+  by_pid_[pid] = key;
+  return Hooked{*library, start_time > entry->second.attached_at_ticks};
+}
+
+void LibcWaitHooks::unhook(pid_t pid) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = by_pid_.find(pid);
+    if (it == by_pid_.end()) return;
+    auto lib = libraries_.find(it->second);
+    if (lib != libraries_.end() && --lib->second.processes == 0) libraries_.erase(lib);
+    by_pid_.erase(it);
+  }
+  uprobes_.release(pid);
+}
+
+std::vector<LibcWaitHooks::Library> LibcWaitHooks::libraries() const {
+  std::lock_guard lock(mu_);
+  std::vector<Library> out;
+  for (const auto& [key, e] : libraries_) out.push_back({e.path, e.build_id, e.processes});
+  return out;
+}
+
+std::array<uint64_t, static_cast<size_t>(LibcWaitHooks::Failure::kCount)> LibcWaitHooks::failures()
+    const {
+  std::lock_guard lock(mu_);
+  return failures_;
+}
+
+}  // namespace sonde::agent

@@ -1,0 +1,342 @@
+// LibcWaitHooks against a fake kernel attacher: which file it finds in real and fixture maps,
+// the symbols it resolves (ground truth: readelf), one attachment pair per library file shared
+// by its processes, and a counted verdict for every way hooking can fail.
+#include "agent/nodejs/libc_wait_hooks.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agent/nodejs/wait_entry_site.h"
+#include "agent/tests/child_process.h"
+
+namespace sonde::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using sonde::testing::ChildProcess;
+using Failure = LibcWaitHooks::Failure;
+
+class FakeAttachment final : public Attachment {
+ public:
+  explicit FakeAttachment(std::atomic<int>& alive) : alive_(alive) { ++alive_; }
+  ~FakeAttachment() override { --alive_; }  // on SharedUprobes' detach thread
+
+ private:
+  std::atomic<int>& alive_;
+};
+
+class FakeAttacher final : public WaitProbeAttacher {
+ public:
+  Result<std::unique_ptr<Attachment>> attach(const std::string& path,
+                                             std::span<const UprobeSite> sites,
+                                             UprobeFires fires) override {
+    if (refuse) return Error("refused by the fake kernel", EPERM);
+    ++attaches;
+    (fires == UprobeFires::kAtSite ? entry_sites : return_sites).assign(sites.begin(), sites.end());
+    last_path = path;
+    return std::unique_ptr<Attachment>(new FakeAttachment(alive));
+  }
+  bool refuse = false;
+  int attaches = 0;
+  std::atomic<int> alive{0};
+  std::vector<UprobeSite> entry_sites, return_sites;
+  std::string last_path;
+};
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// The file offset of a dynamic symbol of `lib`, from binutils: its value through the PT_LOAD
+// segment that holds it.
+uint64_t readelf_file_offset(const std::string& lib, const std::string& name) {
+  uint64_t value = 0;
+  std::istringstream syms(run("readelf --dyn-syms -W " + lib));
+  std::string line;
+  while (std::getline(syms, line)) {
+    std::istringstream f(line);
+    std::string num, v, size, type, bind, vis, ndx, sym;
+    f >> num >> v >> size >> type >> bind >> vis >> ndx >> sym;
+    if (type == "FUNC" && ndx != "UND" && (sym == name || sym.starts_with(name + "@"))) {
+      value = std::stoull(v, nullptr, 16);
+      break;
+    }
+  }
+  if (value == 0) return 0;
+  std::istringstream segs(run("readelf -lW " + lib));
+  while (std::getline(segs, line)) {
+    std::istringstream f(line);
+    std::string type, off, vaddr, paddr, filesz, memsz;
+    f >> type >> off >> vaddr >> paddr >> filesz >> memsz;
+    if (type != "LOAD") continue;
+    uint64_t o = std::stoull(off, nullptr, 16), va = std::stoull(vaddr, nullptr, 16);
+    if (value >= va && value < va + std::stoull(filesz, nullptr, 16)) return value - va + o;
+  }
+  return 0;
+}
+
+// objdump's instruction at file offset `off` of `lib` (its vaddr equals its file offset in
+// these libraries' text segments; checked by the caller against readelf's symbol offsets).
+std::string objdump_at(const std::string& lib, uint64_t off) {
+  char range[96];
+  std::snprintf(range, sizeof range, "--start-address=0x%llx --stop-address=0x%llx",
+                static_cast<unsigned long long>(off), static_cast<unsigned long long>(off + 16));
+  std::istringstream out(run("objdump -d --no-show-raw-insn " + std::string(range) + " " + lib));
+  std::string line;
+  while (std::getline(out, line)) {
+    if (line.find(':') != std::string::npos && line.starts_with(" ")) return line;  // the first
+  }
+  return "";
+}
+
+// One site per function: its entry (readelf), or, a few bytes in, an instruction objdump
+// disassembles as a relative jump or call (what the kernel emulates).
+void expect_sites_at(const std::string& lib, const std::vector<uint64_t>& entries,
+                     const std::vector<UprobeSite>& sites) {
+  ASSERT_EQ(sites.size(), entries.size());
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const uint64_t site = sites[i].file_offset;
+    if (site == entries[i]) continue;
+    EXPECT_GT(site, entries[i]);
+    EXPECT_LT(site, entries[i] + 32) << "past the function's first instructions";
+    const std::string insn = objdump_at(lib, site);
+    std::printf("site %zu: entry 0x%llx, probe at +%llu: %s\n", i,
+                static_cast<unsigned long long>(entries[i]),
+                static_cast<unsigned long long>(site - entries[i]), insn.c_str());
+    EXPECT_TRUE(insn.find("\tj") != std::string::npos || insn.find("\tcall") != std::string::npos)
+        << "not a relative jump or call: " << insn;
+  }
+}
+
+// The site rules of wait_entry_site.h on hand-assembled prefixes (encodings from the Intel SDM,
+// checked with objdump): an emulated branch after straight-line code that leaves rdi, rsp and
+// memory alone, else the entry.
+TEST(WaitProbeOffset, FirstEmulatedBranchOnlyWhenTheEntryStateSurvives) {
+  using Bytes = std::vector<uint8_t>;
+  auto offset = [](const Bytes& code) { return x86_64_wait_probe_offset(code); };
+  const Bytes cmpb_rip = {0x80, 0x3d, 0, 0, 0, 0, 0};  // cmpb $0x0,0x0(%rip)
+  const Bytes mov_r10 = {0x41, 0x89, 0xca};            // mov %ecx,%r10d
+  const Bytes je = {0x74, 0x14};                       // je .+0x16
+  auto cat = [](std::initializer_list<Bytes> parts) {
+    Bytes out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  EXPECT_EQ(offset(cat({cmpb_rip, mov_r10, je})), 10u) << "glibc's epoll_wait";
+  EXPECT_EQ(offset(cat({{0x45, 0x31, 0xc0}, {0xe9, 0x68, 0xff, 0xff, 0xff}})), 3u)
+      << "musl's epoll_wait: xor %r8d,%r8d; jmp epoll_pwait";
+  EXPECT_EQ(offset(cat({{0x89, 0xcf}, je})), 0u) << "mov %ecx,%edi changes the first argument";
+  EXPECT_EQ(offset(cat({{0x55}, je})), 0u) << "push %rbp moves the stack pointer";
+  EXPECT_EQ(offset(cat({{0x48, 0x83, 0xec, 0x28}, je})), 0u) << "sub $0x28,%rsp";
+  EXPECT_EQ(offset(cat({{0x89, 0x54, 0x24, 0x0c}, je})), 0u) << "mov %edx,0xc(%rsp) writes memory";
+  EXPECT_EQ(offset(cat({mov_r10, {0xff, 0xe0}})), 0u) << "jmp *%rax is not emulated";
+  EXPECT_EQ(offset(cat({mov_r10, {0x0f, 0x05}, je})), 0u) << "a system call comes first";
+  EXPECT_EQ(offset(cat({{0x90, 0x90, 0x90, 0x90}, je})), 0u) << "past kMaxWaitSitePrefix";
+  EXPECT_EQ(offset(Bytes{0x80, 0x3d, 0}), 0u) << "truncated";
+  EXPECT_EQ(offset(Bytes{}), 0u);
+}
+
+TEST(CLibraryFromMaps, FindsGlibcAndMuslButNotDeletedOrLoaderOnly) {
+  auto lib = c_library_from_maps(
+      "55d0-55d1 r--p 00000000 fe:00 1 /usr/bin/node\n"
+      "7f00-7f01 r--p 00000000 fe:00 2 /usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30\n"
+      "7f02-7f03 r-xp 00026000 fe:00 3                   /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+      "7f04-7f05 r--p 00000000 fe:00 4 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2\n");
+  EXPECT_EQ(lib.path, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+  EXPECT_EQ(c_library_from_maps("7f-80 r-xp 0 fe:00 9 /lib/ld-musl-x86_64.so.1\n").path,
+            "/lib/ld-musl-x86_64.so.1");
+  EXPECT_EQ(c_library_from_maps("7f-80 r-xp 0 fe:00 9 /usr/lib/x86_64-linux-musl/libc.so").path,
+            "/usr/lib/x86_64-linux-musl/libc.so");
+  EXPECT_EQ(c_library_from_maps("7f-80 r-xp 0 fe:00 9 /lib/libc.musl-aarch64.so.1\n").path,
+            "/lib/libc.musl-aarch64.so.1");
+  // glibc's libc.so is a linker script; a file named like libc elsewhere is not the C library.
+  EXPECT_FALSE(c_library_from_maps("7f-80 r-xp 0 fe:00 9 /usr/lib/libc.so\n").path);
+  EXPECT_FALSE(c_library_from_maps("7f-80 r-xp 0 fe:00 9 /opt/libc.so.6.bak\n").path);
+  EXPECT_FALSE(c_library_from_maps("7f-80 r-xp 0 fe:00 9 /lib/libc.so.6 (deleted)\n").path);
+  auto loader = c_library_from_maps(
+      "55-56 r--p 0 fe:00 1 /usr/bin/node\n"
+      "7f-80 r--p 0 fe:00 4 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2\n");
+  EXPECT_FALSE(loader.path);
+  EXPECT_TRUE(loader.loader);
+  auto stat = c_library_from_maps("55-56 r--p 0 fe:00 1 /app/server\n7f-80 rw-p 0 00:00 0 \n");
+  EXPECT_FALSE(stat.path);
+  EXPECT_FALSE(stat.loader);
+}
+
+// Two processes of one C library file share one attachment per program; the epoll functions
+// are found where readelf says; the last process's unhook detaches.
+TEST(LibcWaitHooks, OneAttachmentPairPerLibraryFileSharedByItsProcesses) {
+  FakeAttacher kernel;
+  symbols::ProbeTargetCache cache(64);
+  LibcWaitHooks hooks(kernel, cache);
+  ChildProcess child({"/bin/sleep", "30"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // exec'd and linked
+  auto a = hooks.hook(getpid(), 0);
+  ASSERT_TRUE(a.ok()) << a.error().message();
+  auto b = hooks.hook(child.pid(), 0);
+  ASSERT_TRUE(b.ok()) << b.error().message();
+  EXPECT_EQ(a->library, b->library);
+  EXPECT_EQ(kernel.attaches, 2) << "one entry and one return attachment, shared";
+  EXPECT_TRUE(kernel.last_path.starts_with("/proc/self/fd/")) << kernel.last_path;
+
+  std::vector<uint64_t> entries;
+  for (const char* name : {"epoll_wait", "epoll_pwait", "epoll_pwait2"}) {
+    uint64_t off = readelf_file_offset(a->library, name);
+    if (name == std::string("epoll_pwait2") && off == 0) continue;  // glibc before 2.35
+    ASSERT_NE(off, 0u) << name << " not in " << a->library;
+    entries.push_back(off);
+  }
+  expect_sites_at(a->library, entries, kernel.entry_sites);
+  std::vector<uint64_t> entry, ret;
+  for (const auto& s : kernel.entry_sites) entry.push_back(s.file_offset);
+  for (const auto& s : kernel.return_sites) ret.push_back(s.file_offset);
+  EXPECT_EQ(entry, ret) << "both programs at one site per function";
+
+  auto libs = hooks.libraries();
+  ASSERT_EQ(libs.size(), 1u);
+  EXPECT_EQ(libs[0].processes, 2u);
+  hooks.unhook(child.pid());
+  EXPECT_EQ(kernel.alive, 2) << "still used by the test process";
+  hooks.unhook(getpid());
+  hooks.unhook(getpid());  // a second unhook is a no-op
+  for (int i = 0; i < 200 && kernel.alive > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(kernel.alive, 0) << "the last process's unhook detaches";
+  EXPECT_TRUE(hooks.libraries().empty());
+}
+
+// A /proc fixture: <root>/<pid>/maps naming `mapped`, and that file under <root>/<pid>/root.
+class FixtureProc {
+ public:
+  FixtureProc() {
+    char tmpl[] = "/tmp/libc-wait-hooks-XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  ~FixtureProc() { fs::remove_all(root_); }
+  void add(pid_t pid, const std::string& maps, const std::string& mapped = "",
+           const std::string& source = "") {
+    fs::create_directories(root_ / std::to_string(pid));
+    std::ofstream(root_ / std::to_string(pid) / "maps") << maps;
+    if (!mapped.empty()) {
+      fs::path dest = root_ / std::to_string(pid) / "root" / mapped.substr(1);
+      fs::create_directories(dest.parent_path());
+      fs::copy_file(source, dest);
+    }
+  }
+  std::string root() const { return root_.string(); }
+
+ private:
+  fs::path root_;
+};
+
+TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
+  FixtureProc proc;
+  const std::string libc = c_library_from_maps(run("cat /proc/self/maps")).path.value_or("");
+  ASSERT_FALSE(libc.empty());
+  // 101: static binary; 102: only the loader, forever; 103: a "libc.so.6" without epoll (libm);
+  // 104: the real libc, refused by the kernel; 105: the real libc.
+  proc.add(101, "55-56 r-xp 0 fe:00 1 /app/static\n");
+  proc.add(102,
+           "55-56 r-xp 0 fe:00 1 /usr/bin/node\n"
+           "7f-80 r-xp 0 fe:00 2 /lib64/ld-linux-x86-64.so.2\n");
+  std::string libm = fs::path(libc).parent_path() / "libm.so.6";
+  proc.add(103, "7f-80 r-xp 0 fe:00 3 /lib/libc.so.6\n", "/lib/libc.so.6", libm);
+  proc.add(104, "7f-80 r-xp 0 fe:00 4 /lib/libc.so.6\n", "/lib/libc.so.6", libc);
+  proc.add(105, "7f-80 r-xp 0 fe:00 4 /lib/libc.so.6\n", "/lib/libc.so.6", libc);
+
+  FakeAttacher kernel;
+  symbols::ProbeTargetCache cache(64);
+  LibcWaitHooks hooks(kernel, cache, proc.root());
+  auto failed = [&](pid_t pid) {
+    auto r = hooks.hook(pid, 0);
+    EXPECT_FALSE(r.ok()) << pid;
+    return r.ok() ? std::string() : r.error().message();
+  };
+  EXPECT_NE(failed(101).find("no glibc or musl C library"), std::string::npos);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(failed(102).find("no glibc or musl C library"), std::string::npos);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, LibcWaitHooks::kLoaderWait) << "a process in its loader is given time";
+  EXPECT_LT(waited, LibcWaitHooks::kLoaderWait * 3) << "and no more than the bound";
+  EXPECT_NE(failed(103).find("no epoll_wait or epoll_pwait function"), std::string::npos);
+  kernel.refuse = true;
+  EXPECT_NE(failed(104).find("refused by the fake kernel"), std::string::npos);
+  EXPECT_EQ(kernel.alive, 0);
+  kernel.refuse = false;
+  auto ok = hooks.hook(105, 0);
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  EXPECT_EQ(ok->library, "/lib/libc.so.6");
+
+  auto counts = hooks.failures();
+  EXPECT_EQ(counts[static_cast<size_t>(Failure::kLibraryNotFound)], 2u);
+  EXPECT_EQ(counts[static_cast<size_t>(Failure::kSymbolsMissing)], 1u);
+  EXPECT_EQ(counts[static_cast<size_t>(Failure::kAttachRefused)], 1u);
+  EXPECT_EQ(counts[static_cast<size_t>(Failure::kLimitExceeded)], 0u);
+  hooks.unhook(105);
+}
+
+// musl's epoll functions are found by symbol in its .dynsym (readelf's answer), whatever the
+// file is called: Debian's musl-tools installs it as x86_64-linux-musl/libc.so, mapped here as
+// Alpine's name.
+TEST(LibcWaitHooks, FindsMuslEpollFunctionsBySymbol) {
+  const std::string musl = "/usr/lib/x86_64-linux-musl/libc.so";
+  if (!fs::exists(musl)) GTEST_SKIP() << musl << " missing (Debian package musl-tools)";
+  FixtureProc proc;
+  proc.add(201, "7f-80 r-xp 0 fe:00 5 /lib/ld-musl-x86_64.so.1\n", "/lib/ld-musl-x86_64.so.1",
+           musl);
+  FakeAttacher kernel;
+  symbols::ProbeTargetCache cache(64);
+  LibcWaitHooks hooks(kernel, cache, proc.root());
+  auto r = hooks.hook(201, 0);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  std::vector<uint64_t> entries;
+  for (const char* name : {"epoll_wait", "epoll_pwait", "epoll_pwait2"}) {
+    if (uint64_t off = readelf_file_offset(musl, name)) entries.push_back(off);
+  }
+  ASSERT_GE(entries.size(), 2u) << "musl exports epoll_wait and epoll_pwait";
+  expect_sites_at(musl, entries, kernel.entry_sites);
+  hooks.unhook(201);
+}
+
+// since_exec: true only for a process started (clock ticks since boot) after the attach.
+TEST(LibcWaitHooks, SinceExecComparesTheStartTimeWithTheAttach) {
+  FakeAttacher kernel;
+  symbols::ProbeTargetCache cache(64);
+  LibcWaitHooks hooks(kernel, cache);
+  auto early = hooks.hook(getpid(), 0);
+  ASSERT_TRUE(early.ok()) << early.error().message();
+  EXPECT_FALSE(early->since_exec);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a few clock ticks later
+  ChildProcess child({"/bin/sleep", "30"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::ifstream stat("/proc/" + std::to_string(child.pid()) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  std::istringstream f(text.substr(text.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i < 22; ++i) f >> field;  // fields 3..21
+  uint64_t start_time = 0;
+  f >> start_time;  // field 22
+  auto late = hooks.hook(child.pid(), start_time);
+  ASSERT_TRUE(late.ok()) << late.error().message();
+  EXPECT_TRUE(late->since_exec);
+  hooks.unhook(child.pid());
+  hooks.unhook(getpid());
+}
+
+}  // namespace
+}  // namespace sonde::agent
