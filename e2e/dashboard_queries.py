@@ -27,6 +27,8 @@ EXEMPT = {
     "kube_pod_container_resource_requests": "kube-state-metrics, not run here",
     "kube_daemonset_status_desired_number_scheduled": "kube-state-metrics, not run here",
     "sonde_cpu_profile_pushes_total": "a Pyroscope endpoint (agent.pyroscope.url), not run here",
+    "sonde_agent_nodejs_wait_hook_libraries": "--wait-source libc-uprobes only, not the default",
+    "sonde_agent_nodejs_wait_hook_failures_total": "--wait-source libc-uprobes only, not the default",
 }
 RATE_INTERVAL = "30s"
 
