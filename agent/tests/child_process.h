@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -92,5 +93,17 @@ class ChildProcess {
   std::string buffer_;
   std::string last_line_;
 };
+
+// The standard output of shell command `cmd` (ground truth from readelf, objdump, go tool
+// pprof...), empty if it cannot be started.
+inline std::string command_output(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  pclose(p);
+  return out;
+}
 
 }  // namespace sonde::testing

@@ -18,6 +18,7 @@ namespace sonde::agent {
 namespace {
 
 using sonde::testing::ChildProcess;
+using sonde::testing::command_output;
 using std::chrono::milliseconds;
 using Source = LoopProbes::WaitSource;
 
@@ -29,22 +30,12 @@ const std::string kNode = [] {
 }();
 const std::string kBlocker = std::string(SONDE_SOURCE_DIR) + "/e2e/workloads/blocker.js";
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  pclose(p);
-  return out;
-}
-
 // Ground truth from binutils, not from sonde's own ELF reader; read once per test binary
 // (readelf over node's ~109k symbols takes a while).
 uint64_t readelf_symbol(const std::string& name) {
   static const std::map<std::string, uint64_t> symbols = [] {
     std::map<std::string, uint64_t> out;
-    std::istringstream in(run(std::string("readelf -sW ") + kNode));
+    std::istringstream in(command_output(std::string("readelf -sW ") + kNode));
     std::string line;
     while (std::getline(in, line)) {
       std::istringstream f(line);

@@ -28,19 +28,10 @@ namespace sonde::agent::cpu {
 namespace {
 
 using sonde::testing::ChildProcess;
+using sonde::testing::command_output;
 using sonde::testing::http_get;
 using sonde::testing::HttpResult;
 using std::chrono::milliseconds;
-
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  pclose(p);
-  return out;
-}
 
 // User + system CPU seconds of a process so far, from /proc/<pid>/stat.
 double cpu_seconds(pid_t pid) {
@@ -198,7 +189,7 @@ class CpuProfilerTest : public ::testing::Test {
     EXPECT_EQ(d.str(d.p.period_type().type()), "cpu");
     EXPECT_EQ(d.p.period(), 1'000'000'000 / 99);
 
-    std::string top = run(std::string(SONDE_GO) + " tool pprof -top " + file + " 2>&1");
+    std::string top = command_output(std::string(SONDE_GO) + " tool pprof -top " + file + " 2>&1");
     EXPECT_NE(top.find(function), std::string::npos) << top;
     std::remove(file.c_str());
 

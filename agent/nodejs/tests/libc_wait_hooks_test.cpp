@@ -22,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using sonde::testing::ChildProcess;
+using sonde::testing::command_output;
 using Failure = LibcWaitHooks::Failure;
 
 class FakeAttachment final : public Attachment {
@@ -51,21 +52,11 @@ class FakeAttacher final : public WaitProbeAttacher {
   std::string last_path;
 };
 
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  pclose(p);
-  return out;
-}
-
 // The file offset of a dynamic symbol of `lib`, from binutils: its value through the PT_LOAD
 // segment that holds it.
 uint64_t readelf_file_offset(const std::string& lib, const std::string& name) {
   uint64_t value = 0;
-  std::istringstream syms(run("readelf --dyn-syms -W " + lib));
+  std::istringstream syms(command_output("readelf --dyn-syms -W " + lib));
   std::string line;
   while (std::getline(syms, line)) {
     std::istringstream f(line);
@@ -77,7 +68,7 @@ uint64_t readelf_file_offset(const std::string& lib, const std::string& name) {
     }
   }
   if (value == 0) return 0;
-  std::istringstream segs(run("readelf -lW " + lib));
+  std::istringstream segs(command_output("readelf -lW " + lib));
   while (std::getline(segs, line)) {
     std::istringstream f(line);
     std::string type, off, vaddr, paddr, filesz, memsz;
@@ -95,7 +86,8 @@ std::string objdump_at(const std::string& lib, uint64_t off) {
   char range[96];
   std::snprintf(range, sizeof range, "--start-address=0x%llx --stop-address=0x%llx",
                 static_cast<unsigned long long>(off), static_cast<unsigned long long>(off + 16));
-  std::istringstream out(run("objdump -d --no-show-raw-insn " + std::string(range) + " " + lib));
+  std::istringstream out(
+      command_output("objdump -d --no-show-raw-insn " + std::string(range) + " " + lib));
   std::string line;
   while (std::getline(out, line)) {
     if (line.find(':') != std::string::npos && line.starts_with(" ")) return line;  // the first
@@ -246,7 +238,8 @@ class FixtureProc {
 
 TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
   FixtureProc proc;
-  const std::string libc = c_library_from_maps(run("cat /proc/self/maps")).path.value_or("");
+  const std::string libc =
+      c_library_from_maps(command_output("cat /proc/self/maps")).path.value_or("");
   ASSERT_FALSE(libc.empty());
   // 101: static binary; 102: only the loader, forever; 103: a "libc.so.6" without epoll (libm);
   // 104: the real libc, refused by the kernel; 105: the real libc.
