@@ -8,16 +8,10 @@
 #include <thread>
 
 #include "agent/runtime/tests/fake_clock.h"
+#include "agent/tests/counting_attachment.h"
 
 namespace sonde::agent {
 namespace {
-
-// Counts live attachments so the test sees when one is detached (on the detach thread).
-struct CountingAttachment : Attachment {
-  explicit CountingAttachment(std::atomic<int>& live) : live_(live) { ++live_; }
-  ~CountingAttachment() override { --live_; }
-  std::atomic<int>& live_;
-};
 
 // An attachment whose detach takes until the test says so, like a link's close waiting for
 // the kernel's grace period; it says when the detach began and records when it ended.
@@ -46,7 +40,7 @@ class SharedUprobesTest : public ::testing::Test {
         fail_next_ = false;
         return errno_error("attach " + path, ENOENT);
       }
-      return std::unique_ptr<Attachment>(new CountingAttachment(live_));
+      return std::unique_ptr<Attachment>(new testing::CountingAttachment(live_));
     };
   }
   static SharedUprobes::Key key(uint64_t inode, std::string program = "test") {
@@ -111,7 +105,7 @@ TEST_F(SharedUprobesTest, AllOrNone) {
   int attempts = 0;
   auto second_fails = [&](const std::string& path) -> Result<std::unique_ptr<Attachment>> {
     if (++attempts == 2) return errno_error("attach " + path, EMFILE);
-    return std::unique_ptr<Attachment>(new CountingAttachment(live_));
+    return std::unique_ptr<Attachment>(new testing::CountingAttachment(live_));
   };
   // write is attached (pid 1's), read is attached by this call, read_return fails.
   auto st = acquire({key(7, "write"), key(7, "read"), key(7, "read_return")}, "b", 2, second_fails);

@@ -18,20 +18,12 @@
 
 #include "agent/runtime/tests/fake_clock.h"
 #include "agent/symbols/tests/temp_dir.h"
+#include "agent/tests/counting_attachment.h"
 
 namespace sonde::agent {
 namespace {
 
 using testing::FakeClock;
-
-class FakeAttachment final : public Attachment {
- public:
-  explicit FakeAttachment(std::atomic<int>& alive) : alive_(alive) { ++alive_; }
-  ~FakeAttachment() override { --alive_; }  // on SharedUprobes' detach thread
-
- private:
-  std::atomic<int>& alive_;
-};
 
 // The kernel's per-process counts as a table the test writes.
 class FakeCounters final : public TlsCounters {
@@ -41,7 +33,7 @@ class FakeCounters final : public TlsCounters {
                                              std::span<const UprobeSite> sites) override {
     if (fail_attach_of && *fail_attach_of == program) return Error("attach", EMFILE);
     for (const auto& s : sites) attached.push_back({program, s.file_offset, s.cookie});
-    return std::unique_ptr<Attachment>(new FakeAttachment(attachments));
+    return std::unique_ptr<Attachment>(new testing::CountingAttachment(attachments));
   }
   size_t link_fds(size_t) const override { return 1; }
   void filter_by_cgroup(bool on) override { filtering = on; }

@@ -16,6 +16,7 @@
 
 #include "agent/nodejs/wait_entry_site.h"
 #include "agent/tests/child_process.h"
+#include "agent/tests/counting_attachment.h"
 
 namespace sonde::agent {
 namespace {
@@ -24,15 +25,6 @@ namespace fs = std::filesystem;
 using sonde::testing::ChildProcess;
 using sonde::testing::command_output;
 using Failure = LibcWaitHooks::Failure;
-
-class FakeAttachment final : public Attachment {
- public:
-  explicit FakeAttachment(std::atomic<int>& alive) : alive_(alive) { ++alive_; }
-  ~FakeAttachment() override { --alive_; }  // on SharedUprobes' detach thread
-
- private:
-  std::atomic<int>& alive_;
-};
 
 class FakeAttacher final : public WaitProbeAttacher {
  public:
@@ -43,7 +35,7 @@ class FakeAttacher final : public WaitProbeAttacher {
     ++attaches;
     (fires == UprobeFires::kAtSite ? entry_sites : return_sites).assign(sites.begin(), sites.end());
     last_path = path;
-    return std::unique_ptr<Attachment>(new FakeAttachment(alive));
+    return std::unique_ptr<Attachment>(new testing::CountingAttachment(alive));
   }
   bool refuse = false;
   int attaches = 0;
