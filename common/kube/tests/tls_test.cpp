@@ -56,7 +56,9 @@ TEST_F(TlsTest, TrustsTheConfiguredCaAndSendsTheToken) {
   int events = 0;
   WatchOptions watch;
   watch.resource_version = "0";
-  watch.timeout_seconds = 1;
+  // The stream ends at the first event (on_event returns false); the timeout only bounds a
+  // server that never sends it, and is long enough for a TLS handshake on a loaded machine.
+  watch.timeout_seconds = 10;
   Status streamed = client.watch(kWidgets, "", watch, [&](WatchEvent) {
     ++events;
     return false;
