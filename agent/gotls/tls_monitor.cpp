@@ -500,8 +500,8 @@ std::map<std::string, uint64_t> TlsMonitor::not_instrumented() const {
 }
 
 void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
-  s.read_bytes += counts.bytes.read;
-  s.written_bytes += counts.bytes.written;
+  s.read_bytes += counts.process.read;
+  s.written_bytes += counts.process.written;
   for (const auto& [k, r] : counts.requests) {
     std::string direction = direction_name(k.direction);
     if (k.protocol == SONDE_TLS_HTTP2) {

@@ -61,7 +61,7 @@ class FakeCounters final : public TlsCounters {
   // `n` GET requests answered 200 by tgid's server side, and `bytes` read.
   void served(uint32_t tgid, uint64_t n, uint64_t bytes) {
     Counts& c = table[tgid];
-    c.bytes.read += bytes;
+    c.process.read += bytes;
     sonde_tls_request_key key{};
     key.direction = SONDE_TLS_SERVER;
     key.protocol = SONDE_TLS_HTTP1;
