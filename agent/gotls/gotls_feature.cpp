@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "agent/gotls/probe_overhead.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -105,6 +106,17 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                                      "of the response), by direction and protocol.",
                                      prometheus::MetricType::Histogram,
                                      {}};
+  auto hits = counter_family(
+      "container_go_tls_probe_hits_total",
+      "Go TLS uprobe hits in the container's processes, one per probed call, by site (entry: "
+      "(*Conn).Read and .Write; return: Read's RETs) and kind (emulated: a jump the kernel "
+      "emulates; single_step: an instruction it single-steps out of line; bpf_ret: a RET the "
+      "program performs).");
+  auto probe_cpu = counter_family(
+      "container_go_tls_probe_cpu_seconds_total",
+      "CPU time sonde's Go TLS uprobes added to the container's processes, estimated: its probe "
+      "hits of each kind times the per-hit cost the agent measured at start on this node "
+      "(sonde_agent_uprobe_hit_cost_seconds). Absent where the cost could not be measured.");
   auto processes = gauge_family("sonde_agent_gotls_processes", "Go TLS processes instrumented.");
   for (const auto& [labels, s] : monitor_->snapshot()) {
     LabelPairs base{{"namespace", labels.namespace_name},
@@ -140,6 +152,12 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       add_histogram(durations, with({{"direction", key.direction}, {"protocol", key.protocol}}),
                     kTlsDurationBuckets, counts, h.sum);
     }
+    for (size_t site = 0; site < SONDE_GOTLS_SITE_COUNT; ++site) {
+      const ProbeSiteKind kind = probe_site_kind(static_cast<sonde_gotls_site>(site));
+      add_sample(hits, with({{"site", kind.site}, {"kind", kind.kind}}),
+                 static_cast<double>(s.hits[site]));
+    }
+    if (hit_costs_) add_sample(probe_cpu, base, probe_cpu_seconds(s.hits, *hit_costs_));
     add_sample(read, base, static_cast<double>(s.read_bytes));
     add_sample(written, base, static_cast<double>(s.written_bytes));
     add_sample(processes, base, static_cast<double>(s.processes));
@@ -246,10 +264,10 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                               "state holds (kind=bytes).");
   add_sample(h2_live, {{"kind", "connections"}}, static_cast<double>(tracker.connections()));
   add_sample(h2_live, {{"kind", "bytes"}}, static_cast<double>(tracker.memory()));
-  for (auto* f :
-       {&requests, &http2,     &durations, &read,        &written,  &processes, &binaries,
-        &full,     &discarded, &filter,    &attachments, &attaches, &by_policy, &instrumented,
-        &left_out, &hit_cost,  &evicted,   &unseen,      &h2_conns, &h2_live}) {
+  for (auto* f : {&requests,    &hits,      &probe_cpu, &http2,        &durations, &read,
+                  &written,     &processes, &binaries,  &full,         &discarded, &filter,
+                  &attachments, &attaches,  &by_policy, &instrumented, &left_out,  &hit_cost,
+                  &evicted,     &unseen,    &h2_conns,  &h2_live}) {
     out.push_back(std::move(*f));
   }
 }

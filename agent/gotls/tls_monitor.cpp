@@ -162,6 +162,7 @@ TlsMonitor::Counters& TlsMonitor::Counters::operator+=(const Counters& other) {
   for (const auto& [d, n] : other.http2_connections) http2_connections[d] += n;
   read_bytes += other.read_bytes;
   written_bytes += other.written_bytes;
+  for (size_t i = 0; i < hits.size(); ++i) hits[i] += other.hits[i];
   return *this;
 }
 
@@ -176,6 +177,7 @@ void raise_to(TlsMonitor::Counters& value, const TlsMonitor::Counters& floor) {
   for (const auto& [d, n] : floor.http2_connections) raise_to(value.http2_connections[d], n);
   raise_to(value.read_bytes, floor.read_bytes);
   raise_to(value.written_bytes, floor.written_bytes);
+  for (size_t i = 0; i < value.hits.size(); ++i) raise_to(value.hits[i], floor.hits[i]);
 }
 
 TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std::string& exe,
@@ -502,6 +504,7 @@ std::map<std::string, uint64_t> TlsMonitor::not_instrumented() const {
 void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
   s.read_bytes += counts.process.read;
   s.written_bytes += counts.process.written;
+  for (size_t i = 0; i < s.hits.size(); ++i) s.hits[i] += counts.process.hits[i];
   for (const auto& [k, r] : counts.requests) {
     std::string direction = direction_name(k.direction);
     if (k.protocol == SONDE_TLS_HTTP2) {

@@ -150,6 +150,7 @@ class TlsMonitor {
     std::map<DurationKey, Histogram> durations;
     std::map<std::string, uint64_t> http2_connections;  // by direction
     uint64_t read_bytes = 0, written_bytes = 0;
+    std::array<uint64_t, SONDE_GOTLS_SITE_COUNT> hits{};  // probe hits by enum sonde_gotls_site
     Counters& operator+=(const Counters& other);
   };
   struct ContainerStats : Counters {
