@@ -17,13 +17,18 @@
 // and breaks the streak, as does one below the limit.
 #pragma once
 
+#include <sys/types.h>
+
 #include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "agent/kernel/uprobe_cost.h"
 #include "agent/runtime/clock.h"
+#include "common/result.h"
 #include "gotls.h"
 
 namespace sonde::agent {
@@ -38,6 +43,18 @@ ProbeSiteKind probe_site_kind(sonde_gotls_site site);
 // Estimated CPU seconds the hits added (see above).
 double probe_cpu_seconds(const std::array<uint64_t, SONDE_GOTLS_SITE_COUNT>& hits,
                          const UprobeHitCosts& costs);
+
+// The cgroup v2 path in /proc/<pid>/cgroup text (its "0::" line); nullopt when there is none or
+// it is not below the reader's cgroup root (a private cgroup namespace shows "/../..").
+std::optional<std::string> cgroup2_path(std::string_view cgroup_text);
+// usage_usec of cgroup v2 cpu.stat text; nullopt when absent.
+std::optional<uint64_t> cpu_stat_usage_usec(std::string_view cpu_stat_text);
+// The CPU seconds the cgroup v2 of process `pid` has used (its cpu.stat usage_usec, which counts
+// every process of the cgroup and its children): `proc_root`/<pid>/cgroup names it below
+// `cgroup2_root` (where the agent sees the v2 hierarchy). An error when the process is gone
+// or its cgroup cannot be named from here.
+Result<double> cgroup_cpu_seconds(const std::string& proc_root, const std::string& cgroup2_root,
+                                  pid_t pid);
 
 // Per key (a container), whether its probes' estimated CPU stayed above a share of its own CPU
 // for a sustained window. Not thread-safe: the caller serializes (one sweep at a time).

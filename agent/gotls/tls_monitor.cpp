@@ -546,12 +546,32 @@ void TlsMonitor::take_untracked_locked(pid_t pid) {
   exited_unseen_++;
 }
 
-void TlsMonitor::finish_locked(pid_t pid) {
+std::vector<pid_t> TlsMonitor::stop_container(const ContainerLabels& labels) {
+  std::lock_guard lock(mu_);
+  std::vector<pid_t> pids;
+  for (const auto& [pid, p] : processes_) {
+    if (p.labels == labels) pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    finish_locked(pid, /*linger=*/false);
+    unadmit_locked(pid);
+  }
+  return pids;
+}
+
+std::map<ContainerLabels, pid_t> TlsMonitor::a_process_per_container() const {
+  std::lock_guard lock(mu_);
+  std::map<ContainerLabels, pid_t> out;
+  for (const auto& [pid, p] : processes_) out.try_emplace(p.labels, pid);
+  return out;
+}
+
+void TlsMonitor::finish_locked(pid_t pid, bool linger) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
   Counters final_counts;
   add_counts(probes_.take(static_cast<uint32_t>(pid)), final_counts);
-  uprobes_.release(pid);  // detached later, on SharedUprobes' own thread
+  uprobes_.release(pid, linger);  // detached later, on SharedUprobes' own thread
   unuse_uprobes_locked(pid);
   unuse_budget_locked(pid, it->second.binary);
   containers_.finished(it->second.labels, final_counts, clock_.now_ns());

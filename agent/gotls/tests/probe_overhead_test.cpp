@@ -2,10 +2,13 @@
 #include "agent/gotls/probe_overhead.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 
+#include "agent/discovery/proc_reader.h"
 #include "agent/runtime/tests/fake_clock.h"
+#include "common/files.h"
 
 namespace sonde::agent {
 namespace {
@@ -43,18 +46,18 @@ struct Driver {
 
 TEST(ProbeOverheadTest, OverBudgetOnlyAfterThreeConsecutiveIntervalsAboveIt) {
   Driver d;
-  EXPECT_FALSE(d.step(0, 0));          // the first sample starts the window
-  EXPECT_FALSE(d.step(0.02, 1));       // 2 % > 1 %: one
-  EXPECT_FALSE(d.step(0.02, 1));       // two
-  EXPECT_FALSE(d.step(0.005, 1));      // 0.5 %: the streak breaks
-  EXPECT_FALSE(d.step(0.02, 1));       // one
-  EXPECT_FALSE(d.step(0.02, 1));       // two
+  EXPECT_FALSE(d.step(0, 0));      // the first sample starts the window
+  EXPECT_FALSE(d.step(0.02, 1));   // 2 % > 1 %: one
+  EXPECT_FALSE(d.step(0.02, 1));   // two
+  EXPECT_FALSE(d.step(0.005, 1));  // 0.5 %: the streak breaks
+  EXPECT_FALSE(d.step(0.02, 1));   // one
+  EXPECT_FALSE(d.step(0.02, 1));   // two
   EXPECT_DOUBLE_EQ(d.window.last_percent("c"), 2.0);
   EXPECT_FALSE(d.window.exceeded("c"));
-  EXPECT_TRUE(d.step(0.02, 1));        // three: over budget, said once
+  EXPECT_TRUE(d.step(0.02, 1));  // three: over budget, said once
   EXPECT_TRUE(d.window.exceeded("c"));
-  EXPECT_FALSE(d.step(0.02, 1));       // not said again
-  EXPECT_FALSE(d.step(0, 1));          // detached: no hits any more, and it stays over budget
+  EXPECT_FALSE(d.step(0.02, 1));  // not said again
+  EXPECT_FALSE(d.step(0, 1));     // detached: no hits any more, and it stays over budget
   EXPECT_FALSE(d.step(0, 1));
   EXPECT_FALSE(d.step(0, 1));
   EXPECT_TRUE(d.window.exceeded("c")) << "no flap: nothing but a new budget or a retry clears it";
@@ -94,6 +97,26 @@ TEST(ProbeOverheadTest, ANewBudgetOrARetryStartsOverAndNoBudgetTracksNothing) {
   d.window.forget("c");
   EXPECT_FALSE(d.window.exceeded("c"));
   EXPECT_FALSE(d.step(0.02, 1));  // a new baseline first
+}
+
+TEST(ProbeOverheadTest, ReadsTheCgroupV2PathAndItsCpuUsage) {
+  EXPECT_EQ(cgroup2_path("4:memory:/x\n0::/kubepods/pod1/cri-containerd-ab.scope\n"),
+            "/kubepods/pod1/cri-containerd-ab.scope");
+  EXPECT_EQ(cgroup2_path("0::/\n"), "/");
+  EXPECT_EQ(cgroup2_path("0::/../../other\n"), std::nullopt) << "a private cgroup namespace";
+  EXPECT_EQ(cgroup2_path("1:cpu:/a\n"), std::nullopt) << "cgroup v1 only";
+  EXPECT_EQ(cpu_stat_usage_usec("usage_usec 1234567\nuser_usec 1000000\n"), 1234567u);
+  EXPECT_EQ(cpu_stat_usage_usec("user_usec 5\n"), std::nullopt);
+  EXPECT_EQ(cpu_stat_usage_usec("usage_usec x1\n"), std::nullopt);
+  // This process's own cgroup, where the test runs: it has used some CPU.
+  auto mounts = read_file("/proc/self/mounts");
+  ASSERT_TRUE(mounts.ok());
+  auto root = cgroup2_mount(*mounts);
+  if (!root) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  auto self = cgroup_cpu_seconds("/proc", *root, getpid());
+  ASSERT_TRUE(self.ok()) << self.error().message();
+  EXPECT_GT(*self, 0);
+  EXPECT_FALSE(cgroup_cpu_seconds("/proc", *root, 0).ok());
 }
 
 }  // namespace
