@@ -3,6 +3,7 @@
 #include <array>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 
 #include "agent/gotls/probe_overhead.h"
@@ -169,8 +170,8 @@ void GoTlsFeature::check_overhead() {
     const double probe = s == stats.end() ? 0 : probe_cpu_seconds(s->second.hits, *hit_costs_);
     if (!window_.observe(labels, probe, *own, budget.max_percent)) continue;
     char share[64];
-    std::snprintf(share, sizeof share, "%.2f%% (limit %g%%)", window_.last_percent(labels),
-                  budget.max_percent);
+    (void)std::snprintf(share, sizeof share, "%.2f%% (limit %g%%)", window_.last_percent(labels),
+                        budget.max_percent);
     std::string message =
         "Go TLS probes detached: they cost an estimated " + std::string(share) +
         " of the container's CPU in " +

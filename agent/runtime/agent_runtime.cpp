@@ -69,7 +69,8 @@ struct AgentRuntime::Impl {
   void add_collector();
   void record(ProcessOutcome out);
   // Applies a feature's take_revisions() to the recorded outcomes.
-  void revise(const Feature& feature, std::vector<std::pair<pid_t, FeatureResult>> revisions);
+  void revise(const Feature& feature,
+              const std::vector<std::pair<pid_t, FeatureResult>>& revisions);
 
   RuntimeOptions options;
   Selector& selector;
@@ -161,13 +162,13 @@ void merge(ProcessOutcome& out, const Feature& feature, FeatureResult result) {
 }  // namespace
 
 void AgentRuntime::Impl::revise(const Feature& feature,
-                                std::vector<std::pair<pid_t, FeatureResult>> revisions) {
+                                const std::vector<std::pair<pid_t, FeatureResult>>& revisions) {
   std::lock_guard lock(outcomes_mu);
-  for (auto& [pid, result] : revisions) {
+  for (const auto& [pid, result] : revisions) {
     auto it = outcomes.find(pid);
     if (it == outcomes.end()) continue;  // exited or deselected meanwhile
     it->second.states[feature.kind()] = result.state;
-    if (!result.message.empty()) it->second.message = std::move(result.message);
+    if (!result.message.empty()) it->second.message = result.message;
   }
 }
 
