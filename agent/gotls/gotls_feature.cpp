@@ -138,6 +138,20 @@ void GoTlsFeature::sweep() {
   if (hit_costs_ && cgroup2_root_) check_overhead();
 }
 
+Result<double> GoTlsFeature::container_cpu_seconds(pid_t pid) const {
+  // By the id the kernel names (any cgroup namespace), else by the path /proc shows (kernels
+  // without per-process task iterators, where the agent shares the host's cgroup namespace).
+  auto info = ProcReader(proc_root_).read(pid);
+  if (info.ok()) {
+    auto id = probes_->cgroup_of(pid, info->start_time);
+    if (id.ok()) {
+      auto by_id = cgroup_cpu_seconds_by_id(*cgroup2_root_, *id);
+      if (by_id.ok()) return by_id;
+    }
+  }
+  return cgroup_cpu_seconds(proc_root_, *cgroup2_root_, pid);
+}
+
 void GoTlsFeature::check_overhead() {
   const auto pids = monitor_->a_process_per_container();
   const auto stats = monitor_->snapshot();
@@ -155,7 +169,7 @@ void GoTlsFeature::check_overhead() {
     }
   }
   for (const auto& [labels, budget] : budgets_) {
-    auto own = cgroup_cpu_seconds(proc_root_, *cgroup2_root_, pids.at(labels));
+    auto own = container_cpu_seconds(pids.at(labels));
     if (!own.ok()) {
       if (unreadable_cpu_.size() < 1024 && unreadable_cpu_.emplace(labels, "").second) {
         log::warn("Go TLS overhead budget not enforced: the container's CPU cannot be read",

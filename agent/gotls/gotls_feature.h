@@ -78,6 +78,8 @@ class GoTlsFeature final : public Feature {
   // The container is over its budget with this epoch: kOverheadExceeded; nullopt otherwise (a
   // suspension of another epoch, or without a budget now, is lifted). Takes overhead_mu_.
   std::optional<FeatureResult> suspended(const Selection& selection);
+  // The CPU seconds of process pid's cgroup v2 (its container's).
+  Result<double> container_cpu_seconds(pid_t pid) const;
   // Holds every container with a budget against it; called by sweep().
   void check_overhead();
   // Drains the HTTP/2 ring buffer every TlsProbes::kDrainPeriodMs until `stop`.

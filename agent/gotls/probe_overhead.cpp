@@ -1,5 +1,9 @@
 #include "agent/gotls/probe_overhead.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 
 #include "common/files.h"
@@ -71,6 +75,34 @@ Result<double> cgroup_cpu_seconds(const std::string& proc_root, const std::strin
   ASSIGN_OR_RETURN(auto stat, read_file(file, 64 << 10));
   auto usec = cpu_stat_usage_usec(stat);
   if (!usec) return Error(file + ": no usage_usec");
+  return static_cast<double>(*usec) / 1e6;
+}
+
+Result<double> cgroup_cpu_seconds_by_id(const std::string& cgroup2_root, uint64_t cgroup_id) {
+  // kernfs file handles (FILEID_KERNFS) are the node's 64-bit id, which for a cgroup is its id.
+  constexpr int kFileIdKernfs = 0xfe;
+  struct {
+    file_handle head;
+    uint64_t id;
+  } handle{};
+  handle.head.handle_bytes = sizeof handle.id;
+  handle.head.handle_type = kFileIdKernfs;
+  handle.id = cgroup_id;
+  const int mount = open(cgroup2_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (mount < 0) return errno_error("open " + cgroup2_root, errno);
+  const int dir = open_by_handle_at(mount, &handle.head, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int open_errno = errno;
+  close(mount);
+  if (dir < 0) {
+    return errno_error("open cgroup " + std::to_string(cgroup_id) + " below " + cgroup2_root,
+                       open_errno);
+  }
+  const std::string file = "/proc/self/fd/" + std::to_string(dir) + "/cpu.stat";
+  auto stat = read_file(file, 64 << 10);
+  close(dir);
+  if (!stat.ok()) return stat.error().wrap("cgroup " + std::to_string(cgroup_id));
+  auto usec = cpu_stat_usage_usec(*stat);
+  if (!usec) return Error("cgroup " + std::to_string(cgroup_id) + ": cpu.stat has no usage_usec");
   return static_cast<double>(*usec) / 1e6;
 }
 

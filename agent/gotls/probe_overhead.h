@@ -56,6 +56,12 @@ std::optional<uint64_t> cpu_stat_usage_usec(std::string_view cpu_stat_text);
 Result<double> cgroup_cpu_seconds(const std::string& proc_root, const std::string& cgroup2_root,
                                   pid_t pid);
 
+// The CPU seconds of the cgroup v2 whose id is `cgroup_id` (as the kernel names it, e.g.
+// TlsCounters::cgroup_of()), opened by that id through the hierarchy mounted at `cgroup2_root`
+// (open_by_handle_at: needs CAP_DAC_READ_SEARCH). Unlike paths it works from a private cgroup
+// namespace (an agent in a pod), where /proc/<pid>/cgroup shows other pods' cgroups as "/..".
+Result<double> cgroup_cpu_seconds_by_id(const std::string& cgroup2_root, uint64_t cgroup_id);
+
 // Per key (a container), whether its probes' estimated CPU stayed above a share of its own CPU
 // for a sustained window. Not thread-safe: the caller serializes (one sweep at a time).
 template <typename Key>

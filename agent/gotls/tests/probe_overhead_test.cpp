@@ -2,6 +2,7 @@
 #include "agent/gotls/probe_overhead.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -117,6 +118,17 @@ TEST(ProbeOverheadTest, ReadsTheCgroupV2PathAndItsCpuUsage) {
   ASSERT_TRUE(self.ok()) << self.error().message();
   EXPECT_GT(*self, 0);
   EXPECT_FALSE(cgroup_cpu_seconds("/proc", *root, 0).ok());
+  // By id (what the kernel names; the cgroup directory's inode): the same cgroup, as far as
+  // the CPU used between the two reads allows.
+  auto path = cgroup2_path(*read_file("/proc/self/cgroup"));
+  ASSERT_TRUE(path);
+  struct stat st {};
+  ASSERT_EQ(stat((*root + (*path == "/" ? "" : *path)).c_str(), &st), 0);
+  auto by_id = cgroup_cpu_seconds_by_id(*root, st.st_ino);
+  ASSERT_TRUE(by_id.ok()) << by_id.error().message();
+  EXPECT_GE(*by_id, *self);
+  EXPECT_LT(*by_id - *self, 5.0);
+  EXPECT_FALSE(cgroup_cpu_seconds_by_id(*root, 1ULL << 60).ok()) << "no such cgroup";
 }
 
 }  // namespace
