@@ -65,12 +65,12 @@ struct {
   __type(value, __u8);
 } allowed_cgroups SEC(".maps");
 
-/* Bytes per counted process; a process is counted once it has an entry here. */
+/* Bytes and probe hits per counted process; a process is counted once it has an entry here. */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, SONDE_GOTLS_MAX_PROCESSES);
   __type(key, __u32);
-  __type(value, struct sonde_tls_bytes);
+  __type(value, struct sonde_tls_process);
 } processes SEC(".maps");
 
 /* Finished exchanges per process and kind. */
@@ -184,15 +184,15 @@ static __always_inline void insert(void* map, const void* key, const void* value
 
 /* The byte counters of tgid (the agent's pid), created on its first call when its cgroup may be
  * counted. */
-static __always_inline struct sonde_tls_bytes* process(__u32 tgid) {
+static __always_inline struct sonde_tls_process* process(__u32 tgid) {
   if (!tgid) return NULL; /* outside the agent's pid namespace */
-  struct sonde_tls_bytes* b = bpf_map_lookup_elem(&processes, &tgid);
+  struct sonde_tls_process* b = bpf_map_lookup_elem(&processes, &tgid);
   if (b) return b;
   if (filter_by_cgroup) {
     __u64 cgroup = bpf_get_current_cgroup_id();
     if (!bpf_map_lookup_elem(&allowed_cgroups, &cgroup)) return NULL;
   }
-  struct sonde_tls_bytes zero = {};
+  struct sonde_tls_process zero = {};
   long err = bpf_map_update_elem(&processes, &tgid, &zero, BPF_NOEXIST);
   if (err != 0 && err != -17 /* EEXIST: another thread of tgid won */) {
     count(SONDE_GOTLS_FULL_PROCESSES);
@@ -646,28 +646,32 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   bpf_map_delete_elem(&exchanges, &key);
 }
 
-static __always_inline void write_called(struct pt_regs* ctx, const bool h2) {
+static __always_inline void write_called(struct pt_regs* ctx, const bool h2, const __u32 site) {
   __u32 pid = current_tgid_for_agent();
-  struct sonde_tls_bytes* bytes = process(pid);
+  struct sonde_tls_process* bytes = process(pid);
   if (!bytes) return;
+  __sync_fetch_and_add(&bytes->hits[site], 1);
   __u64 len = GO_ARG3(ctx);
   __sync_fetch_and_add(&bytes->written, len);
   on_plaintext(pid, GO_ARG1(ctx), (const void*)GO_ARG2(ctx), len, true, h2);
 }
 
-static __always_inline void read_called(struct pt_regs* ctx) {
+static __always_inline void read_called(struct pt_regs* ctx, const __u32 site) {
   __u32 pid = current_tgid_for_agent();
-  if (!process(pid)) return;
+  struct sonde_tls_process* proc = process(pid);
+  if (!proc) return;
+  __sync_fetch_and_add(&proc->hits[site], 1);
   struct goroutine_key key = {.pid = pid, .g = GO_G(ctx)};
   struct pending_read r = {.conn = GO_ARG1(ctx), .buf = GO_ARG2(ctx)};
   insert(&reads, &key, &r, SONDE_GOTLS_FULL_READS);
 }
 
 /* At a RET of (*Conn).Read: the results are in the argument registers. */
-static __always_inline void read_returned(struct pt_regs* ctx, const bool h2) {
+static __always_inline void read_returned(struct pt_regs* ctx, const bool h2, const __u32 site) {
   __u32 pid = current_tgid_for_agent();
-  struct sonde_tls_bytes* bytes = bpf_map_lookup_elem(&processes, &pid);
+  struct sonde_tls_process* bytes = bpf_map_lookup_elem(&processes, &pid);
   if (!bytes) return;
+  __sync_fetch_and_add(&bytes->hits[site], 1);
   struct goroutine_key key = {.pid = pid, .g = GO_G(ctx)};
   struct pending_read* r = bpf_map_lookup_elem(&reads, &key);
   if (!r) return;
@@ -683,49 +687,49 @@ static __always_inline void read_returned(struct pt_regs* ctx, const bool h2) {
  * (HTTP/1.x and the preface count only) for kernels without bpf_loop; TlsProbes loads one set. */
 SEC("uprobe")
 int tls_write_enter(struct pt_regs* ctx) {
-  write_called(ctx, true);
+  write_called(ctx, true, SONDE_GOTLS_SITE_ENTRY_SINGLE_STEP);
   return 0;
 }
 
 SEC("uprobe")
 int tls_write_enter_h1(struct pt_regs* ctx) {
-  write_called(ctx, false);
+  write_called(ctx, false, SONDE_GOTLS_SITE_ENTRY_SINGLE_STEP);
   return 0;
 }
 
 SEC("uprobe")
 int tls_write_checked(struct pt_regs* ctx) {
-  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx, true);
+  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx, true, SONDE_GOTLS_SITE_ENTRY_EMULATED);
   return 0;
 }
 
 SEC("uprobe")
 int tls_write_checked_h1(struct pt_regs* ctx) {
-  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx, false);
+  if (!GO_STACK_CHECK_FAILS(ctx)) write_called(ctx, false, SONDE_GOTLS_SITE_ENTRY_EMULATED);
   return 0;
 }
 
 SEC("uprobe")
 int tls_read_enter(struct pt_regs* ctx) {
-  read_called(ctx);
+  read_called(ctx, SONDE_GOTLS_SITE_ENTRY_SINGLE_STEP);
   return 0;
 }
 
 SEC("uprobe")
 int tls_read_checked(struct pt_regs* ctx) {
-  if (!GO_STACK_CHECK_FAILS(ctx)) read_called(ctx);
+  if (!GO_STACK_CHECK_FAILS(ctx)) read_called(ctx, SONDE_GOTLS_SITE_ENTRY_EMULATED);
   return 0;
 }
 
 SEC("uprobe")
 int tls_read_return(struct pt_regs* ctx) {
-  read_returned(ctx, true);
+  read_returned(ctx, true, SONDE_GOTLS_SITE_RETURN_SINGLE_STEP);
   return 0;
 }
 
 SEC("uprobe")
 int tls_read_return_h1(struct pt_regs* ctx) {
-  read_returned(ctx, false);
+  read_returned(ctx, false, SONDE_GOTLS_SITE_RETURN_SINGLE_STEP);
   return 0;
 }
 
@@ -743,7 +747,7 @@ int tls_read_return_h1(struct pt_regs* ctx) {
  * either way. If the return address cannot be read, the registers stay as they are and the
  * kernel single-steps the `ret` as usual. */
 static __always_inline void read_return_ret(struct pt_regs* ctx, const bool h2) {
-  read_returned(ctx, h2);
+  read_returned(ctx, h2, SONDE_GOTLS_SITE_RETURN_BPF_RET);
   if (ctx->ip != bpf_get_attach_cookie(ctx)) return;
   __u64 return_address;
   __u64 sp = ctx->sp;

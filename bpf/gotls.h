@@ -79,10 +79,27 @@ struct sonde_tls_request_stats {
   __u64 buckets[SONDE_GOTLS_BUCKETS + 1]; /* non-cumulative; the last is > every bound */
 };
 
-/* TLS plaintext bytes per process, summed in the kernel. */
-struct sonde_tls_bytes {
+/* Kinds of probe site, by what a hit costs the probed call (the kernel emulates a jump, and
+ * single-steps most other instructions out of line: about ten times slower; the agent measures
+ * both at start, agent/kernel/uprobe_cost.h). Which program runs says which kind its site is. */
+enum sonde_gotls_site {
+  SONDE_GOTLS_SITE_ENTRY_EMULATED = 0, /* *_checked: the `jbe` of Go's stack check */
+  SONDE_GOTLS_SITE_ENTRY_SINGLE_STEP,  /* *_enter: the function's first instruction */
+  SONDE_GOTLS_SITE_RETURN_SINGLE_STEP, /* tls_read_return*: a RET the kernel single-steps */
+  SONDE_GOTLS_SITE_RETURN_BPF_RET,     /* tls_read_return_ret*: a RET the program performs */
+  SONDE_GOTLS_SITE_COUNT,
+};
+
+/* Per counted process (tgid), summed in the kernel: TLS plaintext bytes and probe hits by kind of
+ * site. A hit is counted once per call of the probed function: an entry hit whose stack check
+ * fails (the call grows its goroutine stack, then restarts and hits again) is not counted, so
+ * entry hits equal Read and Write calls and return hits equal Read returns. Hits of processes
+ * the kernel does not count (filtered out by cgroup, or past a full `processes` map) are not
+ * counted either. */
+struct sonde_tls_process {
   __u64 read;
   __u64 written;
+  __u64 hits[SONDE_GOTLS_SITE_COUNT];
 };
 
 /* Failed inserts, per map (index of the per-CPU array `counters`). */

@@ -25,7 +25,7 @@ mkdir -p "$tmp/bin"
 (cd "$workloads/gonotls" && go build -o "$tmp/bin/gonotls" .) || fail "go build gonotls"
 readelf -S "$tmp/bin/gotls-stripped" | grep -q '\.symtab' && fail "the stripped build has a .symtab"
 # The container label is the program name in standalone mode.
-for role in server client load; do ln -s gotls "$tmp/bin/gotls-$role"; done
+for role in server client load calls; do ln -s gotls "$tmp/bin/gotls-$role"; done
 for role in server client; do ln -s gotls-stripped "$tmp/bin/stripped-$role"; done
 
 port="$(free_port)"
@@ -117,6 +117,19 @@ at_least "$sent" 1000 || fail "load sent only $sent requests"
 [[ $((got_server - server_before)) == "$sent" ]] || fail "server: counted $((got_server - server_before)) of $sent"
 full="$(metrics | awk '/^sonde_agent_gotls_map_full_total/ { s += $2 } END { print s + 0 }')"
 [[ "$full" == 0 ]] || fail "kernel maps were full $full times: $(metrics | grep map_full)"
+
+# Probe hits: one per crypto/tls call, against the calls the client says it made itself; the
+# estimated CPU they added is hits × the costs the agent measured at start.
+calls_out="$("$tmp/bin/gotls-calls" calls "$server_port" 500)" || fail "calls client failed: $calls_out"
+read -r _ _ _ writes _ reads <<<"$calls_out"
+sleep 2.5
+entry="$(prom_query 'sum(container_go_tls_probe_hits_total{container="gotls-calls",site="entry"})')"
+returns="$(prom_query 'sum(container_go_tls_probe_hits_total{container="gotls-calls",site="return"})')"
+probe_cpu="$(prom_query 'container_go_tls_probe_cpu_seconds_total{container="gotls-calls"}')"
+echo "probe hits: $writes writes + $reads reads; entry hits $entry, return hits $returns, estimated $probe_cpu s"
+[[ "$entry" == $((writes + reads)) && "$returns" == "$reads" ]] ||
+  fail "probe hits: entry $entry (want $((writes + reads))), return $returns (want $reads)"
+at_least "$probe_cpu" 0.000001 || fail "estimated probe CPU $probe_cpu"
 
 parses() { metrics | awk '/^sonde_agent_symbol_cache_parses_total / { print $2 }'; }
 attachments() { metrics | awk '/^sonde_agent_uprobe_attachments\{feature="gotls"\} / { print $2 }'; }

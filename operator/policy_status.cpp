@@ -12,8 +12,11 @@ namespace {
 using kube::Json;
 
 int severity(const std::string& reason) {
-  static const std::map<std::string, int> kSeverity = {
-      {"KernelUnsupported", 4}, {"LimitExceeded", 3}, {"SymbolsNotFound", 2}, {"Conflicting", 1}};
+  static const std::map<std::string, int> kSeverity = {{"KernelUnsupported", 5},
+                                                       {"LimitExceeded", 4},
+                                                       {"OverheadExceeded", 3},
+                                                       {"SymbolsNotFound", 2},
+                                                       {"Conflicting", 1}};
   auto it = kSeverity.find(reason);
   return it == kSeverity.end() ? 0 : it->second;
 }

@@ -13,7 +13,8 @@
 //    InvalidSpec, or Suspended when spec.suspend is set).
 //  - Degraded: some selected pod could not be (fully) instrumented. The reason is the most
 //    frequent problem reason across nodes (counted in containers), ties broken by severity
-//    KernelUnsupported > LimitExceeded > SymbolsNotFound > Conflicting; the message counts each
+//    KernelUnsupported > LimitExceeded > OverheadExceeded > SymbolsNotFound > Conflicting; the
+//    message counts each
 //    reason and names a few pods. False/AsExpected otherwise.
 // lastTransitionTime is carried over from the previous status while a condition's status
 // stays the same, so an unchanged world yields a byte-identical status (and no write).

@@ -64,7 +64,7 @@ size_t SharedUprobes::missing(const std::vector<Request>& requests) const {
   return n;
 }
 
-void SharedUprobes::release(pid_t pid) {
+void SharedUprobes::release(pid_t pid, bool linger) {
   bool more = false;
   {
     std::lock_guard lock(mu_);
@@ -75,7 +75,7 @@ void SharedUprobes::release(pid_t pid) {
       if (it == by_key_.end()) continue;
       it->second.users.erase(pid);
       if (!it->second.users.empty()) continue;
-      if (linger_ns_ > 0) {
+      if (linger && linger_ns_ > 0) {
         idle_[key] = clock_.now_ns();
       } else {
         unused_.push_back(key);

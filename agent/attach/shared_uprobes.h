@@ -84,8 +84,9 @@ class SharedUprobes {
   size_t missing(const std::vector<Request>& requests) const;
 
   // Removes `pid` from every attachment it uses; those left without users are kept idle for
-  // the linger, or detached soon (on the detach thread) without one. Returns at once.
-  void release(pid_t pid);
+  // the linger, or detached soon (on the detach thread) without one or when `linger` is false
+  // (a workload over its overhead budget must stop paying at once). Returns at once.
+  void release(pid_t pid, bool linger = true);
 
   // Hands the attachments idle for the linger or longer to the detach thread. Returns at once.
   void expire();

@@ -48,20 +48,22 @@ void add_problem(std::map<std::string, crd::PolicyProblem>& problems, const Poli
 }
 
 // The problem of a container none of whose processes has a requested instrumentation live,
-// if any: the kernel refusing the probes outranks a policy's limit, which outranks missing
-// symbols.
+// if any: the kernel refusing the probes outranks a policy's limit, which outranks its overhead
+// budget (the probes were detached), which outranks missing symbols.
 void add_container_problem(std::map<std::string, crd::PolicyProblem>& problems,
                            const PolicyState& policy, const SelectedContainer& c,
                            const std::vector<const ProcessOutcome*>& procs) {
   const ProcessOutcome* symbols = nullptr;
   const ProcessOutcome* kernel = nullptr;
   const ProcessOutcome* limit = nullptr;
+  const ProcessOutcome* overhead = nullptr;
   for (const ProcessOutcome* o : procs) {
     for (const auto& kind : instrumentation_kinds()) {
       if (!policy.instrumentations[kind.id]) continue;
       const State s = o->states[kind.id];
       if (s == State::kFailed && !kernel) kernel = o;
       if (s == State::kLimitExceeded && !limit) limit = o;
+      if (s == State::kOverheadExceeded && !overhead) overhead = o;
       if (s == State::kSymbolsNotFound && !symbols) symbols = o;
     }
   }
@@ -69,6 +71,8 @@ void add_container_problem(std::map<std::string, crd::PolicyProblem>& problems,
     add_problem(problems, policy, "KernelUnsupported", c, kernel->message);
   } else if (limit) {
     add_problem(problems, policy, "LimitExceeded", c, limit->message);
+  } else if (overhead) {
+    add_problem(problems, policy, "OverheadExceeded", c, overhead->message);
   } else if (symbols) {
     add_problem(problems, policy, "SymbolsNotFound", c, symbols->message);
   }

@@ -366,6 +366,14 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
           params = params ? kind.merge(*params, *asked) : *asked;
         }
         if (go_tls) sel.uprobe_limits[name] = policy.spec->limits.max_uprobes_per_node;
+        if (go_tls && policy.spec->limits.max_overhead_percent) {
+          const double pct = *policy.spec->limits.max_overhead_percent;
+          auto& budget = sel.overhead_budget;
+          if (!budget) budget = OverheadBudget{pct, ""};
+          budget->max_percent = std::min(budget->max_percent, pct);
+          budget->epoch += (budget->epoch.empty() ? "" : ",") + name + "@" +
+                           std::to_string(policy.id.generation);
+        }
       }
     }
     plan.policies.push_back(std::move(st));

@@ -3,8 +3,10 @@
 #include <array>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 
+#include "agent/gotls/probe_overhead.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -31,7 +33,8 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
     log::info("Go TLS: RET probes performing the ret (--go-tls-perform-ret)",
               {{"register_writes", probes->register_writes()}});
   }
-  auto f = std::unique_ptr<GoTlsFeature>(new GoTlsFeature(std::move(node), keep_probes_ns));
+  auto f = std::unique_ptr<GoTlsFeature>(
+      new GoTlsFeature(std::move(node), keep_probes_ns, proc.root(), grace_ns));
   if (auto costs = measure_uprobe_hit_costs(); costs.ok()) {
     f->hit_costs_ = *costs;
     log::info("uprobe hit cost on this node",
@@ -44,9 +47,15 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
       *f->probes_, cache, f->uprobes_, proc, grace_ns, monotonic_clock(),
       TlsMonitor::Budget{.max_binaries = max_binaries, .fds = &f->fds_});
   f->drainer_ = std::jthread([p = f.get()](const std::stop_token& stop) { p->drain_loop(stop); });
+  auto mounts = read_file(proc.root() + "/self/mounts");
+  if (mounts.ok()) f->cgroup2_root_ = cgroup2_mount(*mounts);
+  if (!f->cgroup2_root_ || !f->hit_costs_) {
+    log::warn("Go TLS overhead budgets (limits.maxOverheadPercent) are not enforced on this node",
+              {{"why", !f->hit_costs_ ? "the per-hit cost could not be measured"
+                                      : "no cgroup v2 hierarchy to read containers' CPU from"}});
+  }
   if (filter_by_cgroup) {
-    auto mounts = read_file(proc.root() + "/self/mounts");
-    if (mounts.ok() && cgroup2_mount(*mounts)) {
+    if (f->cgroup2_root_) {
       f->monitor_->filter_by_cgroup();
     } else {
       log::warn("no cgroup v2 hierarchy: Go TLS counts every process of instrumented binaries",
@@ -69,8 +78,47 @@ void GoTlsFeature::drain_loop(const std::stop_token& stop) {
   }
 }
 
+std::optional<FeatureResult> GoTlsFeature::suspended(const Selection& selection) {
+  std::lock_guard lock(overhead_mu_);
+  auto it = suspended_.find(selection.labels);
+  if (it == suspended_.end()) return std::nullopt;
+  if (!selection.overhead_budget || selection.overhead_budget->epoch != it->second.epoch) {
+    log::info("Go TLS overhead budget changed: instrumenting the container again",
+              {{"namespace", selection.labels.namespace_name},
+               {"pod", selection.labels.pod},
+               {"container", selection.labels.container}});
+    suspended_.erase(it);
+    window_.forget(selection.labels);
+    return std::nullopt;
+  }
+  it->second.seen_ns = monotonic_ns();
+  return FeatureResult{ProcessOutcome::State::kOverheadExceeded, it->second.message};
+}
+
+std::optional<FeatureResult> GoTlsFeature::select(const ProcessInfo& process,
+                                                  const Selection& selection) {
+  if (auto r = suspended(selection)) {
+    monitor_->exited(process.pid);  // a process of it tracked before: stopped already
+    return r;
+  }
+  monitor_->admit(process, selection.labels);
+  return std::nullopt;
+}
+
 FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& selection) {
   using State = ProcessOutcome::State;
+  if (auto r = suspended(selection)) {
+    monitor_->exited(c.info.pid);
+    return *r;
+  }
+  {
+    std::lock_guard lock(overhead_mu_);
+    if (selection.overhead_budget) {
+      budgets_[selection.labels] = *selection.overhead_budget;
+    } else {
+      budgets_.erase(selection.labels);
+    }
+  }
   std::string why;
   switch (monitor_->consider(c, selection.labels, selection.uprobe_limits, &why)) {
     case TlsMonitor::Outcome::kTracked: return {State::kInstrumented, ""};
@@ -83,6 +131,90 @@ FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& sele
     case TlsMonitor::Outcome::kOverLimit: return {State::kLimitExceeded, why};
   }
   return {State::kFailed, "unknown outcome"};
+}
+
+void GoTlsFeature::sweep() {
+  monitor_->sweep();
+  if (hit_costs_ && cgroup2_root_) check_overhead();
+}
+
+Result<double> GoTlsFeature::container_cpu_seconds(pid_t pid) const {
+  // By the id the kernel names (any cgroup namespace), else by the path /proc shows (kernels
+  // without per-process task iterators, where the agent shares the host's cgroup namespace).
+  auto info = ProcReader(proc_root_).read(pid);
+  if (info.ok()) {
+    auto id = probes_->cgroup_of(pid, info->start_time);
+    if (id.ok()) {
+      auto by_id = cgroup_cpu_seconds_by_id(*cgroup2_root_, *id);
+      if (by_id.ok()) return by_id;
+    }
+  }
+  return cgroup_cpu_seconds(proc_root_, *cgroup2_root_, pid);
+}
+
+void GoTlsFeature::check_overhead() {
+  const auto pids = monitor_->a_process_per_container();
+  const auto stats = monitor_->snapshot();
+  std::lock_guard lock(overhead_mu_);
+  const uint64_t now = monotonic_ns();
+  for (auto it = suspended_.begin(); it != suspended_.end();) {
+    it = now - it->second.seen_ns > grace_ns_ ? suspended_.erase(it) : std::next(it);
+  }
+  for (auto it = budgets_.begin(); it != budgets_.end();) {
+    if (pids.contains(it->first)) {
+      ++it;
+    } else {  // no tracked process left: nothing to hold against it
+      window_.forget(it->first);
+      it = budgets_.erase(it);
+    }
+  }
+  for (const auto& [labels, budget] : budgets_) {
+    auto own = container_cpu_seconds(pids.at(labels));
+    if (!own.ok()) {
+      if (unreadable_cpu_.size() < 1024 && unreadable_cpu_.emplace(labels, "").second) {
+        log::warn("Go TLS overhead budget not enforced: the container's CPU cannot be read",
+                  {{"namespace", labels.namespace_name},
+                   {"pod", labels.pod},
+                   {"container", labels.container},
+                   {"error", own.error().message()}});
+      }
+      continue;
+    }
+    auto s = stats.find(labels);
+    const double probe = s == stats.end() ? 0 : probe_cpu_seconds(s->second.hits, *hit_costs_);
+    if (!window_.observe(labels, probe, *own, budget.max_percent)) continue;
+    char share[64];
+    (void)std::snprintf(share, sizeof share, "%.2f%% (limit %g%%)", window_.last_percent(labels),
+                        budget.max_percent);
+    std::string message =
+        "Go TLS probes detached: they cost an estimated " + std::string(share) +
+        " of the container's CPU in " +
+        std::to_string(OverheadWindow<ContainerLabels>::kSustainedIntervals) +
+        " consecutive intervals (limits.maxOverheadPercent); instrumented again when the policy "
+        "changes or the agent restarts";
+    const auto stopped = monitor_->stop_container(labels);
+    log::warn("Go TLS overhead budget exceeded: probes detached",
+              {{"namespace", labels.namespace_name},
+               {"pod", labels.pod},
+               {"container", labels.container},
+               {"share", share},
+               {"processes", static_cast<uint64_t>(stopped.size())}});
+    for (pid_t pid : stopped) {
+      revisions_.emplace_back(pid,
+                              FeatureResult{ProcessOutcome::State::kOverheadExceeded, message});
+    }
+    suspended_[labels] = {budget.epoch, std::move(message), now};
+    window_.forget(labels);
+    ++overhead_detaches_;
+  }
+  for (const auto& [labels, pid] : pids) {
+    if (suspended_.contains(labels)) budgets_.erase(labels);
+  }
+}
+
+std::vector<std::pair<pid_t, FeatureResult>> GoTlsFeature::take_revisions() {
+  std::lock_guard lock(overhead_mu_);
+  return std::exchange(revisions_, {});
 }
 
 // Go TLS families: requests, durations, HTTP/2 connections, bytes; and binary verdicts.
@@ -105,6 +237,17 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                                      "of the response), by direction and protocol.",
                                      prometheus::MetricType::Histogram,
                                      {}};
+  auto hits = counter_family(
+      "container_go_tls_probe_hits_total",
+      "Go TLS uprobe hits in the container's processes, one per probed call, by site (entry: "
+      "(*Conn).Read and .Write; return: Read's RETs) and kind (emulated: a jump the kernel "
+      "emulates; single_step: an instruction it single-steps out of line; bpf_ret: a RET the "
+      "program performs).");
+  auto probe_cpu = counter_family(
+      "container_go_tls_probe_cpu_seconds_total",
+      "CPU time sonde's Go TLS uprobes added to the container's processes, estimated: its probe "
+      "hits of each kind times the per-hit cost the agent measured at start on this node "
+      "(sonde_agent_uprobe_hit_cost_seconds). Absent where the cost could not be measured.");
   auto processes = gauge_family("sonde_agent_gotls_processes", "Go TLS processes instrumented.");
   for (const auto& [labels, s] : monitor_->snapshot()) {
     LabelPairs base{{"namespace", labels.namespace_name},
@@ -140,6 +283,12 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       add_histogram(durations, with({{"direction", key.direction}, {"protocol", key.protocol}}),
                     kTlsDurationBuckets, counts, h.sum);
     }
+    for (size_t site = 0; site < SONDE_GOTLS_SITE_COUNT; ++site) {
+      const ProbeSiteKind kind = probe_site_kind(static_cast<sonde_gotls_site>(site));
+      add_sample(hits, with({{"site", kind.site}, {"kind", kind.kind}}),
+                 static_cast<double>(s.hits[site]));
+    }
+    if (hit_costs_) add_sample(probe_cpu, base, probe_cpu_seconds(s.hits, *hit_costs_));
     add_sample(read, base, static_cast<double>(s.read_bytes));
     add_sample(written, base, static_cast<double>(s.written_bytes));
     add_sample(processes, base, static_cast<double>(s.processes));
@@ -217,6 +366,14 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
     add_sample(hit_cost, {{"kind", "emulated"}}, hit_costs_->emulated_ns / 1e9);
     add_sample(hit_cost, {{"kind", "single_step"}}, hit_costs_->single_step_ns / 1e9);
   }
+  auto detaches = counter_family(
+      "sonde_agent_gotls_overhead_exceeded_total",
+      "Containers whose Go TLS probes were detached because their estimated cost stayed above "
+      "their policy's limits.maxOverheadPercent of the container's CPU (OverheadExceeded).");
+  {
+    std::lock_guard lock(overhead_mu_);
+    add_sample(detaches, {}, static_cast<double>(overhead_detaches_));
+  }
   auto evicted = counter_family("sonde_agent_gotls_evicted_binaries_total",
                                 "Go TLS binaries kept after their last exit whose uprobes were "
                                 "detached early to make room for a new binary (oldest first).");
@@ -246,10 +403,10 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                               "state holds (kind=bytes).");
   add_sample(h2_live, {{"kind", "connections"}}, static_cast<double>(tracker.connections()));
   add_sample(h2_live, {{"kind", "bytes"}}, static_cast<double>(tracker.memory()));
-  for (auto* f :
-       {&requests, &http2,     &durations, &read,        &written,  &processes, &binaries,
-        &full,     &discarded, &filter,    &attachments, &attaches, &by_policy, &instrumented,
-        &left_out, &hit_cost,  &evicted,   &unseen,      &h2_conns, &h2_live}) {
+  for (auto* f : {&requests,    &hits,      &probe_cpu, &http2,        &durations, &read,
+                  &written,     &processes, &binaries,  &full,         &discarded, &filter,
+                  &attachments, &attaches,  &by_policy, &instrumented, &left_out,  &hit_cost,
+                  &detaches,    &evicted,   &unseen,    &h2_conns,     &h2_live}) {
     out.push_back(std::move(*f));
   }
 }

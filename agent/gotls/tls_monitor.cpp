@@ -162,6 +162,7 @@ TlsMonitor::Counters& TlsMonitor::Counters::operator+=(const Counters& other) {
   for (const auto& [d, n] : other.http2_connections) http2_connections[d] += n;
   read_bytes += other.read_bytes;
   written_bytes += other.written_bytes;
+  for (size_t i = 0; i < hits.size(); ++i) hits[i] += other.hits[i];
   return *this;
 }
 
@@ -176,6 +177,7 @@ void raise_to(TlsMonitor::Counters& value, const TlsMonitor::Counters& floor) {
   for (const auto& [d, n] : floor.http2_connections) raise_to(value.http2_connections[d], n);
   raise_to(value.read_bytes, floor.read_bytes);
   raise_to(value.written_bytes, floor.written_bytes);
+  for (size_t i = 0; i < value.hits.size(); ++i) raise_to(value.hits[i], floor.hits[i]);
 }
 
 TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std::string& exe,
@@ -500,8 +502,9 @@ std::map<std::string, uint64_t> TlsMonitor::not_instrumented() const {
 }
 
 void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
-  s.read_bytes += counts.bytes.read;
-  s.written_bytes += counts.bytes.written;
+  s.read_bytes += counts.process.read;
+  s.written_bytes += counts.process.written;
+  for (size_t i = 0; i < s.hits.size(); ++i) s.hits[i] += counts.process.hits[i];
   for (const auto& [k, r] : counts.requests) {
     std::string direction = direction_name(k.direction);
     if (k.protocol == SONDE_TLS_HTTP2) {
@@ -543,12 +546,32 @@ void TlsMonitor::take_untracked_locked(pid_t pid) {
   exited_unseen_++;
 }
 
-void TlsMonitor::finish_locked(pid_t pid) {
+std::vector<pid_t> TlsMonitor::stop_container(const ContainerLabels& labels) {
+  std::lock_guard lock(mu_);
+  std::vector<pid_t> pids;
+  for (const auto& [pid, p] : processes_) {
+    if (p.labels == labels) pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    finish_locked(pid, /*linger=*/false);
+    unadmit_locked(pid);
+  }
+  return pids;
+}
+
+std::map<ContainerLabels, pid_t> TlsMonitor::a_process_per_container() const {
+  std::lock_guard lock(mu_);
+  std::map<ContainerLabels, pid_t> out;
+  for (const auto& [pid, p] : processes_) out.try_emplace(p.labels, pid);
+  return out;
+}
+
+void TlsMonitor::finish_locked(pid_t pid, bool linger) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
   Counters final_counts;
   add_counts(probes_.take(static_cast<uint32_t>(pid)), final_counts);
-  uprobes_.release(pid);  // detached later, on SharedUprobes' own thread
+  uprobes_.release(pid, linger);  // detached later, on SharedUprobes' own thread
   unuse_uprobes_locked(pid);
   unuse_budget_locked(pid, it->second.binary);
   containers_.finished(it->second.labels, final_counts, clock_.now_ns());

@@ -108,6 +108,15 @@ class TlsMonitor {
   // The process exited or is no longer selected: its counts fold into its container (if
   // tracked) or are discarded, and its probes are released.
   void exited(pid_t pid);
+  // Stops instrumenting the container `labels` (it went over its overhead budget): each of its
+  // tracked processes is finished as if it had exited (counts folded, no longer admitted, so
+  // the cgroup filter stops counting it) and its uprobes released without the linger: a binary
+  // no other tracked process runs is detached at once. A binary others run keeps its probes,
+  // which go on costing this container its hits, uncounted (the kernel counts it no more with
+  // the cgroup filter; without it, its counts are discarded). Returns the pids stopped.
+  std::vector<pid_t> stop_container(const ContainerLabels& labels);
+  // Per container with tracked processes, one of them (the lowest pid): whose cgroup to read.
+  std::map<ContainerLabels, pid_t> a_process_per_container() const;
   // Finishes tracked processes that vanished; discards the kernel's counts of processes that
   // were never tracked for two sweeps in a row (unselected, or exited unseen).
   void sweep();
@@ -150,6 +159,7 @@ class TlsMonitor {
     std::map<DurationKey, Histogram> durations;
     std::map<std::string, uint64_t> http2_connections;  // by direction
     uint64_t read_bytes = 0, written_bytes = 0;
+    std::array<uint64_t, SONDE_GOTLS_SITE_COUNT> hits{};  // probe hits by enum sonde_gotls_site
     Counters& operator+=(const Counters& other);
   };
   struct ContainerStats : Counters {
@@ -221,7 +231,8 @@ class TlsMonitor {
               const std::vector<symbols::ProbeTarget>& targets) const;
   // With mu_ held: keeps b for the binary `key`, forgetting an old one past kMaxVerdicts.
   void remember_locked(const std::string& key, const Binary& b);
-  void finish_locked(pid_t pid);
+  // `linger`: the binary keeps its probes after its last process (SharedUprobes' linger).
+  void finish_locked(pid_t pid, bool linger = true);
   // With mu_ held: counts the binary `key` (`sites` uprobes) against each policy of `limits` for
   // pid, or says which limit it would break (and counts nothing).
   std::optional<std::string> use_uprobes_locked(pid_t pid, const std::string& key, size_t sites,

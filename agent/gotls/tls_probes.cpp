@@ -255,9 +255,9 @@ std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
   uint32_t next = 0;
   const void* prev = nullptr;
   while (bpf_map__get_next_key(skel_->maps.processes, prev, &next, sizeof next) == 0) {
-    sonde_tls_bytes b{};
+    sonde_tls_process b{};
     if (bpf_map__lookup_elem(skel_->maps.processes, &next, sizeof next, &b, sizeof b, 0) == 0) {
-      out[next].bytes = b;
+      out[next].process = b;
     }
     tgid = next;
     prev = &tgid;
@@ -282,7 +282,7 @@ std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
 }
 
 bool TlsProbes::counting(uint32_t tgid) const {
-  sonde_tls_bytes b{};
+  sonde_tls_process b{};
   return bpf_map__lookup_elem(skel_->maps.processes, &tgid, sizeof tgid, &b, sizeof b, 0) == 0;
 }
 
@@ -291,8 +291,8 @@ TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
   Counts out;
   // A call of the exiting process after this re-creates its entry; TlsMonitor::sweep() takes
   // such leftovers.
-  bpf_map__lookup_and_delete_elem(skel_->maps.processes, &tgid, sizeof tgid, &out.bytes,
-                                  sizeof out.bytes, 0);
+  bpf_map__lookup_and_delete_elem(skel_->maps.processes, &tgid, sizeof tgid, &out.process,
+                                  sizeof out.process, 0);
   std::vector<sonde_tls_request_key> keys;
   sonde_tls_request_key key{};
   sonde_tls_request_key next{};

@@ -61,7 +61,7 @@ class TlsCounters {
     kReadReturnRet,  // a one-byte `ret` of (*Conn).Read, performed by the program
   };
   struct Counts {
-    sonde_tls_bytes bytes{};
+    sonde_tls_process process{};  // bytes and probe hits
     std::vector<std::pair<sonde_tls_request_key, sonde_tls_request_stats>> requests;
   };
   virtual ~TlsCounters() = default;

@@ -68,6 +68,9 @@ struct AgentRuntime::Impl {
   void check_inspections();
   void add_collector();
   void record(ProcessOutcome out);
+  // Applies a feature's take_revisions() to the recorded outcomes.
+  void revise(const Feature& feature,
+              const std::vector<std::pair<pid_t, FeatureResult>>& revisions);
 
   RuntimeOptions options;
   Selector& selector;
@@ -157,6 +160,17 @@ void merge(ProcessOutcome& out, const Feature& feature, FeatureResult result) {
 }
 
 }  // namespace
+
+void AgentRuntime::Impl::revise(const Feature& feature,
+                                const std::vector<std::pair<pid_t, FeatureResult>>& revisions) {
+  std::lock_guard lock(outcomes_mu);
+  for (const auto& [pid, result] : revisions) {
+    auto it = outcomes.find(pid);
+    if (it == outcomes.end()) continue;  // exited or deselected meanwhile
+    it->second.states[feature.kind()] = result.state;
+    if (!result.message.empty()) it->second.message = result.message;
+  }
+}
 
 void AgentRuntime::Impl::record(ProcessOutcome out) {
   std::lock_guard lock(outcomes_mu);
@@ -361,7 +375,10 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
     if (reselect_requested.exchange(false)) reselect();
     check_inspections();
     if (clock.now_ns() >= next_sweep) {
-      for (const auto& f : features) f->sweep();
+      for (const auto& f : features) {
+        f->sweep();
+        revise(*f, f->take_revisions());
+      }
       next_sweep = clock.now_ns() + kSweepIntervalNs;
     }
   }

@@ -15,6 +15,9 @@
 //                 event thread; on the worker too, after instrument(), for a process whose
 //                 exit came while it was being instrumented.
 //   sweep()       every few seconds: processes that vanished without an exit event.
+//   take_revisions() right after sweep(): outcomes the feature changed on its own since (a
+//                 process it stopped instrumenting), which replace the feature's state in the
+//                 process's recorded outcome.
 // select()/instrument() are called again for a process they already track (a re-selection, an
 // exec): the feature recognizes an unchanged process and re-instruments a new program.
 //
@@ -39,6 +42,15 @@
 
 namespace sonde::agent {
 
+// A Go TLS overhead budget (limits.maxOverheadPercent) for a container's processes.
+struct OverheadBudget {
+  double max_percent = 0;  // the strictest of the policies that set one
+  // Which policies at which generations set it ("ns/name@7,..."): a change re-attaches a
+  // container detached for going over (the policy changed).
+  std::string epoch;
+  bool operator==(const OverheadBudget&) const = default;
+};
+
 // What to do with one process.
 struct Selection {
   ContainerLabels labels;  // the series its metrics go to
@@ -46,6 +58,8 @@ struct Selection {
   Instrumentations instrumentations;
   // Each policy asking Go TLS of the process (cluster mode) → its limits.maxUprobesPerNode.
   std::map<std::string, int64_t> uprobe_limits;
+  // Set when a policy asking Go TLS of the process has limits.maxOverheadPercent.
+  std::optional<OverheadBudget> overhead_budget;
 };
 
 // What became of a selected process, for reports (policy status, node reports).
@@ -56,6 +70,9 @@ struct ProcessOutcome {
     kSymbolsNotFound,  // the instrumentation needs symbols the binary does not have
     kFailed,           // the kernel refused (attach or map update): see message
     kLimitExceeded,    // a policy's limit (limits.maxUprobesPerNode) leaves it out: see message
+    // Instrumented, then detached: its probes cost more than limits.maxOverheadPercent of its
+    // container's CPU for a sustained window (see message). Until the policy changes.
+    kOverheadExceeded,
   };
   pid_t pid = 0;
   std::string container_id;
@@ -75,7 +92,7 @@ struct ProcessOutcome {
 // What one feature made of one process.
 struct FeatureResult {
   ProcessOutcome::State state = ProcessOutcome::State::kNotApplicable;
-  std::string message;  // for kSymbolsNotFound / kFailed / kLimitExceeded
+  std::string message;  // for kSymbolsNotFound / kFailed / kLimitExceeded / kOverheadExceeded
   bool gone = false;    // the process exited meanwhile: no outcome is recorded
 };
 
@@ -100,6 +117,8 @@ class Feature {
   virtual FeatureResult instrument(const Candidate& candidate, const Selection& selection) = 0;
   virtual void release(pid_t pid, uint64_t end_ns) = 0;
   virtual void sweep() = 0;
+  // Outcomes changed since the last call, by pid (on the event thread, after sweep()).
+  virtual std::vector<std::pair<pid_t, FeatureResult>> take_revisions() { return {}; }
 
   // Processes instrumented now.
   virtual size_t tracked() const = 0;

@@ -41,8 +41,9 @@ inline constexpr int64_t kMaxCount = 1000000;  // pods, processes, containers pe
 
 // Why selected containers are not (fully) instrumented. kInvalidSpec: the agent cannot apply
 // the policy's spec (e.g. an agent older than the CRD); the message says why.
-inline constexpr const char* kProblemReasons[] = {
-    "SymbolsNotFound", "LimitExceeded", "KernelUnsupported", "Conflicting", "InvalidSpec"};
+inline constexpr const char* kProblemReasons[] = {"SymbolsNotFound",  "LimitExceeded",
+                                                  "OverheadExceeded", "KernelUnsupported",
+                                                  "Conflicting",      "InvalidSpec"};
 inline constexpr const char* kInvalidSpec = "InvalidSpec";
 
 // The containers of one reason: how many, and one of them as an example (namespace, pod,

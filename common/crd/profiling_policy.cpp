@@ -231,6 +231,14 @@ Result<PolicySpec> parse_policy_spec(const Json& json, PolicyKind kind) {
     ASSIGN_OR_RETURN(spec.limits.max_uprobes_per_node,
                      integer_in(*limits, "maxUprobesPerNode", defaults.max_uprobes_per_node, 1,
                                 100000, "spec.limits"));
+    if (const Json* pct = field(*limits, "maxOverheadPercent")) {
+      if (!pct->is_number()) return Error("spec.limits.maxOverheadPercent: must be a number");
+      const double v = pct->get<double>();
+      if (!(v >= kMinOverheadPercent && v <= 100)) {
+        return Error("spec.limits.maxOverheadPercent: must be 0.01..100, got " + pct->dump());
+      }
+      spec.limits.max_overhead_percent = v;
+    }
   }
   if (const Json* suspend = field(json, "suspend")) {
     if (!suspend->is_boolean()) return Error("spec.suspend: must be true or false");
@@ -246,6 +254,9 @@ Json to_json(const PolicySpec& spec) {
                {{"maxTargetsPerNode", spec.limits.max_targets_per_node},
                 {"maxUprobesPerNode", spec.limits.max_uprobes_per_node}}},
               {"suspend", spec.suspend}};
+  if (spec.limits.max_overhead_percent) {
+    out["limits"]["maxOverheadPercent"] = *spec.limits.max_overhead_percent;
+  }
   if (!spec.excludes.empty()) out["excludes"] = selections_json(spec.excludes);
   if (spec.namespace_selector) out["namespaceSelector"] = selector_json(*spec.namespace_selector);
   return out;

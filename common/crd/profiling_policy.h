@@ -64,9 +64,15 @@ struct PodSelection {
   bool operator==(const PodSelection&) const = default;
 };
 
+inline constexpr double kMinOverheadPercent = 0.01;
+
 struct PolicyLimits {
   int64_t max_targets_per_node = 100;
   int64_t max_uprobes_per_node = 1000;
+  // Go TLS: the estimated CPU its probes add to a container, in percent of the container's own
+  // CPU time, above which the agent detaches the container's probes (OverheadExceeded). Absent:
+  // no budget. kMinOverheadPercent..100.
+  std::optional<double> max_overhead_percent;
   bool operator==(const PolicyLimits&) const = default;
 };
 

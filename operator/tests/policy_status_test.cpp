@@ -102,6 +102,17 @@ TEST(PolicyStatusTest, TiesGoToTheMoreSevereReason) {
   EXPECT_EQ((*find_condition(status, "Degraded"))["reason"], "KernelUnsupported");
 }
 
+TEST(PolicyStatusTest, OverheadExceededRanksBetweenLimitExceededAndSymbolsNotFound) {
+  auto reason = [](const std::string& a, const std::string& b) {
+    const Json status = compute_status(
+        policy(1), {{"n1", entry(1, 2, 0, {{a, 1, "a", "", ""}, {b, 1, "b", "", ""}})}}, 1, 0,
+        "T0");
+    return (*find_condition(status, "Degraded"))["reason"].get<std::string>();
+  };
+  EXPECT_EQ(reason("OverheadExceeded", "LimitExceeded"), "LimitExceeded");
+  EXPECT_EQ(reason("SymbolsNotFound", "OverheadExceeded"), "OverheadExceeded");
+}
+
 TEST(PolicyStatusTest, SuspendedPoliciesAreNotReady) {
   Json p = policy(2);
   p["spec"]["suspend"] = true;

@@ -136,6 +136,27 @@ TEST(BuildPolicyReports, AProcessLeftOutByAnUprobeLimitIsLimitExceeded) {
   EXPECT_EQ(r.problems[0].reason, "KernelUnsupported");
 }
 
+// A container whose Go TLS probes were detached for its overhead budget is OverheadExceeded,
+// with the feature's message; a policy's uprobe limit outranks it.
+TEST(BuildPolicyReports, AContainerDetachedForItsOverheadBudgetIsOverheadExceeded) {
+  auto p = web_policy();
+  ask(p, Instrumentation::kNodejsEventLoop, false);
+  ask(p, Instrumentation::kGoTls, true);
+  ProcessOutcome detached = outcome(1, cid('a'), State::kNotApplicable);
+  detached.states[Instrumentation::kGoTls] = State::kOverheadExceeded;
+  detached.message = "Go TLS probes detached: they cost an estimated 43.21% (limit 1%)";
+  auto r = build_policy_reports({p}, {detached})[0];
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0].reason, "OverheadExceeded");
+  EXPECT_EQ(r.problems[0].message, detached.message);
+  EXPECT_EQ(r.instrumented_pods, 0);
+  ProcessOutcome over = outcome(2, cid('a'), State::kNotApplicable);
+  over.states[Instrumentation::kGoTls] = State::kLimitExceeded;
+  r = build_policy_reports({p}, {detached, over})[0];
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_EQ(r.problems[0].reason, "LimitExceeded");
+}
+
 TEST(BuildPolicyReports, ContainersWithoutProcessesAreNotInstrumentedNorProblems) {
   auto p = web_policy();
   p.containers.push_back({"web-3", "app", ""});  // not started

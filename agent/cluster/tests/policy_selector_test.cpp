@@ -264,6 +264,47 @@ TEST_F(PolicySelectorTest, GoTlsPoliciesCarryTheirUprobeLimits) {
             (std::map<std::string, int64_t>{{"shop/tls", 40}, {"shop/tls-default", 1000}}));
 }
 
+// limits.maxOverheadPercent of the Go TLS policies selecting a container: the strictest holds,
+// and the epoch names each such policy at its generation (a change re-attaches a container
+// detached for going over). A Node.js-only policy's limit does not count, nor does no limit.
+TEST_F(PolicySelectorTest, GoTlsPoliciesCarryTheStrictestOverheadBudgetWithTheirGenerations) {
+  selector.upsert_pod(
+      pod("shop", "web-1", {{"app", "web"}}, {{"app", "containerd://" + cid('a')}}));
+  selector.upsert_policy(policy("shop", "tls-default",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", {{"goTLS", Json::object()}}}}));
+  auto s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->overhead_budget) << "no policy sets a budget";
+  selector.upsert_policy(policy("shop", "tls-5",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", {{"goTLS", Json::object()}}},
+                                 {"limits", {{"maxOverheadPercent", 5}}}}));
+  selector.upsert_policy(policy("shop", "tls-half",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", {{"goTLS", Json::object()}}},
+                                 {"limits", {{"maxOverheadPercent", 0.5}}}}));
+  selector.upsert_policy(policy("shop", "loop",
+                                {{"targets", {{{"selector", Json::object()}}}},
+                                 {"instrumentations", nodejs()},
+                                 {"limits", {{"maxOverheadPercent", 0.1}}}}));
+  s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->overhead_budget);
+  EXPECT_EQ(s->overhead_budget->max_percent, 0.5);
+  EXPECT_EQ(s->overhead_budget->epoch, "shop/tls-5@2,shop/tls-half@2");
+  // A new generation of one of them is a new epoch.
+  Json changed = policy("shop", "tls-5",
+                        {{"targets", {{{"selector", Json::object()}}}},
+                         {"instrumentations", {{"goTLS", Json::object()}}},
+                         {"limits", {{"maxOverheadPercent", 5}}}});
+  changed["metadata"]["generation"] = 3;
+  selector.upsert_policy(changed);
+  s = selector.select(process_in(cid('a')));
+  ASSERT_TRUE(s && s->overhead_budget);
+  EXPECT_EQ(s->overhead_budget->epoch, "shop/tls-5@3,shop/tls-half@2");
+}
+
 TEST_F(PolicySelectorTest, CpuPolicySelectsForSamplingAtTheHighestFrequencyAskedFor) {
   selector.upsert_pod(pod("shop", "web-1", {}, {{"app", "containerd://" + cid('a')}}));
   selector.upsert_pod(

@@ -61,7 +61,7 @@ class FakeCounters final : public TlsCounters {
   // `n` GET requests answered 200 by tgid's server side, and `bytes` read.
   void served(uint32_t tgid, uint64_t n, uint64_t bytes) {
     Counts& c = table[tgid];
-    c.bytes.read += bytes;
+    c.process.read += bytes;
     sonde_tls_request_key key{};
     key.direction = SONDE_TLS_SERVER;
     key.protocol = SONDE_TLS_HTTP1;
@@ -598,6 +598,42 @@ TEST_F(TlsMonitorTest, KeepsABinarysProbesAfterItsLastExitAndEvictsTheOldestForA
   uprobes.flush();
   EXPECT_EQ(kernel_.attachments, 0);
   EXPECT_EQ(monitor.idle_binaries(), 0u);
+}
+
+// A container over its overhead budget is stopped (GoTlsFeature): its processes are untracked
+// with their counts folded into its series, and a binary only it runs is detached at once
+// despite the linger, while a binary another container runs keeps its probes for that one.
+TEST_F(TlsMonitorTest, StoppingAContainerDetachesWhatOnlyItRunsAtOnce) {
+  constexpr uint64_t kLinger = 600'000'000'000;
+  SharedUprobes uprobes{kLinger, clock_};
+  TlsMonitor monitor{kernel_, cache_, uprobes, proc_, kGrace, clock_};
+  const ContainerLabels chatty{"shop", "chatty", "app"};
+  const ContainerLabels quiet{"shop", "quiet", "app"};
+  const std::string second = copy_of_fixture("second");
+  ASSERT_EQ(monitor.consider(process(100, 7), chatty), TlsMonitor::Outcome::kTracked);
+  const int per_binary = kernel_.attachments;
+  ASSERT_EQ(monitor.consider(process(101, 7), quiet), TlsMonitor::Outcome::kTracked);
+  ASSERT_EQ(monitor.consider(process_of(second, "/srv/second", 200, 7), chatty),
+            TlsMonitor::Outcome::kTracked);
+  ASSERT_EQ(kernel_.attachments, 2 * per_binary);
+  kernel_.served(100, 3, 300);
+  kernel_.served(200, 2, 200);
+  EXPECT_EQ(monitor.a_process_per_container(),
+            (std::map<ContainerLabels, pid_t>{{chatty, 100}, {quiet, 101}}));
+
+  EXPECT_EQ(monitor.stop_container(chatty), (std::vector<pid_t>{100, 200}));
+  uprobes.flush();
+  EXPECT_EQ(kernel_.attachments, per_binary)
+      << "/srv/second detached at once, /srv/api kept for quiet";
+  EXPECT_EQ(monitor.idle_binaries(), 0u) << "nothing kept for the linger";
+  EXPECT_EQ(monitor.tracked(), 1u);
+  EXPECT_EQ(monitor.a_process_per_container(), (std::map<ContainerLabels, pid_t>{{quiet, 101}}));
+  auto snap = monitor.snapshot();
+  ASSERT_TRUE(snap.contains(chatty)) << "its series stay for the grace period";
+  EXPECT_EQ(snap[chatty].processes, 0u);
+  EXPECT_EQ(snap[chatty].read_bytes, 500u) << "its counts folded";
+  EXPECT_FALSE(kernel_.counting(100));
+  EXPECT_TRUE(monitor.stop_container(chatty).empty());
 }
 
 // Release pipelines strip .go.buildinfo; the function table stays. Such a binary is

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -394,6 +395,53 @@ TEST_F(TlsProbesBpfTest, TwoAgentsPerformingOneRetLeaveTheProgramIntactAndCountE
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_GT(std::stod(echo.last_line()), 0.0) << echo.last_line();
   EXPECT_EQ(kill(server.pid(), 0), 0) << "the server died";
+}
+
+// Probe hits are counted per process in the kernel, by kind of site, one per call: a client
+// that makes its own (*tls.Conn).Write and .Read calls (no bufio, no net/http) and says how many
+// it made is the ground truth. Entry probes sit on the stack check's `jbe` (emulated), the RETs
+// are single-stepped; nothing is counted at a kind of site the binary does not use.
+TEST_F(TlsProbesBpfTest, ProbeHitsPerProcessEqualTheCallsItMade) {
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  ProcReader proc;
+  TlsMonitor monitor(*probes_, cache, uprobes, proc);
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  const std::string port = server.last_line().substr(std::string("listening ").size());
+  auto info = proc.read(server.pid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  auto candidate = open_candidate(proc, *info, true);
+  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+  ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+  ASSERT_EQ(monitor.verdicts().at(0).entry_probe, "emulated-jump");
+  ASSERT_EQ(monitor.verdicts().at(0).return_probe, "single-step");
+
+  for (int requests : {1, 2000}) {
+    ChildProcess client({SONDE_GOTLS_WORKLOAD, "calls", port, std::to_string(requests)});
+    ASSERT_TRUE(client.wait_for_line("calls", 30s));
+    std::istringstream line(client.last_line());
+    std::string word;
+    uint64_t n = 0, writes = 0, reads = 0;
+    line >> word >> n >> word >> writes >> word >> reads;
+    ASSERT_EQ(n, static_cast<uint64_t>(requests)) << client.last_line();
+    ASSERT_GE(reads, n) << client.last_line();
+    int status = client.wait();
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    auto all = probes_->counts();
+    auto it = all.find(static_cast<uint32_t>(client.pid()));
+    ASSERT_NE(it, all.end()) << "the client is counted";
+    const auto& hits = it->second.process.hits;
+    std::cout << requests << " requests: " << writes << " writes, " << reads
+              << " reads; hits: entry emulated " << hits[SONDE_GOTLS_SITE_ENTRY_EMULATED]
+              << ", return single-stepped " << hits[SONDE_GOTLS_SITE_RETURN_SINGLE_STEP] << "\n";
+    EXPECT_EQ(hits[SONDE_GOTLS_SITE_ENTRY_EMULATED], writes + reads);
+    EXPECT_EQ(hits[SONDE_GOTLS_SITE_RETURN_SINGLE_STEP], reads);
+    EXPECT_EQ(hits[SONDE_GOTLS_SITE_ENTRY_SINGLE_STEP], 0u);
+    EXPECT_EQ(hits[SONDE_GOTLS_SITE_RETURN_BPF_RET], 0u);
+    monitor.exited(client.pid());
+  }
+  EXPECT_EQ(probes_->full(SONDE_GOTLS_FULL_PROCESSES), 0u);
 }
 
 // A container's series outlive its last process by the grace period, then leave: every pod

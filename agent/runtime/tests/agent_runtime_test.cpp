@@ -116,6 +116,15 @@ class FakeFeature final : public Feature {
     std::lock_guard lock(mu_);
     sweeps_++;
   }
+  std::vector<std::pair<pid_t, FeatureResult>> take_revisions() override {
+    std::lock_guard lock(mu_);
+    return std::exchange(revisions_, {});
+  }
+  // take_revisions() (after the next sweep) answers that pid's outcome is now `r`.
+  void revise(pid_t pid, FeatureResult r) {
+    std::lock_guard lock(mu_);
+    revisions_.emplace_back(pid, std::move(r));
+  }
   size_t tracked() const override {
     std::lock_guard lock(mu_);
     return tracked_.size();
@@ -182,6 +191,7 @@ class FakeFeature final : public Feature {
   std::vector<std::pair<pid_t, uint64_t>> releases_;
   std::map<pid_t, FeatureResult> answers_;
   std::set<pid_t> tracked_;
+  std::vector<std::pair<pid_t, FeatureResult>> revisions_;
   int sweeps_ = 0;
   pid_t held_ = 0;
   std::shared_future<void> gate_;
@@ -525,6 +535,31 @@ TEST_F(AgentRuntimeTest, EveryFeatureIsSweptAtTheSweepInterval) {
   clock_.now += kSweepIntervalNs;
   ASSERT_TRUE(eventually([&] { return c().sweeps() == 2; }));
   EXPECT_EQ(a().sweeps(), 2);
+}
+
+// A feature that stops instrumenting a process on its own (Go TLS over its overhead budget)
+// says so after a sweep: that feature's state in the recorded outcome changes, with its
+// message; the other features' states stay, and a revision of an unknown pid is dropped.
+TEST_F(AgentRuntimeTest, AFeaturesRevisionsAfterASweepReplaceItsStateInTheOutcome) {
+  ChildProcess p({"/bin/sleep", "1000"});
+  selector_.set(p.pid(), selection(true, false, true));
+  start();
+  run();
+  ASSERT_TRUE(eventually([&] {
+    auto o = outcome(p.pid());
+    return o && o->states[c().kind()] == State::kInstrumented &&
+           o->states[a().kind()] == State::kInstrumented;
+  }));
+  c().revise(p.pid(), {State::kOverheadExceeded, "probes detached: 43% (limit 1%)"});
+  c().revise(p.pid() + 100000, {State::kOverheadExceeded, "nobody"});
+  settle();
+  EXPECT_EQ(outcome(p.pid())->states[c().kind()], State::kInstrumented) << "not before a sweep";
+  clock_.now += kSweepIntervalNs;
+  ASSERT_TRUE(
+      eventually([&] { return outcome(p.pid())->states[c().kind()] == State::kOverheadExceeded; }));
+  EXPECT_EQ(outcome(p.pid())->message, "probes detached: 43% (limit 1%)");
+  EXPECT_EQ(outcome(p.pid())->states[a().kind()], State::kInstrumented);
+  EXPECT_FALSE(outcome(p.pid() + 100000));
 }
 
 TEST_F(AgentRuntimeTest, MetricsHoldEveryFeaturesFamiliesAndTheRuntimesOwn) {

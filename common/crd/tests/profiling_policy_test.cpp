@@ -112,6 +112,17 @@ TEST(ProfilingPolicyTest, ErrorsNameTheFieldAtFault) {
   ASSERT_FALSE(hz.ok());
   EXPECT_EQ(hz.error().message(),
             "spec.instrumentations.cpu.frequencyHz: must be 1..999, got 5000");
+  auto pct = parse_policy_spec(Json::parse(
+      R"({"targets": [{"selector": {}}], "instrumentations": {"goTLS": {}},
+          "limits": {"maxOverheadPercent": 0}})"));
+  ASSERT_FALSE(pct.ok());
+  EXPECT_EQ(pct.error().message(), "spec.limits.maxOverheadPercent: must be 0.01..100, got 0");
+  auto budget = parse_policy_spec(Json::parse(
+      R"({"targets": [{"selector": {}}], "instrumentations": {"goTLS": {}},
+          "limits": {"maxOverheadPercent": 2.5}})"));
+  ASSERT_TRUE(budget.ok()) << budget.error().message();
+  EXPECT_EQ(budget->limits.max_overhead_percent, 2.5);
+  EXPECT_EQ(to_json(*budget)["limits"]["maxOverheadPercent"], 2.5);
   EXPECT_FALSE(parse_policy_spec(Json()).ok());
 }
 

@@ -24,6 +24,11 @@
 //	gotls waitprobe LAUNCH_NS    waits (up to 10 s) until a uprobe's breakpoint appears in the first
 //	                             bytes of crypto/tls.(*Conn).Write, then prints nanoseconds since
 //	                             LAUNCH_NS (the launcher's clock before exec)
+//	gotls calls PORT N [SPIN_MS] N GET /status/200 over one HTTP/1.1 keep-alive connection, each
+//	                             written with one (*tls.Conn).Write and read with (*tls.Conn).Read
+//	                             calls made here (no bufio, no net/http), with SPIN_MS of CPU
+//	                             spent between requests; N 0: until killed. Prints "calls N
+//	                             writes W reads R": the crypto/tls calls it made, exactly
 //	gotls spin N                 N calls of main.spin (no TLS: a target for measuring the cost of
 //	                             a bare uprobe); prints nanoseconds per call
 //
@@ -361,6 +366,59 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "no probe within 10 s", variant)
 		os.Exit(1)
+	case "calls":
+		if len(args) != 3 && len(args) != 4 {
+			fmt.Fprintln(os.Stderr, "usage: gotls calls PORT N [SPIN_MS]")
+			os.Exit(2)
+		}
+		n, err := strconv.Atoi(args[2])
+		check(err)
+		spinFor := time.Duration(0)
+		if len(args) == 4 {
+			ms, err := strconv.Atoi(args[3])
+			check(err)
+			spinFor = time.Duration(ms) * time.Millisecond
+		}
+		c, err := tls.Dial("tcp", "127.0.0.1:"+args[1], &tls.Config{InsecureSkipVerify: true})
+		check(err)
+		writes, reads := 0, 0
+		buf := make([]byte, 4096)
+		request := []byte("GET /status/200 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		sum := 0
+		for i := 0; n <= 0 || i < n; i++ {
+			_, err := c.Write(request)
+			check(err)
+			writes++
+			// One response: its head, then Content-Length bytes of body.
+			var got []byte
+			for {
+				m, err := c.Read(buf)
+				reads++
+				check(err)
+				got = append(got, buf[:m]...)
+				head := bytes.Index(got, []byte("\r\n\r\n"))
+				if head < 0 {
+					continue
+				}
+				length := 0
+				for _, line := range strings.Split(string(got[:head]), "\r\n") {
+					if l := strings.ToLower(line); strings.HasPrefix(l, "content-length: ") {
+						length, err = strconv.Atoi(strings.TrimPrefix(l, "content-length: "))
+						check(err)
+					}
+				}
+				if len(got) >= head+4+length {
+					break
+				}
+			}
+			for end := time.Now().Add(spinFor); time.Now().Before(end); {
+				sum += spin(sum)
+			}
+		}
+		if sum == 42 { // keeps the loop
+			fmt.Fprintln(os.Stderr, sum)
+		}
+		fmt.Printf("calls %d writes %d reads %d\n", n, writes, reads)
 	case "spin":
 		if len(args) != 2 {
 			fmt.Fprintln(os.Stderr, "usage: gotls spin N")
