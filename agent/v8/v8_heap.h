@@ -73,6 +73,7 @@ class V8Namer {
   std::optional<JsFunctionName> name(uint64_t function, uint64_t context_or_type);
 
   const Stats& stats() const { return stats_; }
+  const V8Layout& layout() const { return l_; }
   size_t cached_functions() const { return functions_.size(); }
 
  private:
