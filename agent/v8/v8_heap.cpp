@@ -172,13 +172,25 @@ bool V8Namer::scope_info_name(uint64_t scope_info, std::string& name,
     auto s = read_string(words[at], kMaxNameBytes);
     if (s) name = *s;  // not a string (undefined, an outer ScopeInfo): V8 has no name for it
   }
-  // After a name, its slot index (a Smi) follows it: pairs start one slot later.
-  for (int i = name.empty() ? 1 : at + 2; i < kScopeInfoSlots; ++i) {
-    if (l_.is_smi(words[i - 1]) && l_.is_smi(words[i])) {
-      const int64_t a = l_.smi_value(words[i - 1]);
-      const int64_t b = l_.smi_value(words[i]);
-      if (a >= 0 && a < b) starts.push_back({a, b});
+  // Position pairs: in V8 < 12.8 after the name (its slot index, a Smi, follows it: pairs start
+  // one slot later), since then among the fixed slots before the locals. Both are candidates;
+  // the source decides (confirmed_line).
+  auto pairs = [&](const uint64_t* w, int from, int count) {
+    for (int i = from; i < count; ++i) {
+      if (l_.is_smi(w[i - 1]) && l_.is_smi(w[i])) {
+        const int64_t a = l_.smi_value(w[i - 1]);
+        const int64_t b = l_.smi_value(w[i]);
+        if (a >= 0 && a < b) starts.push_back({a, b});
+      }
     }
+  };
+  pairs(words, name.empty() ? 1 : at + 2, kScopeInfoSlots);
+  uint64_t head[kScopeInfoSlots] = {};
+  const int fixed = std::min(l_.scope_info_first_vars, kScopeInfoSlots);
+  if (fixed > l_.scope_info_context_local_count + 2 &&
+      read(slots, head, sizeof(uint64_t) * static_cast<size_t>(fixed))) {
+    // Slots up to the local count are flags and counts, not positions.
+    pairs(head, l_.scope_info_context_local_count + 2, fixed);
   }
   return true;
 }

@@ -19,6 +19,7 @@ constexpr std::string_view kPrefix = "v8dbg_";
 struct Field {
   int32_t V8Layout::*member;
   // Without the v8dbg_ prefix. Ending in "__": a class field, matched whatever its type suffix.
+  // Alternatives (names across V8 versions) are separated by '|', the first found wins.
   std::string_view name;
   bool required;
   int32_t min;
@@ -47,8 +48,10 @@ constexpr Field kFields[] = {
     {&V8Layout::js_function_shared, "class_JSFunction__shared__", true, 0, kObj},
     {&V8Layout::sfi_name_or_scope_info, "class_SharedFunctionInfo__name_or_scope_info__", true, 0,
      kObj},
-    {&V8Layout::sfi_script_or_debug_info, "class_SharedFunctionInfo__script_or_debug_info__", true,
-     0, kObj},
+    // V8 12 renamed it (and keeps debug info elsewhere): either spelling is the script slot.
+    {&V8Layout::sfi_script_or_debug_info,
+     "class_SharedFunctionInfo__script_or_debug_info__|class_SharedFunctionInfo__script__", true, 0,
+     kObj},
     {&V8Layout::sfi_function_token_offset, "class_SharedFunctionInfo__raw_function_token_offset__",
      false, 0, kObj},
     {&V8Layout::script_name, "class_Script__name__", true, 0, kObj},
@@ -91,7 +94,7 @@ constexpr Field kFields[] = {
     {&V8Layout::scope_info_first_vars, "scopeinfo_idx_first_vars", true, 0, 64},
 };
 
-const V8Symbol* find_field(std::span<const V8Symbol> symbols, std::string_view name) {
+const V8Symbol* find_one(std::span<const V8Symbol> symbols, std::string_view name) {
   const bool class_field = name.ends_with("__");
   for (const auto& s : symbols) {
     std::string_view n = s.name;
@@ -100,6 +103,15 @@ const V8Symbol* find_field(std::span<const V8Symbol> symbols, std::string_view n
     if (class_field ? n.starts_with(name) : n == name) return &s;
   }
   return nullptr;
+}
+
+const V8Symbol* find_field(std::span<const V8Symbol> symbols, std::string_view names) {
+  while (true) {
+    const size_t bar = names.find('|');
+    if (const V8Symbol* s = find_one(symbols, names.substr(0, bar))) return s;
+    if (bar == std::string_view::npos) return nullptr;
+    names.remove_prefix(bar + 1);
+  }
 }
 
 Error unsupported(const std::string& why) {
@@ -193,7 +205,10 @@ Result<V8Layout> read_v8_layout(std::span<const V8Symbol> symbols, uint64_t load
   for (const Field& f : kFields) {
     const V8Symbol* s = find_field(symbols, f.name);
     if (s == nullptr) {
-      if (f.required) return unsupported("no v8dbg_" + std::string(f.name) + " symbol");
+      if (f.required) {
+        return unsupported("no v8dbg_" + std::string(f.name.substr(0, f.name.find('|'))) +
+                           " symbol");
+      }
       continue;
     }
     int32_t value = 0;
