@@ -286,7 +286,7 @@ std::vector<prometheus::MetricFamily> CpuProfiler::metrics() const {
                                "Binaries whose symbol tables are kept for profiles");
   add_sample(binaries, {{"node", options_.node_name}}, static_cast<double>(cache.entries));
   auto js = counter_family(
-      "sonde_cpu_profile_js_frames_total",
+      "container_cpu_profile_js_frames_total",
       "JavaScript frames in profiled samples (each counted once per sample), by whether the "
       "V8 heap named them (result=named) or not (unnamed: they read [js] 0x... or keep a perf "
       "map or builtin name)");

@@ -92,7 +92,7 @@ class CpuProfiler {
       std::chrono::milliseconds duration);
 
   // container_cpu_profile_samples_total{namespace,pod,container,node}, the drop counters, and
-  // the JavaScript frames named from the V8 heap (sonde_cpu_profile_js_frames_total).
+  // the JavaScript frames named from the V8 heap (container_cpu_profile_js_frames_total).
   std::vector<prometheus::MetricFamily> metrics() const;
 
   // GET /debug/pprof/profile?seconds=N[&namespace=&pod=&container=&pid=&blocked=true]

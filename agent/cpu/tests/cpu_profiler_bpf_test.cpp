@@ -407,7 +407,7 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoopNamedWithoutPerfMap) {
   EXPECT_NE(folded.body.find(";burnBlocking"), std::string::npos) << folded.body;
 
   const std::string metrics = http_get(server_->port(), "/metrics").body;
-  EXPECT_NE(metrics.find("sonde_cpu_profile_js_frames_total{namespace=\"test\",pod=\"plain\","
+  EXPECT_NE(metrics.find("container_cpu_profile_js_frames_total{namespace=\"test\",pod=\"plain\","
                          "container=\"main\",node=\"test-node\",result=\"named\"}"),
             std::string::npos)
       << metrics;

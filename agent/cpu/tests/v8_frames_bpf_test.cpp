@@ -237,6 +237,30 @@ TEST_F(V8FramesTest, NamesOptimizedFrames) {
   EXPECT_EQ(t.wrong, 0u);
 }
 
+TEST_F(V8FramesTest, NamesBaselineFrames) {
+  // Sparkplug compiles every function at once; nothing above it runs.
+  std::vector<std::string> flags = {"--always-sparkplug", "--no-opt"};
+  if (has_v8_option("maglev")) flags.emplace_back("--no-maglev");
+  Tally t = run(flags, "", 4);
+  ASSERT_GT(t.samples, 100u);
+  EXPECT_GE(t.with_target * 100, t.samples * 80);
+  EXPECT_GE(t.target_in_jit * 100, t.with_target * 60);  // baseline code is JIT code
+  EXPECT_EQ(t.wrong, 0u);
+}
+
+TEST_F(V8FramesTest, NamesMaglevFrames) {
+  if (!has_v8_option("maglev")) GTEST_SKIP() << "this V8 has no Maglev";
+  // Maglev is the only compiler left: JIT code can only be its; the hot loop tiers up into it.
+  Tally t = run({"--maglev", "--no-turbofan", "--no-sparkplug"}, "", 4);
+  ASSERT_GT(t.samples, 100u);
+  EXPECT_GE(t.with_target * 100, t.samples * 80);
+  EXPECT_EQ(t.wrong, 0u);
+  // Node 20 and 22 never ran the loop in Maglev code here (it stayed interpreted): the tier
+  // was not exercised, say so rather than pass.
+  if (t.target_in_jit == 0) GTEST_SKIP() << "this V8 did not tier up into Maglev";
+  EXPECT_GE(t.target_in_jit * 100, t.with_target * 60);
+}
+
 TEST_F(V8FramesTest, NoWrongNamesUnderGcChurn) {
   const std::set<std::string> truth = perf_map_truth({}, "churn");
   Tally t = run({}, "churn", 4, &truth);
