@@ -1,6 +1,6 @@
 #include "agent/cpu/js_frames.h"
 
-#include <cstdio>
+#include <charconv>
 #include <fstream>
 #include <sstream>
 
@@ -26,8 +26,9 @@ uint64_t start_time(const std::string& proc_root, pid_t pid) {
 
 std::string hex(uint64_t v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, 16);
+  if (ec != std::errc()) return "0x?";
+  return "0x" + std::string(buf, end);
 }
 
 // Whether a symbolized user frame runs JavaScript (or a bytecode handler on its behalf).

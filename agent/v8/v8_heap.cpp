@@ -162,13 +162,19 @@ bool V8Namer::scope_info_name(uint64_t scope_info, std::string& name,
   // The context locals' names and their infos come first; what follows holds the function's
   // name (or its inferred name) as the first heap object, then Smi position pairs.
   const uint64_t first = slots + 8 * static_cast<uint64_t>(l_.scope_info_first_vars + 2 * locals);
+  // The object's size is not published: a small ScopeInfo at the end of a mapping would fail a
+  // long read, so shorter ones are tried.
   uint64_t words[kScopeInfoSlots] = {};
-  if (!read(first, words, sizeof words)) return false;
+  int count = kScopeInfoSlots;
+  while (!read(first, words, sizeof(uint64_t) * static_cast<size_t>(count))) {
+    if (count <= kScopeInfoSlots / 4) return false;
+    count /= 2;
+  }
   int at = 0;
-  for (; at < kScopeInfoSlots && !l_.is_heap_object(words[at]); ++at) {
+  for (; at < count && !l_.is_heap_object(words[at]); ++at) {
   }
   name.clear();
-  if (at < kScopeInfoSlots) {
+  if (at < count) {
     auto s = read_string(words[at], kMaxNameBytes);
     if (s) name = *s;  // not a string (undefined, an outer ScopeInfo): V8 has no name for it
   }
@@ -184,7 +190,7 @@ bool V8Namer::scope_info_name(uint64_t scope_info, std::string& name,
       }
     }
   };
-  pairs(words, name.empty() ? 1 : at + 2, kScopeInfoSlots);
+  pairs(words, name.empty() ? 1 : at + 2, count);
   uint64_t head[kScopeInfoSlots] = {};
   const int fixed = std::min(l_.scope_info_first_vars, kScopeInfoSlots);
   if (fixed > l_.scope_info_context_local_count + 2 &&
@@ -218,7 +224,9 @@ V8Namer::CachedScript* V8Namer::script(uint64_t script_tagged) {
                         std::span<uint8_t>(chunk.data(), size_t{n} * unit));
       for (uint32_t i = 0; ok && i < n; ++i) {
         const uint16_t c =
-            unit == 1 ? chunk[i] : static_cast<uint16_t>(chunk[2 * i] | (chunk[2 * i + 1] << 8));
+            unit == 1
+                ? chunk[i]
+                : static_cast<uint16_t>(chunk[size_t{2} * i] | (chunk[size_t{2} * i + 1] << 8));
         if (c == '\n') {
           if (s.line_ends.size() >= kMaxLines) {
             ok = false;
