@@ -166,8 +166,7 @@ static __always_inline __u64 record_v8_stack(struct bpf_perf_event_data* ctx, __
     f->context_or_type = 0;
     f->bytecode_offset = 0;
     bpf_probe_read_user(&f->function, sizeof f->function, (void*)(fp + off_function));
-    bpf_probe_read_user(&f->context_or_type, sizeof f->context_or_type,
-                        (void*)(fp + off_context));
+    bpf_probe_read_user(&f->context_or_type, sizeof f->context_or_type, (void*)(fp + off_context));
     bpf_probe_read_user(&f->bytecode_offset, sizeof f->bytecode_offset, (void*)(fp + off_offset));
     hash = (hash ^ f->pc) * 0x100000001b3ULL;
     hash = (hash ^ f->function) * 0x100000001b3ULL;

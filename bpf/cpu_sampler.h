@@ -42,9 +42,9 @@ struct sonde_v8_process {
  * values user space checks against the V8 heap before it trusts them. */
 struct sonde_v8_frame {
   __u64 pc;
-  __u64 function;         /* [fp + fp_function]: a JSFunction in JavaScript frames */
-  __u64 context_or_type;  /* [fp + fp_context_or_frame_type]: a Smi marks a typed frame */
-  __u64 bytecode_offset;  /* [fp + fp_bytecode_offset]: a Smi in interpreted frames */
+  __u64 function;        /* [fp + fp_function]: a JSFunction in JavaScript frames */
+  __u64 context_or_type; /* [fp + fp_context_or_frame_type]: a Smi marks a typed frame */
+  __u64 bytecode_offset; /* [fp + fp_bytecode_offset]: a Smi in interpreted frames */
 };
 
 struct sonde_v8_stack {
@@ -66,8 +66,8 @@ struct sonde_cpu_key {
 
 /* Indexes of the per-CPU `drops` counters. */
 enum sonde_cpu_drop {
-  SONDE_CPU_DROP_KEY = 0,   /* `counts` was full: the sample is lost */
-  SONDE_CPU_DROP_STACK = 1, /* a stack map was full or collided: the sample lost a stack */
+  SONDE_CPU_DROP_KEY = 0,      /* `counts` was full: the sample is lost */
+  SONDE_CPU_DROP_STACK = 1,    /* a stack map was full or collided: the sample lost a stack */
   SONDE_CPU_DROP_V8_STACK = 2, /* a V8 stack map was full: the sample has no V8 frames */
   SONDE_CPU_DROP_COUNT = 3,
 };

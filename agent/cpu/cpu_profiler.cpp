@@ -272,13 +272,17 @@ std::vector<prometheus::MetricFamily> CpuProfiler::metrics() const {
   // Map reads only: no need to wait for a drain in progress.
   CpuSampler::Drops d = sampler_->drops();
   symbolize::SymbolizerCache::Stats cache = binaries_.stats();
-  auto dropped = counter_family("sonde_cpu_profile_dropped_samples_total",
-                                "CPU samples lost in the kernel, by reason (key_map_full: the "
-                                "sample is lost; stack_map_full: it lost a stack)");
+  auto dropped = counter_family(
+      "sonde_cpu_profile_dropped_samples_total",
+      "CPU samples lost in the kernel, by reason (key_map_full: the "
+      "sample is lost; stack_map_full: it lost a stack; v8_stack_map_full: it lost its "
+      "JavaScript frame slots)");
   add_sample(dropped, {{"reason", "key_map_full"}, {"node", options_.node_name}},
              static_cast<double>(d.samples));
   add_sample(dropped, {{"reason", "stack_map_full"}, {"node", options_.node_name}},
              static_cast<double>(d.stacks));
+  add_sample(dropped, {{"reason", "v8_stack_map_full"}, {"node", options_.node_name}},
+             static_cast<double>(d.v8_stacks));
   auto bytes = gauge_family("sonde_cpu_profile_symbolizer_bytes",
                             "Heap bytes of the symbol tables kept for profiled binaries");
   add_sample(bytes, {{"node", options_.node_name}}, static_cast<double>(cache.bytes));

@@ -401,8 +401,8 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoopNamedWithoutPerfMap) {
       << list;
   std::remove(file.c_str());
 
-  HttpResult folded = http_get(server_->port(), std::string(CpuProfiler::kRoute) +
-                                                    "?seconds=2&pod=plain&format=folded");
+  HttpResult folded = http_get(
+      server_->port(), std::string(CpuProfiler::kRoute) + "?seconds=2&pod=plain&format=folded");
   EXPECT_EQ(folded.status, 200);
   EXPECT_NE(folded.body.find(";burnBlocking"), std::string::npos) << folded.body;
 
