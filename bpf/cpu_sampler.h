@@ -27,7 +27,8 @@
  * costs four bounded user reads in the sampler; a walk stops earlier at a null, unreadable or
  * non-increasing frame pointer. */
 #define SONDE_V8_MAX_FRAMES 32
-/* Distinct V8 stacks per generation; each entry is sizeof(struct sonde_v8_stack), ~0.8 KiB. */
+/* Distinct V8 stacks per generation; each entry is sizeof(struct sonde_v8_stack), 1032 bytes:
+ * the two preallocated maps take about 8.5 MiB. */
 #define SONDE_V8_MAX_STACKS 4096
 
 /* Where a V8 frame keeps what names it, in bytes from the frame pointer (v8dbg_off_fp_*). */
