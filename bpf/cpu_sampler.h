@@ -21,6 +21,38 @@
 #define SONDE_CPU_MAX_KEYS 16384
 /* Selected cgroups and processes. */
 #define SONDE_CPU_MAX_SELECTED 16384
+/* Node.js processes whose V8 frames are recorded (user space knows their layout). */
+#define SONDE_V8_MAX_PROCESSES 4096
+/* Frames of the V8 walk: the innermost ones, where the sampled JavaScript function is. Each
+ * costs four bounded user reads in the sampler; a walk stops earlier at a null, unreadable or
+ * non-increasing frame pointer. */
+#define SONDE_V8_MAX_FRAMES 32
+/* Distinct V8 stacks per generation; each entry is sizeof(struct sonde_v8_stack), 1032 bytes:
+ * the two preallocated maps take about 8.5 MiB. */
+#define SONDE_V8_MAX_STACKS 4096
+
+/* Where a V8 frame keeps what names it, in bytes from the frame pointer (v8dbg_off_fp_*). */
+struct sonde_v8_process {
+  __s32 fp_function;
+  __s32 fp_context_or_frame_type;
+  __s32 fp_bytecode_offset;
+  __s32 pad;
+};
+
+/* One frame of the frame-pointer walk: the pc as the user stack has it, and the raw slot
+ * values user space checks against the V8 heap before it trusts them. */
+struct sonde_v8_frame {
+  __u64 pc;
+  __u64 function;        /* [fp + fp_function]: a JSFunction in JavaScript frames */
+  __u64 context_or_type; /* [fp + fp_context_or_frame_type]: a Smi marks a typed frame */
+  __u64 bytecode_offset; /* [fp + fp_bytecode_offset]: a Smi in interpreted frames */
+};
+
+struct sonde_v8_stack {
+  __u32 frames;
+  __u32 pad;
+  struct sonde_v8_frame frame[SONDE_V8_MAX_FRAMES];
+};
 
 struct sonde_cpu_key {
   __u64 cgroup_id;       /* cgroup v2 id of the sampled task */
@@ -30,13 +62,15 @@ struct sonde_cpu_key {
   __u8 generation;       /* which stack maps the ids refer to (0 or 1) */
   __u8 blocked;          /* a tracked Node.js main thread whose loop was blocked */
   __u8 pad[2];
+  __u64 v8_stack; /* hash of the V8 walk in v8_stacks_<generation>, 0 when none */
 };
 
 /* Indexes of the per-CPU `drops` counters. */
 enum sonde_cpu_drop {
-  SONDE_CPU_DROP_KEY = 0,   /* `counts` was full: the sample is lost */
-  SONDE_CPU_DROP_STACK = 1, /* a stack map was full or collided: the sample lost a stack */
-  SONDE_CPU_DROP_COUNT = 2,
+  SONDE_CPU_DROP_KEY = 0,      /* `counts` was full: the sample is lost */
+  SONDE_CPU_DROP_STACK = 1,    /* a stack map was full or collided: the sample lost a stack */
+  SONDE_CPU_DROP_V8_STACK = 2, /* a V8 stack map was full: the sample has no V8 frames */
+  SONDE_CPU_DROP_COUNT = 3,
 };
 
 #endif

@@ -27,6 +27,9 @@ EXEMPT = {
     "kube_pod_container_resource_requests": "kube-state-metrics, not run here",
     "kube_daemonset_status_desired_number_scheduled": "kube-state-metrics, not run here",
     "sonde_cpu_profile_pushes_total": "a Pyroscope endpoint (agent.pyroscope.url), not run here",
+    # Counted while a profile is collected (a /debug/pprof/profile request or a Pyroscope push);
+    # agent/cpu/tests/cpu_profiler_bpf_test.cpp checks the series after one.
+    "container_cpu_profile_js_frames_total": "a profile being collected (pprof request or Pyroscope push), none here",
     "sonde_agent_nodejs_wait_hook_libraries": "--wait-source libc-uprobes only, not the default",
     "sonde_agent_nodejs_wait_hook_failures_total": "--wait-source libc-uprobes only, not the default",
 }

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <charconv>
 #include <ctime>
+#include <unordered_set>
 
 #include "common/log.h"
 
@@ -50,6 +51,7 @@ Result<std::unique_ptr<CpuProfiler>> CpuProfiler::start(const ProfilerOptions& o
   }
   self->symbolizer_ =
       std::make_unique<StackSymbolizer>(options.proc_root, self->binaries_, self->kernel_.get());
+  self->js_frames_ = std::make_unique<JsFrames>(options.proc_root);
   self->thread_ = std::jthread([p = self.get()](const std::stop_token& stop) { p->run(stop); });
   return self;
 }
@@ -103,10 +105,12 @@ Status CpuProfiler::release_pid(pid_t pid) {
   // Samples taken before the release still carry its labels when drained now.
   if (Status s = drain(); !s.ok()) return s;
   symbolizer_->forget(pid);
+  js_frames_->forget(pid);
   {
     std::lock_guard lock(mu_);
     pid_labels_.erase(pid);
   }
+  if (Status s = sampler_->unwatch_v8(pid); !s.ok()) return s;
   return sampler_->release_pid(pid);
 }
 
@@ -155,8 +159,23 @@ Status CpuProfiler::drain() {
                         labels.container, s.blocked});
     }
   }
-  // Every drain, so the kernel's symbol changes never pile up between profiles.
+  // Every drain, so the kernel's symbol changes never pile up between profiles, and node
+  // processes have their V8 frames recorded from their first drain on.
   symbolizer_->refresh();
+  std::unordered_set<pid_t> seen;
+  for (const RawSample& s : raw) {
+    const auto pid = static_cast<pid_t>(s.pid);
+    if (!seen.insert(pid).second) continue;
+    if (auto slots = js_frames_->learn(pid)) {
+      if (Status w = sampler_->watch_v8(pid, *slots); !w.ok()) {
+        log::warn("cpu profiles: JavaScript frames stay unnamed", {{"error", w.error().message()}});
+      }
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    node_processes_ = js_frames_->node_processes();
+  }
   if (subscriptions_.empty()) return ok_status();
   for (size_t i = 0; i < raw.size(); ++i) {
     std::vector<Location> stack;
@@ -166,6 +185,14 @@ Status CpuProfiler::drain() {
       if (!symbolized) {
         stack = symbolizer_->symbolize(static_cast<pid_t>(raw[i].pid), raw[i].user, raw[i].kernel);
         symbolized = true;
+        const JsFrames::Counts js = js_frames_->name(raw[i], stack);
+        if (js.named + js.unnamed > 0) {
+          std::lock_guard lock(mu_);
+          auto& total = js_frames_total_[ContainerLabels{owners[i].namespace_name, owners[i].pod,
+                                                         owners[i].container}];
+          total.named += js.named * raw[i].count;
+          total.unnamed += js.unnamed * raw[i].count;
+        }
       }
       ProfileBuilder* builder = sub->builder.get();
       if (sub->per_owner) {
@@ -245,20 +272,53 @@ std::vector<prometheus::MetricFamily> CpuProfiler::metrics() const {
   // Map reads only: no need to wait for a drain in progress.
   CpuSampler::Drops d = sampler_->drops();
   symbolize::SymbolizerCache::Stats cache = binaries_.stats();
-  auto dropped = counter_family("sonde_cpu_profile_dropped_samples_total",
-                                "CPU samples lost in the kernel, by reason (key_map_full: the "
-                                "sample is lost; stack_map_full: it lost a stack)");
+  auto dropped = counter_family(
+      "sonde_cpu_profile_dropped_samples_total",
+      "CPU samples lost in the kernel, by reason (key_map_full: the "
+      "sample is lost; stack_map_full: it lost a stack; v8_stack_map_full: it lost its "
+      "JavaScript frame slots)");
   add_sample(dropped, {{"reason", "key_map_full"}, {"node", options_.node_name}},
              static_cast<double>(d.samples));
   add_sample(dropped, {{"reason", "stack_map_full"}, {"node", options_.node_name}},
              static_cast<double>(d.stacks));
+  add_sample(dropped, {{"reason", "v8_stack_map_full"}, {"node", options_.node_name}},
+             static_cast<double>(d.v8_stacks));
   auto bytes = gauge_family("sonde_cpu_profile_symbolizer_bytes",
                             "Heap bytes of the symbol tables kept for profiled binaries");
   add_sample(bytes, {{"node", options_.node_name}}, static_cast<double>(cache.bytes));
   auto binaries = gauge_family("sonde_cpu_profile_symbolizer_binaries",
                                "Binaries whose symbol tables are kept for profiles");
   add_sample(binaries, {{"node", options_.node_name}}, static_cast<double>(cache.entries));
-  return {std::move(samples), std::move(dropped), std::move(bytes), std::move(binaries)};
+  auto js = counter_family(
+      "container_cpu_profile_js_frames_total",
+      "JavaScript frames in profiled samples (each counted once per sample), by whether the "
+      "V8 heap named them (result=named) or not (unnamed: they read [js] 0x... or keep a perf "
+      "map or builtin name)");
+  auto nodes = gauge_family(
+      "sonde_cpu_profile_nodejs_processes",
+      "Sampled processes whose executable publishes V8 metadata (v8dbg_* symbols), by whether "
+      "their JavaScript frames can be named (js_frames=\"supported\" or \"unsupported: "
+      "<reason>\")");
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [l, c] : js_frames_total_) {
+      for (const auto& [result, n] : {std::pair{"named", c.named}, {"unnamed", c.unnamed}}) {
+        add_sample(js,
+                   {{"namespace", l.namespace_name},
+                    {"pod", l.pod},
+                    {"container", l.container},
+                    {"node", options_.node_name},
+                    {"result", result}},
+                   static_cast<double>(n));
+      }
+    }
+    for (const auto& [status, n] : node_processes_) {
+      add_sample(nodes, {{"js_frames", status}, {"node", options_.node_name}},
+                 static_cast<double>(n));
+    }
+  }
+  return {std::move(samples),  std::move(dropped), std::move(bytes),
+          std::move(binaries), std::move(js),      std::move(nodes)};
 }
 
 CpuProfiler::Stats CpuProfiler::stats() const {

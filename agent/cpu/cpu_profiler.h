@@ -32,6 +32,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "agent/cpu/js_frames.h"
 #include "agent/cpu/profile_builder.h"
 #include "agent/cpu/sampler.h"
 #include "agent/cpu/stack_symbolizer.h"
@@ -90,7 +91,8 @@ class CpuProfiler {
   Result<std::map<ContainerLabels, std::unique_ptr<ProfileBuilder>>> collect_per_owner(
       std::chrono::milliseconds duration);
 
-  // container_cpu_profile_samples_total{namespace,pod,container,node} and the drop counters.
+  // container_cpu_profile_samples_total{namespace,pod,container,node}, the drop counters, and
+  // the JavaScript frames named from the V8 heap (container_cpu_profile_js_frames_total).
   std::vector<prometheus::MetricFamily> metrics() const;
 
   // GET /debug/pprof/profile?seconds=N[&namespace=&pod=&container=&pid=&blocked=true]
@@ -140,6 +142,7 @@ class CpuProfiler {
   mutable std::mutex drain_mu_;
   std::unique_ptr<CpuSampler> sampler_;
   std::unique_ptr<StackSymbolizer> symbolizer_;
+  std::unique_ptr<JsFrames> js_frames_;
 
   // Everything else.
   mutable std::mutex mu_;
@@ -153,6 +156,8 @@ class CpuProfiler {
   std::unordered_map<uint64_t, ContainerLabels> cgroup_labels_;
   std::list<Subscription*> subscriptions_;
   std::map<ContainerLabels, uint64_t> samples_total_;
+  std::map<ContainerLabels, JsFrames::Counts> js_frames_total_;  // weighted by sample counts
+  std::map<std::string, uint64_t> node_processes_;               // JsFrames::node_processes()
   uint64_t drains_ = 0;
   uint64_t samples_ = 0;
 

@@ -61,7 +61,9 @@ uint64_t ProfileBuilder::mapping_id(const std::string& module, const std::string
 
 uint64_t ProfileBuilder::location_id(const Location& loc) {
   uint64_t mapping = mapping_id(loc.module, loc.build_id);
-  LocationKey key{mapping, loc.address, loc.lines.empty() ? "" : loc.lines.front().function};
+  LocationKey key{mapping, loc.address, loc.lines.empty() ? "" : loc.lines.front().function,
+                  loc.lines.empty() ? "" : loc.lines.front().file,
+                  loc.lines.empty() ? 0 : loc.lines.front().line};
   auto it = location_index_.find(key);
   if (it != location_index_.end()) return it->second;
   StoredLocation stored{mapping, loc.address, {}};

@@ -56,6 +56,9 @@ class ProfileBuilder {
     uint64_t mapping;
     uint64_t address;
     std::string first_function;
+    // JavaScript frames at one pc (the interpreter's) differ by function, file and line.
+    std::string first_file;
+    int64_t first_line;
     auto operator<=>(const LocationKey&) const = default;
   };
   struct StoredLocation {

@@ -177,6 +177,24 @@ Status CpuSampler::release_pid(pid_t pid) {
   return ok_status();
 }
 
+Status CpuSampler::watch_v8(pid_t pid, const V8FrameSlots& slots) {
+  uint32_t key = static_cast<uint32_t>(pid);
+  sonde_v8_process value{slots.function, slots.context_or_frame_type, slots.bytecode_offset, 0};
+  if (bpf_map__update_elem(skel_->maps.v8_processes, &key, sizeof key, &value, sizeof value,
+                           BPF_ANY) != 0) {
+    return errno_error("cpu sampler: watch the V8 frames of pid " + std::to_string(pid), errno);
+  }
+  return ok_status();
+}
+
+Status CpuSampler::unwatch_v8(pid_t pid) {
+  uint32_t key = static_cast<uint32_t>(pid);
+  if (bpf_map__delete_elem(skel_->maps.v8_processes, &key, sizeof key, 0) != 0 && errno != ENOENT) {
+    return errno_error("cpu sampler: unwatch the V8 frames of pid " + std::to_string(pid), errno);
+  }
+  return ok_status();
+}
+
 Result<std::vector<RawSample>> CpuSampler::drain() {
   auto* skel = skel_.get();
   uint8_t old = skel->bss->generation & 1;
@@ -188,10 +206,12 @@ Result<std::vector<RawSample>> CpuSampler::drain() {
   int counts_fd = bpf_map__fd(skel->maps.counts);
   int user_fd = bpf_map__fd(old ? skel->maps.user_stacks_1 : skel->maps.user_stacks_0);
   int kernel_fd = bpf_map__fd(old ? skel->maps.kernel_stacks_1 : skel->maps.kernel_stacks_0);
+  int v8_fd = bpf_map__fd(old ? skel->maps.v8_stacks_1 : skel->maps.v8_stacks_0);
 
   std::vector<RawSample> out;
   std::unordered_map<int32_t, std::vector<uint64_t>> user_stacks;
   std::unordered_map<int32_t, std::vector<uint64_t>> kernel_stacks;
+  std::unordered_map<uint64_t, std::vector<V8Frame>> v8_stacks;
   auto stack = [](int fd, int32_t id, std::unordered_map<int32_t, std::vector<uint64_t>>& cache) {
     if (id < 0) return std::vector<uint64_t>{};
     auto it = cache.find(id);
@@ -220,18 +240,37 @@ Result<std::vector<RawSample>> CpuSampler::drain() {
     s.blocked = key.blocked != 0;
     s.user = stack(user_fd, key.user_stack_id, user_stacks);
     s.kernel = stack(kernel_fd, key.kernel_stack_id, kernel_stacks);
+    if (key.v8_stack != 0) {
+      auto it = v8_stacks.find(key.v8_stack);
+      if (it == v8_stacks.end()) {
+        std::vector<V8Frame> frames;
+        sonde_v8_stack st{};
+        if (bpf_map_lookup_elem(v8_fd, &key.v8_stack, &st) == 0) {
+          for (uint32_t i = 0; i < st.frames && i < SONDE_V8_MAX_FRAMES; ++i) {
+            const auto& f = st.frame[i];
+            frames.push_back({f.pc, f.function, f.context_or_type, f.bytecode_offset});
+          }
+        }
+        it = v8_stacks.emplace(key.v8_stack, std::move(frames)).first;
+      }
+      s.v8 = it->second;
+    }
     s.count = count;
     out.push_back(std::move(s));
   }
   for (int fd : {user_fd, kernel_fd}) {
     for (uint32_t id : map_keys<uint32_t>(fd, SONDE_CPU_MAX_STACKS)) bpf_map_delete_elem(fd, &id);
   }
+  for (uint64_t hash : map_keys<uint64_t>(v8_fd, SONDE_V8_MAX_STACKS)) {
+    bpf_map_delete_elem(v8_fd, &hash);
+  }
   return out;
 }
 
 CpuSampler::Drops CpuSampler::drops() const {
   return {sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_KEY),
-          sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_STACK)};
+          sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_STACK),
+          sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_V8_STACK)};
 }
 
 }  // namespace sonde::agent::cpu

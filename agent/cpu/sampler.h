@@ -38,6 +38,22 @@ struct SamplerOptions {
   std::string sys_root = "/sys";  // where devices/system/cpu/online is read
 };
 
+// One frame of a Node.js process's frame-pointer walk (bpf/cpu_sampler.h sonde_v8_frame): raw
+// values from the process's stack, not trusted until checked against its heap.
+struct V8Frame {
+  uint64_t pc = 0;
+  uint64_t function = 0;
+  uint64_t context_or_type = 0;
+  uint64_t bytecode_offset = 0;
+};
+
+// Where a process's V8 frames keep their slots, bytes from the frame pointer (V8Layout).
+struct V8FrameSlots {
+  int32_t function = 0;
+  int32_t context_or_frame_type = 0;
+  int32_t bytecode_offset = 0;
+};
+
 // One aggregated sample: a process's stacks and how many times they were seen.
 struct RawSample {
   uint32_t pid = 0;
@@ -45,6 +61,7 @@ struct RawSample {
   bool blocked = false;
   std::vector<uint64_t> user;    // innermost first; empty for kernel threads
   std::vector<uint64_t> kernel;  // innermost first; empty when sampled in user mode
+  std::vector<V8Frame> v8;       // innermost first; only for processes given to watch_v8()
   uint64_t count = 0;
 };
 
@@ -63,14 +80,19 @@ class CpuSampler {
   Status release_cgroup(uint64_t cgroup_id);
   Status select_pid(pid_t pid);
   Status release_pid(pid_t pid);
+  // Records the V8 frames (up to SONDE_V8_MAX_FRAMES) of pid's samples from now on, at most
+  // SONDE_V8_MAX_PROCESSES processes (least recently sampled dropped first: an LRU map).
+  Status watch_v8(pid_t pid, const V8FrameSlots& slots);
+  Status unwatch_v8(pid_t pid);
 
   // Every sample since the previous drain. Switches the kernel to the other generation of maps
   // first, so samples taken during the drain go to the next one.
   Result<std::vector<RawSample>> drain();
 
   struct Drops {
-    uint64_t samples = 0;  // the count map was full: the sample is lost
-    uint64_t stacks = 0;   // a stack map was full: the sample is kept without that stack
+    uint64_t samples = 0;    // the count map was full: the sample is lost
+    uint64_t stacks = 0;     // a stack map was full: the sample is kept without that stack
+    uint64_t v8_stacks = 0;  // the V8 stack map was full: the sample has no V8 frames
   };
   Drops drops() const;
 

@@ -343,6 +343,80 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoop) {
   }
 }
 
+// A plain node (no flag): the blocked-loop profile names the JavaScript function that blocks
+// it, with its file and line (truth: the script's source), in pprof, in folded stacks and for
+// `go tool pprof -list`; the share of JavaScript frames named is a metric.
+TEST_F(CpuProfilerTest, BlockedNodeJsLoopNamedWithoutPerfMap) {
+  auto probes = LoopProbes::load();
+  ASSERT_TRUE(probes.ok()) << probes.error().message();
+  ProfilerOptions options;
+  options.nodejs_loops_map_fd = (*probes)->loops_map_fd();
+  start(options);
+
+  const std::string script = SONDE_CPU_TEST_DIR "/js_burn.js";
+  int64_t truth = 0;
+  {
+    std::ifstream in(script);
+    int64_t n = 0;
+    for (std::string line; std::getline(in, line) && truth == 0;) {
+      ++n;
+      if (line.find("function burnBlocking(") != std::string::npos) truth = n;
+    }
+  }
+  ASSERT_GT(truth, 0);
+  ChildProcess child({"/usr/bin/node", script});
+  ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
+  LoopProbes::Start track;
+  track.any_epfd = true;
+  ASSERT_TRUE((*probes)->track(child.pid(), track).ok());
+  ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", "plain", "main"}).ok());
+  std::this_thread::sleep_for(milliseconds(1500));  // one drain learns the process
+
+  std::string file;
+  Decoded d = profile("seconds=4&pod=plain&blocked=true", &file);
+  int64_t named = 0;
+  for (const auto& s : d.p.sample()) {
+    bool hit = false;
+    for (uint64_t id : s.location_id()) {
+      for (const auto& line : d.location(id).line()) {
+        const auto& f = d.p.function(static_cast<int>(line.function_id() - 1));
+        if (d.str(f.name()) == "burnBlocking" && d.str(f.filename()) == script &&
+            line.line() == truth) {
+          hit = true;
+        }
+      }
+    }
+    if (hit) named += s.value(0);
+  }
+  std::printf("plain node, blocked: %lld of %lld samples in burnBlocking at %s:%lld\n",
+              static_cast<long long>(named), static_cast<long long>(d.total()), script.c_str(),
+              static_cast<long long>(truth));
+  EXPECT_GE(d.total(), 50);
+  EXPECT_GE(named * 10, d.total() * 8);
+
+  std::string list =
+      command_output(std::string(SONDE_GO) + " tool pprof -list burnBlocking " + file + " 2>&1");
+  EXPECT_NE(list.find("ROUTINE ======================== burnBlocking in " + script),
+            std::string::npos)
+      << list;
+  std::remove(file.c_str());
+
+  HttpResult folded = http_get(
+      server_->port(), std::string(CpuProfiler::kRoute) + "?seconds=2&pod=plain&format=folded");
+  EXPECT_EQ(folded.status, 200);
+  EXPECT_NE(folded.body.find(";burnBlocking"), std::string::npos) << folded.body;
+
+  const std::string metrics = http_get(server_->port(), "/metrics").body;
+  EXPECT_NE(metrics.find("container_cpu_profile_js_frames_total{namespace=\"test\",pod=\"plain\","
+                         "container=\"main\",node=\"test-node\",result=\"named\"}"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("sonde_cpu_profile_nodejs_processes{js_frames=\"supported\","
+                         "node=\"test-node\"} 1"),
+            std::string::npos)
+      << metrics;
+}
+
 // A Pyroscope ingest endpoint stand-in: accepts POST /prefix/ingest with a multipart body,
 // stores the `profile` field as N.pprof and the query parameters as N.json in the given folder.
 constexpr const char* kReceiver = R"PY(

@@ -1,0 +1,135 @@
+#include "agent/cpu/js_frames.h"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+namespace sonde::agent::cpu {
+namespace {
+
+constexpr std::string_view kNoSymbols = "unsupported: no v8dbg_* symbols";
+
+// Field 22 of /proc/<pid>/stat (start time in clock ticks): tells a reused pid apart.
+uint64_t start_time(const std::string& proc_root, pid_t pid) {
+  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, 16);
+  if (ec != std::errc()) return "0x?";
+  return "0x" + std::string(buf, end);
+}
+
+// Whether a symbolized user frame runs JavaScript (or a bytecode handler on its behalf).
+bool runs_javascript(const Location& loc) {
+  if (loc.module == "[jit]") return true;
+  return !loc.lines.empty() && loc.lines.back().function.starts_with("Builtins_");
+}
+
+// Whether the only name a [jit] frame has is the symbolizer's "module+offset" fallback.
+bool unnamed_jit(const Location& loc) {
+  return loc.module == "[jit]" &&
+         (loc.lines.empty() || loc.lines.front().function.starts_with("[jit]+"));
+}
+
+}  // namespace
+
+std::optional<V8FrameSlots> JsFrames::learn(pid_t pid) {
+  const uint64_t started = start_time(proc_root_, pid);
+  if (auto it = processes_.find(pid); it != processes_.end()) {
+    if (it->second->start_time == started) return std::nullopt;
+    lru_.erase(it->second);
+    processes_.erase(it);
+  }
+  if (processes_.size() >= kMaxProcesses) {
+    processes_.erase(lru_.back().pid);
+    lru_.pop_back();
+  }
+  Process p;
+  p.pid = pid;
+  p.start_time = started;
+  std::optional<V8FrameSlots> watch;
+  auto layout = v8::read_process_v8_layout(proc_root_, pid);
+  if (layout.ok()) {
+    p.status = "supported";
+    p.memory = std::make_unique<v8::ProcessMemory>(pid);
+    p.namer = std::make_unique<v8::V8Namer>(*layout, *p.memory);
+    watch = V8FrameSlots{layout->fp_function, layout->fp_context_or_frame_type,
+                         layout->fp_bytecode_offset};
+  } else if (!layout.error().message().starts_with(kNoSymbols)) {
+    p.status = layout.error().message();
+  }
+  lru_.push_front(std::move(p));
+  processes_[pid] = lru_.begin();
+  return watch;
+}
+
+void JsFrames::forget(pid_t pid) {
+  auto it = processes_.find(pid);
+  if (it == processes_.end()) return;
+  lru_.erase(it->second);
+  processes_.erase(it);
+}
+
+JsFrames::Counts JsFrames::name(const RawSample& s, std::vector<Location>& stack) {
+  Counts counts;
+  if (s.v8.empty()) return counts;
+  auto it = processes_.find(static_cast<pid_t>(s.pid));
+  if (it == processes_.end() || !it->second->namer) return counts;
+  v8::V8Namer& namer = *it->second->namer;
+  const size_t user_at = s.kernel.size();
+  if (stack.size() != user_at + s.user.size()) return counts;
+  for (size_t i = 0; i < s.v8.size() && i < s.user.size(); ++i) {
+    const V8Frame& f = s.v8[i];
+    if (s.user[i] != f.pc) break;  // the walks parted: no frame below is trusted
+    Location& loc = stack[user_at + i];
+    if (!runs_javascript(loc)) continue;
+    if (namer.layout().is_smi(f.context_or_type)) continue;  // a typed frame: not JavaScript
+    auto js = namer.name(f.function, f.context_or_type);
+    if (!js) {
+      ++counts.unnamed;
+      if (unnamed_jit(loc)) loc.lines = {Line{"[js] " + hex(f.pc), "", 0}};
+      continue;
+    }
+    ++counts.named;
+    loc.lines = {Line{js->function, js->script, js->line}};
+  }
+  return counts;
+}
+
+std::map<std::string, uint64_t> JsFrames::node_processes() const {
+  std::map<std::string, uint64_t> out;
+  for (const Process& p : lru_) {
+    if (!p.status.empty()) ++out[p.status];
+  }
+  return out;
+}
+
+v8::V8Namer::Stats JsFrames::stats() const {
+  v8::V8Namer::Stats sum;
+  for (const Process& p : lru_) {
+    if (!p.namer) continue;
+    const auto& s = p.namer->stats();
+    sum.named += s.named;
+    sum.cache_hits += s.cache_hits;
+    sum.typed_frame += s.typed_frame;
+    sum.not_function += s.not_function;
+    sum.inconsistent += s.inconsistent;
+    sum.over_budget += s.over_budget;
+    sum.no_line += s.no_line;
+  }
+  return sum;
+}
+
+}  // namespace sonde::agent::cpu

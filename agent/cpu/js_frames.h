@@ -1,0 +1,80 @@
+// JsFrames: names the JavaScript frames of node processes in symbolized CPU samples, from the
+// V8 heap of each process (agent/v8), with no flag on node.
+//
+// Per process it learns once (and again when the pid is reused) whether its executable
+// publishes a V8 layout it can use (v8::read_process_v8_layout); if so, the caller tells the
+// sampler to record that process's V8 frames (CpuSampler::watch_v8). A process without one
+// keeps its reason ("unsupported: ...") for the metrics and is never asked again; its frames
+// keep whatever perf maps or ELF symbols give.
+//
+// name() rewrites, in place, the user frames of one sample whose V8 walk agrees with the
+// sampled user stack (same pc at the same depth) and that run JavaScript: JIT code ([jit]) or
+// node's embedded builtins (Builtins_*: the interpreter and its bytecode handlers). A frame the
+// heap names becomes "function" with the script as file and the function's line; a JavaScript
+// frame it cannot name is counted as unnamed and, when nothing else named it, reads
+// "[js] 0x<pc>". A frame whose context slot holds a frame-type marker is not JavaScript and is
+// left alone. See v8::V8Namer for the checks and per-frame read bounds.
+//
+// Bounded: at most kMaxProcesses processes (least recently learned dropped first), each with one
+// V8Namer (its caches bounded there). Not thread-safe: the profiler's drain uses it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/cpu/sampler.h"
+#include "agent/cpu/stack_symbolizer.h"
+#include "agent/v8/process_memory.h"
+#include "agent/v8/v8_heap.h"
+#include "agent/v8/v8_layout.h"
+
+namespace sonde::agent::cpu {
+
+class JsFrames {
+ public:
+  static constexpr size_t kMaxProcesses = 4096;
+
+  explicit JsFrames(std::string proc_root) : proc_root_(std::move(proc_root)) {}
+
+  // Learns pid if it is new (or a reused pid). Returns the frame slots to watch when pid just
+  // turned out to be a supported node, nullopt otherwise (already known, or unsupported).
+  std::optional<V8FrameSlots> learn(pid_t pid);
+  void forget(pid_t pid);
+
+  struct Counts {
+    uint64_t named = 0;
+    uint64_t unnamed = 0;
+  };
+  // Names the JavaScript frames of sample s, whose symbolized stack (kernel frames first, then
+  // one location per user address) is `stack`.
+  Counts name(const RawSample& s, std::vector<Location>& stack);
+
+  // Processes whose executable publishes v8dbg_* symbols, by status: "supported" or the
+  // "unsupported: <reason>" that stopped it.
+  std::map<std::string, uint64_t> node_processes() const;
+  // Heap-read outcomes summed over the processes kept.
+  v8::V8Namer::Stats stats() const;
+
+ private:
+  struct Process {
+    pid_t pid = 0;
+    uint64_t start_time = 0;
+    std::string status;  // "supported", "unsupported: ..." or "" (not a node binary)
+    std::unique_ptr<v8::ProcessMemory> memory;
+    std::unique_ptr<v8::V8Namer> namer;
+  };
+
+  std::string proc_root_;
+  std::list<Process> lru_;  // most recently learned first
+  std::unordered_map<pid_t, std::list<Process>::iterator> processes_;
+};
+
+}  // namespace sonde::agent::cpu

@@ -1,0 +1,110 @@
+// V8Namer's checks and bounds on a hand-laid heap (synthetic_heap.h): what it names, what it
+// refuses, that a moved object is not trusted from the cache, and that hostile objects (cycles,
+// huge lengths, forged scope infos) end in "unnamed" within the read budget. The real node is
+// the test of record for naming itself (agent/cpu/tests/v8_frames_bpf_test.cpp).
+#include "agent/v8/v8_heap.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/v8/tests/synthetic_heap.h"
+
+namespace sonde::agent::v8 {
+namespace {
+
+using testing::node20_layout;
+using testing::SyntheticHeap;
+
+constexpr const char* kSource = "// a\n\nfunction burn(n) {\n  return n;\n}\n";
+constexpr int64_t kParen = 19;  // the '(' of burn's parameter list, on line 3
+constexpr int64_t kEnd = 38;    // after its '}'
+
+TEST(V8NamerTest, NamesAFunctionWithItsScriptAndLine) {
+  SyntheticHeap heap;
+  const uint64_t script = heap.script(heap.string("/app/x.js"), heap.string(kSource));
+  const uint64_t fn =
+      heap.function(heap.sfi(heap.scope_info(heap.string("burn"), kParen, kEnd), script));
+  V8Namer namer(node20_layout(), heap);
+  auto name = namer.name(fn, heap.alloc(8));
+  ASSERT_TRUE(name);
+  EXPECT_EQ(name->function, "burn");
+  EXPECT_EQ(name->script, "/app/x.js");
+  EXPECT_EQ(name->line, 3);
+  // Again: from the cache, after re-validation.
+  heap.reads = 0;
+  ASSERT_TRUE(namer.name(fn, heap.alloc(8)));
+  EXPECT_EQ(namer.stats().cache_hits, 1u);
+  EXPECT_LE(heap.reads, 8u);
+}
+
+TEST(V8NamerTest, AStringNameNeedsNoSourceAndAnEmptyOneIsAnonymous) {
+  SyntheticHeap heap;
+  const uint64_t script = heap.script(heap.string("/app/y.js"), heap.string(""));
+  V8Namer namer(node20_layout(), heap);
+  auto named = namer.name(heap.function(heap.sfi(heap.string("handler"), script)), 1);
+  ASSERT_TRUE(named);
+  EXPECT_EQ(named->function, "handler");
+  EXPECT_EQ(named->line, 0);  // unconfirmed: unknown, not guessed
+  auto anonymous = namer.name(heap.function(heap.sfi(SyntheticHeap::smi(0), script)), 1);
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->function, "(anonymous)");
+}
+
+TEST(V8NamerTest, AScopeInfoNameTheSourceDoesNotShowIsRefused) {
+  SyntheticHeap heap;
+  const uint64_t script = heap.script(heap.string("/app/x.js"), heap.string(kSource));
+  V8Namer namer(node20_layout(), heap);
+  // "other" is not written before the '(' at kParen: a misread slot, not the function's name.
+  EXPECT_FALSE(namer.name(
+      heap.function(heap.sfi(heap.scope_info(heap.string("other"), kParen, kEnd), script)), 1));
+  // A position that is not a parameter list.
+  EXPECT_FALSE(namer.name(
+      heap.function(heap.sfi(heap.scope_info(heap.string("burn"), 3, kEnd), script)), 1));
+  EXPECT_EQ(namer.stats().inconsistent, 2u);
+}
+
+TEST(V8NamerTest, TypedFramesAndNonFunctionsAreNotNamed) {
+  SyntheticHeap heap;
+  V8Namer namer(node20_layout(), heap);
+  const uint64_t sfi = heap.sfi(heap.string("f"), SyntheticHeap::smi(0));
+  EXPECT_FALSE(namer.name(heap.function(sfi), SyntheticHeap::smi(12)));  // a frame-type marker
+  EXPECT_FALSE(namer.name(sfi, 1));                                      // not a JSFunction
+  EXPECT_FALSE(namer.name(0xdead0001, 1));                               // unreadable
+  EXPECT_EQ(namer.stats().typed_frame, 1u);
+  EXPECT_EQ(namer.stats().not_function, 2u);
+}
+
+// GC moved things: the function slot now holds another function at the same address (its SFI
+// differs). The cached name must not be reused.
+TEST(V8NamerTest, AMovedObjectIsNotTrustedFromTheCache) {
+  SyntheticHeap heap;
+  const uint64_t script = heap.script(heap.string("/app/x.js"), heap.string(""));
+  const uint64_t fn = heap.function(heap.sfi(heap.string("first"), script));
+  V8Namer namer(node20_layout(), heap);
+  ASSERT_EQ(namer.name(fn, 1)->function, "first");
+  heap.put64(fn, 24, heap.sfi(heap.string("second"), script));
+  auto again = namer.name(fn, 1);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->function, "second");
+  EXPECT_EQ(namer.stats().cache_hits, 0u);
+}
+
+TEST(V8NamerTest, HostileStringsEndUnnamedWithinTheBudget) {
+  SyntheticHeap heap;
+  const uint64_t script = heap.script(heap.string("/app/x.js"), heap.string(""));
+  // A cons string whose halves are itself: a cycle.
+  const uint64_t cycle = heap.cons(0, 0);
+  heap.put64(cycle, 16, cycle);
+  heap.put64(cycle, 24, cycle);
+  // A sequential string claiming 2 GiB.
+  const uint64_t huge = heap.string("x");
+  heap.put32(huge, 12, 0x7fffffff);
+  V8Namer namer(node20_layout(), heap);
+  for (uint64_t bad : {cycle, huge}) {
+    heap.reads = 0;
+    EXPECT_FALSE(namer.name(heap.function(heap.sfi(bad, script)), 1));
+    EXPECT_LE(heap.reads, V8Namer::kMaxReadsPerFrame);
+  }
+}
+
+}  // namespace
+}  // namespace sonde::agent::v8
