@@ -143,4 +143,15 @@ kube PATCH "$policies/clients" '{"spec": {"limits": {"maxOverheadPercent": 100}}
   fail "cannot patch the policy"
 wait_until 150 tracked_is chatty 1 || fail "chatty not instrumented again after the policy changed"
 wait_until 150 entry_is '[.problems[]?]' '[]' || fail "the report still has problems: $(entry .problems)"
+chatty_again="$(hits chatty)"
+hits_above() { (( $(hits "$1") > $2 )); }
+wait_until 100 hits_above chatty "$chatty_again" ||
+  fail "chatty's hits do not grow after it was instrumented again"
+# Probes attached, detached while calls were in flight and attached again: both clients are
+# still running every request to completion (any failed Read or Write exits them with a message).
+for i in 1 2; do
+  kill -0 "${pids[$i]}" || fail "client ${pids[$i]} died: $(cat "$tmp/chatty.out" "$tmp/quiet.out")"
+done
+[[ ! -s "$tmp/chatty.out" && ! -s "$tmp/quiet.out" ]] ||
+  fail "a client reported an error: $(cat "$tmp/chatty.out" "$tmp/quiet.out")"
 echo "gotls_overhead: ok after $((SECONDS - start)) s"
