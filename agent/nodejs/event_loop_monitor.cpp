@@ -2,12 +2,12 @@
 
 #include <elf.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 
 #include "agent/symbols/elf_file.h"
+#include "agent/v8/process_memory.h"
 #include "common/log.h"
 #include "nodejs.h"
 
@@ -43,12 +43,9 @@ Result<uint64_t> runtime_address(const ProcReader& proc, pid_t pid, const symbol
 // ptrace stop); -1 when it cannot be read or the loop is not initialised yet.
 int default_loop_epfd(pid_t pid, uint64_t default_loop) {
   int fd = -1;
-  iovec local{&fd, sizeof fd};
-  // An address in the other process, never dereferenced here.
-  iovec remote{reinterpret_cast<void*>(  // NOLINT(performance-no-int-to-ptr)
-                   default_loop + SONDE_UV_LOOP_BACKEND_FD_OFFSET),
-               sizeof fd};
-  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof fd)) return -1;
+  if (!v8::ProcessMemory(pid).read_value(default_loop + SONDE_UV_LOOP_BACKEND_FD_OFFSET, fd)) {
+    return -1;
+  }
   return fd > 0 ? fd : -1;
 }
 
