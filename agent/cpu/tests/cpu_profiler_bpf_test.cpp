@@ -271,8 +271,11 @@ TEST_F(CpuProfilerTest, FoldedFormat) {
                           std::string(CpuProfiler::kRoute) + "?seconds=3&pod=c&format=folded");
   ASSERT_EQ(r.status, 200);
   // "...;main;sonde_hot_c_function N" lines: root first, the hot function as the leaf (kernel
-  // frames of an interrupt, when there are any, come after it).
-  long hot = 0, total = 0;
+  // frames of an interrupt, when there are any, come after it). A sample whose stacks the kernel
+  // could not take reads "[no stack]": rare, but seen once in 292 samples with 32 of them on a
+  // loaded CI machine, no drop counted; it says nothing about the format, so the share of the hot
+  // function is taken over the samples that have a stack.
+  long hot = 0, total = 0, no_stack = 0;
   std::istringstream in(r.body);
   for (std::string line; std::getline(in, line);) {
     size_t sp = line.rfind(' ');
@@ -280,10 +283,15 @@ TEST_F(CpuProfilerTest, FoldedFormat) {
     long n = std::stol(line.substr(sp + 1));
     total += n;
     std::string stack = line.substr(0, sp) + ";";
+    if (stack == "[no stack];") no_stack += n;
     if (stack.find(";main;sonde_hot_c_function;") != std::string::npos) hot += n;
   }
-  EXPECT_GE(total, 10);
-  EXPECT_GE(hot * 10, total * 9) << r.body;
+  CpuSampler::Drops d = profiler_->stats().drops;
+  std::string why = r.body + "drops: samples " + std::to_string(d.samples) + ", stacks " +
+                    std::to_string(d.stacks);
+  EXPECT_GE(total - no_stack, 10) << why;
+  EXPECT_LE(no_stack * 4, total) << why;
+  EXPECT_GE(hot * 10, (total - no_stack) * 9) << why;
 }
 
 TEST_F(CpuProfilerTest, RejectsBadRequests) {
