@@ -38,6 +38,7 @@ PartsFactory agent_parts(FeatureOptions options) {
       o.nodejs_loops_map_fd = nodejs ? nodejs->loops_map_fd() : -1;
       o.proc_root = s.options.proc_root;
       o.node_name = s.node;
+      o.series_grace = s.options.series_grace;
       ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope,
                                                  options.cpu.by_cgroup));
       parts.features.push_back(std::move(f));

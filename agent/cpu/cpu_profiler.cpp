@@ -5,6 +5,7 @@
 #include <ctime>
 #include <unordered_set>
 
+#include "agent/runtime/clock.h"
 #include "common/log.h"
 
 namespace sonde::agent::cpu {
@@ -94,7 +95,12 @@ Status CpuProfiler::drain_on_profiler_thread() {
 Status CpuProfiler::select_pid(pid_t pid, const ContainerLabels& labels) {
   {
     std::lock_guard lock(mu_);
-    pid_labels_[pid] = labels;
+    auto [it, inserted] = pid_labels_.try_emplace(pid, labels);
+    if (!inserted) {
+      released_locked(it->second);
+      it->second = labels;
+    }
+    selected_locked(labels);
   }
   std::lock_guard drain_lock(drain_mu_);
   return sampler_->select_pid(pid);
@@ -108,7 +114,10 @@ Status CpuProfiler::release_pid(pid_t pid) {
   js_frames_->forget(pid);
   {
     std::lock_guard lock(mu_);
-    pid_labels_.erase(pid);
+    if (auto it = pid_labels_.find(pid); it != pid_labels_.end()) {
+      released_locked(it->second);
+      pid_labels_.erase(it);
+    }
   }
   if (Status s = sampler_->unwatch_v8(pid); !s.ok()) return s;
   return sampler_->release_pid(pid);
@@ -122,7 +131,12 @@ Status CpuProfiler::set_frequency(uint32_t frequency_hz) {
 Status CpuProfiler::select_cgroup(uint64_t cgroup_id, const ContainerLabels& labels) {
   {
     std::lock_guard lock(mu_);
-    cgroup_labels_[cgroup_id] = labels;
+    auto [it, inserted] = cgroup_labels_.try_emplace(cgroup_id, labels);
+    if (!inserted) {
+      released_locked(it->second);
+      it->second = labels;
+    }
+    selected_locked(labels);
   }
   std::lock_guard drain_lock(drain_mu_);
   return sampler_->select_cgroup(cgroup_id);
@@ -133,9 +147,36 @@ Status CpuProfiler::release_cgroup(uint64_t cgroup_id) {
   if (Status s = drain(); !s.ok()) return s;
   {
     std::lock_guard lock(mu_);
-    cgroup_labels_.erase(cgroup_id);
+    if (auto it = cgroup_labels_.find(cgroup_id); it != cgroup_labels_.end()) {
+      released_locked(it->second);
+      cgroup_labels_.erase(it);
+    }
   }
   return sampler_->release_cgroup(cgroup_id);
+}
+
+void CpuProfiler::selected_locked(const ContainerLabels& labels) {
+  ++selections_[labels];
+  unselected_since_.erase(labels);
+}
+
+void CpuProfiler::released_locked(const ContainerLabels& labels) {
+  auto it = selections_.find(labels);
+  if (it == selections_.end()) return;
+  if (--it->second > 0) return;
+  selections_.erase(it);
+  unselected_since_[labels] = monotonic_ns();
+}
+
+void CpuProfiler::expire_series_locked() {
+  const uint64_t now = monotonic_ns();
+  const auto grace = static_cast<uint64_t>(options_.series_grace.count());
+  std::erase_if(unselected_since_, [&](const auto& entry) {
+    if (now < entry.second + grace) return false;
+    samples_total_.erase(entry.first);
+    js_frames_total_.erase(entry.first);
+    return true;
+  });
 }
 
 ContainerLabels CpuProfiler::labels_of(pid_t pid, uint64_t cgroup_id) const {
@@ -151,6 +192,7 @@ Status CpuProfiler::drain() {
   {
     std::lock_guard lock(mu_);
     ++drains_;
+    expire_series_locked();
     for (const RawSample& s : raw) {
       ContainerLabels labels = labels_of(static_cast<pid_t>(s.pid), s.cgroup_id);
       samples_total_[labels] += s.count;

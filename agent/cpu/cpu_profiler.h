@@ -6,7 +6,9 @@
 // Driving it: start() loads the sampler; select_*() and release_*() follow the processes and
 // containers a policy selects (labels become profile labels and metric labels); collect()
 // returns the profile of the next `duration`, filtered. In all-processes mode every process is
-// sampled whatever is selected, and selections only add labels.
+// sampled whatever is selected, and selections only add labels. A container's series
+// (container_cpu_profile_*) leave /metrics series_grace after its last selected pid or cgroup
+// is released, so pod churn does not grow them for the agent's life.
 //
 // A background thread drains the kernel maps every drain interval (so they never fill between
 // requests). Stacks are symbolized only while a collect() is waiting for them; otherwise a
@@ -53,6 +55,9 @@ struct ProfilerOptions {
   std::string sys_root = "/sys";
   std::string node_name;  // the `node` metric label
   std::chrono::milliseconds drain_interval{1000};
+  // How long a container's series stay after its last selection is released (its processes
+  // ended, its pod left): then they leave /metrics, as every feature's container series do.
+  std::chrono::nanoseconds series_grace = std::chrono::minutes(5);
   size_t symbolizer_cache_bytes = symbolize::SymbolizerCache::kDefaultBudgetBytes;
 };
 
@@ -130,6 +135,10 @@ class CpuProfiler {
   // Runs `sub` for `duration`: the shared part of collect() and collect_per_owner().
   Status subscribe_and_wait(Subscription& sub, std::chrono::milliseconds duration);
   Status drain();  // requires drain_mu_
+  // Selection bookkeeping for series expiry; require mu_.
+  void selected_locked(const ContainerLabels& labels);
+  void released_locked(const ContainerLabels& labels);
+  void expire_series_locked();
   // Has the background thread drain now, and waits for it; requires neither lock.
   Status drain_on_profiler_thread();
   ContainerLabels labels_of(pid_t pid, uint64_t cgroup_id) const;  // requires mu_
@@ -155,6 +164,10 @@ class CpuProfiler {
   std::unordered_map<pid_t, ContainerLabels> pid_labels_;
   std::unordered_map<uint64_t, ContainerLabels> cgroup_labels_;
   std::list<Subscription*> subscriptions_;
+  // Selected pids and cgroups per container, and since when (monotonic ns) a container has none:
+  // its series below are dropped series_grace after that.
+  std::map<ContainerLabels, size_t> selections_;
+  std::map<ContainerLabels, uint64_t> unselected_since_;
   std::map<ContainerLabels, uint64_t> samples_total_;
   std::map<ContainerLabels, JsFrames::Counts> js_frames_total_;  // weighted by sample counts
   std::map<std::string, uint64_t> node_processes_;               // JsFrames::node_processes()

@@ -4,10 +4,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/log.h"
+
 namespace sonde::agent::cpu {
 namespace {
-
-constexpr std::string_view kNoSymbols = "unsupported: no v8dbg_* symbols";
 
 // Field 22 of /proc/<pid>/stat (start time in clock ticks): tells a reused pid apart.
 uint64_t start_time(const std::string& proc_root, pid_t pid) {
@@ -67,8 +67,13 @@ std::optional<V8FrameSlots> JsFrames::learn(pid_t pid) {
     p.namer = std::make_unique<v8::V8Namer>(*layout, *p.memory);
     watch = V8FrameSlots{layout->fp_function, layout->fp_context_or_frame_type,
                          layout->fp_bytecode_offset};
-  } else if (!layout.error().message().starts_with(kNoSymbols)) {
-    p.status = layout.error().message();
+  } else if (std::string reason = v8::unsupported_reason(layout.error());
+             reason != "unsupported: no v8dbg symbols") {
+    // The label keeps the fixed reason; the details (paths, values the binary chose) go to the
+    // log, once per process.
+    log::info("cpu profiles: JavaScript frames of a node process stay unnamed",
+              {{"pid", std::to_string(pid)}, {"error", layout.error().message()}});
+    p.status = std::move(reason);
   }
   lru_.push_front(std::move(p));
   processes_[pid] = lru_.begin();

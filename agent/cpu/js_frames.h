@@ -4,7 +4,8 @@
 // Per process it learns once (and again when the pid is reused) whether its executable
 // publishes a V8 layout it can use (v8::read_process_v8_layout); if so, the caller tells the
 // sampler to record that process's V8 frames (CpuSampler::watch_v8). A process without one
-// keeps its reason ("unsupported: ...") for the metrics and is never asked again; its frames
+// keeps its reason for the metrics (v8::unsupported_reason: a fixed set, so a tenant's binary
+// cannot mint label values; the full error is logged) and is never asked again; its frames
 // keep whatever perf maps or ELF symbols give.
 //
 // name() rewrites, in place, the user frames of one sample whose V8 walk agrees with the
@@ -58,7 +59,7 @@ class JsFrames {
   Counts name(const RawSample& s, std::vector<Location>& stack);
 
   // Processes whose executable publishes v8dbg_* symbols, by status: "supported" or the
-  // "unsupported: <reason>" that stopped it.
+  // "unsupported: <reason>" (v8::unsupported_reason) that stopped it.
   std::map<std::string, uint64_t> node_processes() const;
   // Heap-read outcomes summed over the processes kept.
   v8::V8Namer::Stats stats() const;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -114,25 +115,41 @@ const V8Symbol* find_field(std::span<const V8Symbol> symbols, std::string_view n
   }
 }
 
-Error unsupported(const std::string& why) {
-  return Error("unsupported: " + why);
+// The reasons a layout is unusable (unsupported_reason()); each message is "unsupported: " +
+// one of these, then the details in parentheses.
+constexpr std::string_view kNoSymbols = "no v8dbg symbols";
+constexpr std::string_view kMissingSymbol = "missing v8dbg symbol";
+constexpr std::string_view kUnreadableValue = "unreadable v8dbg value";
+constexpr std::string_view kImplausibleValue = "implausible v8dbg value";
+constexpr std::string_view kNot64Bit = "not a 64-bit build";
+constexpr std::string_view kPointerCompression = "pointer compression";
+constexpr std::string_view kInconsistent = "inconsistent layout";
+constexpr std::string_view kUnreadableExecutable = "unreadable executable";
+constexpr std::array kReasons{
+    kNoSymbols, kMissingSymbol,      kUnreadableValue, kImplausibleValue,
+    kNot64Bit,  kPointerCompression, kInconsistent,    kUnreadableExecutable};
+constexpr std::string_view kUnsupported = "unsupported: ";
+
+Error unsupported(std::string_view reason, const std::string& details = "") {
+  std::string message = std::string(kUnsupported) + std::string(reason);
+  if (!details.empty()) message += " (" + details + ")";
+  return Error(message);
 }
 
 // Cross-field checks: what the readers assume about the build.
 Status check_shape(const V8Layout& l) {
   if (l.pointer_size != 8)
-    return unsupported("not a 64-bit V8 (SystemPointerSize " + std::to_string(l.pointer_size) +
-                       ")");
+    return unsupported(kNot64Bit, "SystemPointerSize " + std::to_string(l.pointer_size));
   if (l.tagged_size != 8)
-    return unsupported("pointer compression (TaggedSize " + std::to_string(l.tagged_size) + ")");
+    return unsupported(kPointerCompression, "TaggedSize " + std::to_string(l.tagged_size));
   if ((l.heap_object_tag & ~l.heap_object_tag_mask) != 0 || (l.smi_tag & ~l.smi_tag_mask) != 0 ||
       l.heap_object_tag == l.smi_tag) {
-    return unsupported("inconsistent Smi/heap object tags");
+    return unsupported(kInconsistent, "Smi/heap object tags");
   }
-  if (l.smi_shift_size + 1 >= 64) return unsupported("implausible SmiShiftSize");
+  if (l.smi_shift_size + 1 >= 64) return unsupported(kInconsistent, "SmiShiftSize");
   if (l.fp_function >= 0 || l.fp_context_or_frame_type >= 0 || l.fp_bytecode_array >= 0 ||
       l.fp_bytecode_offset >= 0) {
-    return unsupported("frame slots not below the frame pointer");
+    return unsupported(kInconsistent, "frame slots not below the frame pointer");
   }
   if (l.is_not_string_mask == 0 || (l.string_tag & ~l.is_not_string_mask) != 0 ||
       (l.seq_string_tag & ~l.string_representation_mask) != 0 ||
@@ -141,10 +158,10 @@ Status check_shape(const V8Layout& l) {
       (l.one_byte_string_tag & ~l.string_encoding_mask) != 0 ||
       (l.two_byte_string_tag & ~l.string_encoding_mask) != 0 ||
       l.one_byte_string_tag == l.two_byte_string_tag) {
-    return unsupported("inconsistent string tags");
+    return unsupported(kInconsistent, "string tags");
   }
   if (l.scope_info_first_vars <= l.scope_info_context_local_count) {
-    return unsupported("implausible ScopeInfo indexes");
+    return unsupported(kInconsistent, "ScopeInfo indexes");
   }
   return ok_status();
 }
@@ -200,24 +217,24 @@ Result<std::vector<V8Symbol>> find_v8dbg_symbols(const symbols::ElfFile& elf) {
 
 Result<V8Layout> read_v8_layout(std::span<const V8Symbol> symbols, uint64_t load_bias,
                                 const Memory& memory) {
-  if (symbols.empty()) return unsupported("no v8dbg_* symbols in the binary");
+  if (symbols.empty()) return unsupported(kNoSymbols);
   V8Layout layout;
   for (const Field& f : kFields) {
     const V8Symbol* s = find_field(symbols, f.name);
     if (s == nullptr) {
       if (f.required) {
-        return unsupported("no v8dbg_" + std::string(f.name.substr(0, f.name.find('|'))) +
-                           " symbol");
+        return unsupported(kMissingSymbol,
+                           "v8dbg_" + std::string(f.name.substr(0, f.name.find('|'))));
       }
       continue;
     }
     int32_t value = 0;
     if (s->address > std::numeric_limits<uint64_t>::max() - load_bias ||
         !memory.read_value(s->address + load_bias, value)) {
-      return unsupported("cannot read " + s->name + " from the process");
+      return unsupported(kUnreadableValue, s->name);
     }
     if (value < f.min || value > f.max) {
-      return unsupported(s->name + " = " + std::to_string(value) + " is implausible");
+      return unsupported(kImplausibleValue, s->name + " = " + std::to_string(value));
     }
     layout.*f.member = value;
   }
@@ -240,15 +257,29 @@ Result<V8Layout> read_process_v8_layout(const std::string& proc_root, pid_t pid)
     }
     return ok_status();
   }));
-  if (found.empty()) return unsupported("no v8dbg_* symbols in " + exe);
+  if (found.empty()) return unsupported(kNoSymbols, exe);
   if (first_load == std::numeric_limits<uint64_t>::max()) {
-    return unsupported("no PT_LOAD at offset 0 in " + exe);
+    return unsupported(kUnreadableExecutable, "no PT_LOAD at offset 0 in " + exe);
   }
   auto start = mapping_start(dir + "/maps", exe);
-  if (!start) return Error("no mapping of " + exe + " in " + dir + "/maps");
+  if (!start)
+    return unsupported(kUnreadableExecutable, "no mapping of " + exe + " in " + dir + "/maps");
   const uint64_t bias = *start - (first_load & ~uint64_t{0xfff});
   const ProcessMemory memory(pid);
   return read_v8_layout(found, bias, memory);
+}
+
+std::string unsupported_reason(const Error& error) {
+  const std::string_view message = error.message();
+  for (std::string_view reason : kReasons) {
+    std::string label = std::string(kUnsupported) + std::string(reason);
+    if (message.starts_with(label) &&
+        (message.size() == label.size() || message.substr(label.size()).starts_with(" ("))) {
+      return label;
+    }
+  }
+  // Errors from below (readlink, the ELF reader): the executable could not be read.
+  return std::string(kUnsupported) + std::string(kUnreadableExecutable);
 }
 
 }  // namespace sonde::agent::v8

@@ -123,12 +123,19 @@ inline constexpr size_t kMaxV8SymbolNameBytes = 256;
 Result<std::vector<V8Symbol>> find_v8dbg_symbols(const symbols::ElfFile& elf);
 
 // The layout from those symbols, their values read from memory at address + load_bias.
-// An Error "unsupported: <reason>" when a field is missing, unreadable or implausible.
+// An Error "unsupported: <reason> (<details>)" when a field is missing, unreadable or
+// implausible.
 Result<V8Layout> read_v8_layout(std::span<const V8Symbol> symbols, uint64_t load_bias,
                                 const Memory& memory);
 
 // The layout of a running process: its executable (proc_root/<pid>/exe), the load bias from
 // proc_root/<pid>/maps, its memory through process_vm_readv.
 Result<V8Layout> read_process_v8_layout(const std::string& proc_root, pid_t pid);
+
+// "unsupported: <reason>" for an Error of the two readers above, the reason from a fixed set
+// (no v8dbg symbols, missing v8dbg symbol, unreadable v8dbg value, implausible v8dbg value, not
+// a 64-bit build, pointer compression, inconsistent layout, unreadable executable): a value
+// fit for a metric label, where the message's details (paths, values a binary chose) are not.
+std::string unsupported_reason(const Error& error);
 
 }  // namespace sonde::agent::v8

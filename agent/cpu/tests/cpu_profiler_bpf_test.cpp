@@ -353,12 +353,14 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoop) {
 
 // A plain node (no flag): the blocked-loop profile names the JavaScript function that blocks
 // it, with its file and line (truth: the script's source), in pprof, in folded stacks and for
-// `go tool pprof -list`; the share of JavaScript frames named is a metric.
+// `go tool pprof -list`; the share of JavaScript frames named is a metric, whose series leave
+// /metrics (with the samples counter's) once the container's selection is released.
 TEST_F(CpuProfilerTest, BlockedNodeJsLoopNamedWithoutPerfMap) {
   auto probes = LoopProbes::load();
   ASSERT_TRUE(probes.ok()) << probes.error().message();
   ProfilerOptions options;
   options.nodejs_loops_map_fd = (*probes)->loops_map_fd();
+  options.series_grace = std::chrono::nanoseconds(0);
   start(options);
 
   const std::string script = SONDE_CPU_TEST_DIR "/js_burn.js";
@@ -423,6 +425,19 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoopNamedWithoutPerfMap) {
                          "node=\"test-node\"} 1"),
             std::string::npos)
       << metrics;
+
+  ASSERT_TRUE(profiler_->release_pid(child.pid()).ok());
+  const uint64_t drains = profiler_->stats().drains;
+  // The next drain after the release expires the pod's series (grace 0 here, 5 min by default).
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    std::this_thread::sleep_for(milliseconds(50));
+    if (profiler_->stats().drains <= drains) continue;
+    const std::string after = http_get(server_->port(), "/metrics").body;
+    gone = after.find("pod=\"plain\"") == std::string::npos;
+    if (!gone && i == 99) ADD_FAILURE() << after;
+  }
+  EXPECT_TRUE(gone);
 }
 
 // A Pyroscope ingest endpoint stand-in: accepts POST /prefix/ingest with a multipart body,

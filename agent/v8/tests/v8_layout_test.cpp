@@ -111,8 +111,9 @@ TEST(V8LayoutTest, RefusesAProcessWithoutMetadata) {
   }
   auto layout = read_process_v8_layout("/proc", sleeper.pid());
   ASSERT_FALSE(layout.ok());
-  EXPECT_EQ(layout.error().message().rfind("unsupported: no v8dbg_* symbols", 0), 0u)
+  EXPECT_EQ(layout.error().message().rfind("unsupported: no v8dbg symbols (", 0), 0u)
       << layout.error().message();
+  EXPECT_EQ(unsupported_reason(layout.error()), "unsupported: no v8dbg symbols");
 }
 
 // Forged metadata: each required symbol missing, unreadable or out of range is refused and
@@ -135,6 +136,7 @@ TEST(V8LayoutTest, RefusesForgedMetadataAndSaysWhy) {
   }
   ASSERT_TRUE(read_v8_layout(*syms, 0, memory).ok());
 
+  // The message with its details, then the fixed reason a metric label may carry.
   auto with = [&](const std::string& name, std::optional<int32_t> value) {
     FakeMemory m = memory;
     for (const auto& s : *syms) {
@@ -146,15 +148,29 @@ TEST(V8LayoutTest, RefusesForgedMetadataAndSaysWhy) {
       }
     }
     auto r = read_v8_layout(*syms, 0, m);
-    return r.ok() ? std::string("ok") : r.error().message();
+    return r.ok() ? std::string("ok") : r.error().message() + " / " + unsupported_reason(r.error());
   };
-  EXPECT_EQ(with("v8dbg_TaggedSize", 4), "unsupported: pointer compression (TaggedSize 4)");
+  EXPECT_EQ(with("v8dbg_TaggedSize", 4),
+            "unsupported: pointer compression (TaggedSize 4) / unsupported: pointer compression");
+  EXPECT_EQ(with("v8dbg_SystemPointerSize", 4),
+            "unsupported: not a 64-bit build (SystemPointerSize 4) / "
+            "unsupported: not a 64-bit build");
   EXPECT_EQ(with("v8dbg_off_fp_function", 1 << 20),
-            "unsupported: v8dbg_off_fp_function = 1048576 is implausible");
+            "unsupported: implausible v8dbg value (v8dbg_off_fp_function = 1048576) / "
+            "unsupported: implausible v8dbg value");
   EXPECT_EQ(with("v8dbg_off_fp_function", std::nullopt),
-            "unsupported: cannot read v8dbg_off_fp_function from the process");
-  EXPECT_EQ(with("v8dbg_HeapObjectTag", 0), "unsupported: inconsistent Smi/heap object tags");
-  EXPECT_EQ(with("v8dbg_OneByteStringTag", 0), "unsupported: inconsistent string tags");
+            "unsupported: unreadable v8dbg value (v8dbg_off_fp_function) / "
+            "unsupported: unreadable v8dbg value");
+  EXPECT_EQ(with("v8dbg_HeapObjectTag", 0),
+            "unsupported: inconsistent layout (Smi/heap object tags) / "
+            "unsupported: inconsistent layout");
+  EXPECT_EQ(with("v8dbg_OneByteStringTag", 0),
+            "unsupported: inconsistent layout (string tags) / unsupported: inconsistent layout");
+  // Errors from below the layout reader fall under one reason; the text never becomes a label.
+  EXPECT_EQ(unsupported_reason(Error("readlink /proc/1/root/tenant/path: No such file")),
+            "unsupported: unreadable executable");
+  EXPECT_EQ(unsupported_reason(Error("unsupported: pointer compressionX")),
+            "unsupported: unreadable executable");
 
   std::vector<V8Symbol> fewer;
   for (const auto& s : *syms) {
@@ -162,7 +178,8 @@ TEST(V8LayoutTest, RefusesForgedMetadataAndSaysWhy) {
   }
   auto r = read_v8_layout(fewer, 0, memory);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message(), "unsupported: no v8dbg_class_Script__name__ symbol");
+  EXPECT_EQ(r.error().message(), "unsupported: missing v8dbg symbol (v8dbg_class_Script__name__)");
+  EXPECT_EQ(unsupported_reason(r.error()), "unsupported: missing v8dbg symbol");
 }
 
 }  // namespace
