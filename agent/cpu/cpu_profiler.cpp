@@ -208,7 +208,7 @@ Status CpuProfiler::drain() {
   for (const RawSample& s : raw) {
     const auto pid = static_cast<pid_t>(s.pid);
     if (!seen.insert(pid).second) continue;
-    if (auto slots = js_frames_->learn(pid)) {
+    if (auto slots = js_frames_->learn(pid, symbolizer_->start_time(pid))) {
       if (Status w = sampler_->watch_v8(pid, *slots); !w.ok()) {
         log::warn("cpu profiles: JavaScript frames stay unnamed", {{"error", w.error().message()}});
       }

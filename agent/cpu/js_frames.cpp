@@ -1,28 +1,11 @@
 #include "agent/cpu/js_frames.h"
 
 #include <charconv>
-#include <fstream>
-#include <sstream>
 
 #include "common/log.h"
 
 namespace sonde::agent::cpu {
 namespace {
-
-// Field 22 of /proc/<pid>/stat (start time in clock ticks): tells a reused pid apart.
-uint64_t start_time(const std::string& proc_root, pid_t pid) {
-  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(in, text);
-  const size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(text.substr(paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return 0;
-}
 
 std::string hex(uint64_t v) {
   char buf[32];
@@ -45,8 +28,7 @@ bool unnamed_jit(const Location& loc) {
 
 }  // namespace
 
-std::optional<V8FrameSlots> JsFrames::learn(pid_t pid) {
-  const uint64_t started = start_time(proc_root_, pid);
+std::optional<V8FrameSlots> JsFrames::learn(pid_t pid, uint64_t started) {
   if (auto it = processes_.find(pid); it != processes_.end()) {
     if (it->second->start_time == started) return std::nullopt;
     lru_.erase(it->second);

@@ -45,9 +45,10 @@ class JsFrames {
 
   explicit JsFrames(std::string proc_root) : proc_root_(std::move(proc_root)) {}
 
-  // Learns pid if it is new (or a reused pid). Returns the frame slots to watch when pid just
+  // Learns pid if it is new (or a reused pid: `start_time`, from StackSymbolizer::start_time,
+  // differs from the one it was learned with). Returns the frame slots to watch when pid just
   // turned out to be a supported node, nullopt otherwise (already known, or unsupported).
-  std::optional<V8FrameSlots> learn(pid_t pid);
+  std::optional<V8FrameSlots> learn(pid_t pid, uint64_t start_time);
   void forget(pid_t pid);
 
   struct Counts {

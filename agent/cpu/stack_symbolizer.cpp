@@ -9,8 +9,8 @@
 #include <charconv>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
+#include "agent/discovery/proc_reader.h"
 #include "agent/symbolize/elf_symbolizer.h"
 #include "agent/symbols/binary_identity.h"
 #include "common/log.h"
@@ -49,19 +49,10 @@ std::string_view next_field(std::string_view& s) {
   return f;
 }
 
-// Field 22 of /proc/<pid>/stat (after the parenthesised comm, which may hold spaces).
+// 0 when the process is gone or its stat is unreadable: never a live process's start time.
 uint64_t read_start_time(const std::string& proc_root, pid_t pid) {
-  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(in, text);
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::string_view rest = std::string_view(text).substr(close + 2);
-  for (int field = 3; field < 22; ++field) next_field(rest);
-  uint64_t v = 0;
-  std::string_view f = next_field(rest);
-  std::from_chars(f.data(), f.data() + f.size(), v);
-  return v;
+  auto t = ProcReader(proc_root).start_time(pid);
+  return t.ok() ? *t : 0;
 }
 
 // The pid in the process's own (innermost) pid namespace: the last NSpid entry.

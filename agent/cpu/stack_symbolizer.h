@@ -74,6 +74,9 @@ class StackSymbolizer {
 
   // Drops what is kept for pid (it exited or was released).
   void forget(pid_t pid);
+  // The process's start time (clock ticks since boot, /proc/<pid>/stat), read at most once per
+  // round: tells a reused pid apart. 0 when the process is gone.
+  uint64_t start_time(pid_t pid) { return process(pid).start_time; }
 
   size_t processes() const { return processes_.size(); }
 
