@@ -151,7 +151,7 @@ static __always_inline __u64 record_v8_stack(struct bpf_perf_event_data* ctx, __
   if (!st) return 0;
   __s64 off_function = proc->fp_function;
   __s64 off_context = proc->fp_context_or_frame_type;
-  __s64 off_offset = proc->fp_bytecode_offset;
+  __s64 off_shared = proc->function_shared;
   __u64 pc = 0;
   __u64 fp = 0;
   user_pc_fp(ctx, &pc, &fp);
@@ -164,14 +164,15 @@ static __always_inline __u64 record_v8_stack(struct bpf_perf_event_data* ctx, __
     f->pc = pc;
     f->function = 0;
     f->context_or_type = 0;
-    f->bytecode_offset = 0;
+    f->shared = 0;
     bpf_probe_read_user(&f->function, sizeof f->function, (void*)(fp + off_function));
     bpf_probe_read_user(&f->context_or_type, sizeof f->context_or_type, (void*)(fp + off_context));
-    bpf_probe_read_user(&f->bytecode_offset, sizeof f->bytecode_offset, (void*)(fp + off_offset));
+    if (f->function != 0)
+      bpf_probe_read_user(&f->shared, sizeof f->shared, (void*)(f->function + off_shared));
     hash = (hash ^ f->pc) * 0x100000001b3ULL;
     hash = (hash ^ f->function) * 0x100000001b3ULL;
     hash = (hash ^ f->context_or_type) * 0x100000001b3ULL;
-    hash = (hash ^ f->bytecode_offset) * 0x100000001b3ULL;
+    hash = (hash ^ f->shared) * 0x100000001b3ULL;
     n = i + 1;
     __u64 next[2];
     if (bpf_probe_read_user(next, sizeof next, (void*)fp) != 0) break;

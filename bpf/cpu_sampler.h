@@ -31,11 +31,12 @@
  * the two preallocated maps take about 8.5 MiB. */
 #define SONDE_V8_MAX_STACKS 4096
 
-/* Where a V8 frame keeps what names it, in bytes from the frame pointer (v8dbg_off_fp_*). */
+/* Where a V8 frame keeps what names it, in bytes from the frame pointer (v8dbg_off_fp_*), and
+ * where a JSFunction keeps its SharedFunctionInfo, in bytes from the tagged pointer. */
 struct sonde_v8_process {
   __s32 fp_function;
   __s32 fp_context_or_frame_type;
-  __s32 fp_bytecode_offset;
+  __s32 function_shared;
   __s32 pad;
 };
 
@@ -45,7 +46,9 @@ struct sonde_v8_frame {
   __u64 pc;
   __u64 function;        /* [fp + fp_function]: a JSFunction in JavaScript frames */
   __u64 context_or_type; /* [fp + fp_context_or_frame_type]: a Smi marks a typed frame */
-  __u64 bytecode_offset; /* [fp + fp_bytecode_offset]: a Smi in interpreted frames */
+  __u64 shared; /* [function + function_shared] at the sample: the SharedFunctionInfo then. GC
+                 * moves objects before user space reads the heap; it names the frame only if
+                 * the function there still points to this one. */
 };
 
 struct sonde_v8_stack {

@@ -48,7 +48,7 @@ std::optional<V8FrameSlots> JsFrames::learn(pid_t pid, uint64_t started) {
     p.memory = std::make_unique<v8::ProcessMemory>(pid);
     p.namer = std::make_unique<v8::V8Namer>(*layout, *p.memory);
     watch = V8FrameSlots{layout->fp_function, layout->fp_context_or_frame_type,
-                         layout->fp_bytecode_offset};
+                         layout->js_function_shared - layout->heap_object_tag};
   } else if (std::string reason = v8::unsupported_reason(layout.error());
              reason != "unsupported: no v8dbg symbols") {
     // The label keeps the fixed reason; the details (paths, values the binary chose) go to the
@@ -83,7 +83,7 @@ JsFrames::Counts JsFrames::name(const RawSample& s, std::vector<Location>& stack
     Location& loc = stack[user_at + i];
     if (!runs_javascript(loc)) continue;
     if (namer.layout().is_smi(f.context_or_type)) continue;  // a typed frame: not JavaScript
-    auto js = namer.name(f.function, f.context_or_type);
+    auto js = namer.name(f.function, f.context_or_type, f.shared);
     if (!js) {
       ++counts.unnamed;
       if (unnamed_jit(loc)) loc.lines = {Line{"[js] " + hex(f.pc), "", 0}};
@@ -113,6 +113,7 @@ v8::V8Namer::Stats JsFrames::stats() const {
     sum.typed_frame += s.typed_frame;
     sum.not_function += s.not_function;
     sum.inconsistent += s.inconsistent;
+    sum.moved += s.moved;
     sum.over_budget += s.over_budget;
     sum.no_line += s.no_line;
   }

@@ -179,7 +179,7 @@ Status CpuSampler::release_pid(pid_t pid) {
 
 Status CpuSampler::watch_v8(pid_t pid, const V8FrameSlots& slots) {
   uint32_t key = static_cast<uint32_t>(pid);
-  sonde_v8_process value{slots.function, slots.context_or_frame_type, slots.bytecode_offset, 0};
+  sonde_v8_process value{slots.function, slots.context_or_frame_type, slots.function_shared, 0};
   if (bpf_map__update_elem(skel_->maps.v8_processes, &key, sizeof key, &value, sizeof value,
                            BPF_ANY) != 0) {
     return errno_error("cpu sampler: watch the V8 frames of pid " + std::to_string(pid), errno);
@@ -248,7 +248,7 @@ Result<std::vector<RawSample>> CpuSampler::drain() {
         if (bpf_map_lookup_elem(v8_fd, &key.v8_stack, &st) == 0) {
           for (uint32_t i = 0; i < st.frames && i < SONDE_V8_MAX_FRAMES; ++i) {
             const auto& f = st.frame[i];
-            frames.push_back({f.pc, f.function, f.context_or_type, f.bytecode_offset});
+            frames.push_back({f.pc, f.function, f.context_or_type, f.shared});
           }
         }
         it = v8_stacks.emplace(key.v8_stack, std::move(frames)).first;

@@ -44,14 +44,14 @@ struct V8Frame {
   uint64_t pc = 0;
   uint64_t function = 0;
   uint64_t context_or_type = 0;
-  uint64_t bytecode_offset = 0;
+  uint64_t shared = 0;  // the function's SharedFunctionInfo when sampled (sonde_v8_frame)
 };
 
 // Where a process's V8 frames keep their slots, bytes from the frame pointer (V8Layout).
 struct V8FrameSlots {
   int32_t function = 0;
   int32_t context_or_frame_type = 0;
-  int32_t bytecode_offset = 0;
+  int32_t function_shared = 0;  // bytes from a tagged JSFunction pointer to its shared slot
 };
 
 // One aggregated sample: a process's stacks and how many times they were seen.

@@ -271,7 +271,8 @@ int64_t V8Namer::confirmed_line(uint64_t script_tagged, const CachedScript& s,
   return 0;
 }
 
-std::optional<JsFunctionName> V8Namer::resolve(uint64_t function, CachedFunction& entry) {
+std::optional<JsFunctionName> V8Namer::resolve(uint64_t function, uint64_t sampled_shared,
+                                               CachedFunction& entry) {
   if (instance_type(function) != l_.type_js_function) {
     ++stats_.not_function;
     return std::nullopt;
@@ -280,6 +281,10 @@ std::optional<JsFunctionName> V8Namer::resolve(uint64_t function, CachedFunction
   if (!field(function, l_.js_function_shared, sfi) ||
       instance_type(sfi) != l_.type_shared_function_info) {
     ++stats_.inconsistent;
+    return std::nullopt;
+  }
+  if (sfi != sampled_shared) {
+    ++stats_.moved;
     return std::nullopt;
   }
   uint64_t nosi = 0;
@@ -342,7 +347,8 @@ std::optional<JsFunctionName> V8Namer::resolve(uint64_t function, CachedFunction
   return out;
 }
 
-std::optional<JsFunctionName> V8Namer::name(uint64_t function, uint64_t context_or_type) {
+std::optional<JsFunctionName> V8Namer::name(uint64_t function, uint64_t context_or_type,
+                                            uint64_t sampled_shared) {
   budget_ = kMaxReadsPerFrame;
   if (l_.is_smi(context_or_type)) {
     ++stats_.typed_frame;
@@ -350,7 +356,7 @@ std::optional<JsFunctionName> V8Namer::name(uint64_t function, uint64_t context_
   }
   CachedFunction empty;
   auto it = functions_.find(function);
-  auto out = resolve(function, it == functions_.end() ? empty : it->second);
+  auto out = resolve(function, sampled_shared, it == functions_.end() ? empty : it->second);
   if (out) ++stats_.named;
   return out;
 }

@@ -12,9 +12,14 @@
 // name() return nullopt with the reason counted in stats(); callers keep the frame as
 // "[js] 0x…". There are no retries.
 //
-// Objects move in GC. The cache (per function pointer) is trusted again only after the
-// function's map still says JSFunction and its shared pointer, and that SharedFunctionInfo's
-// map, name-or-scope-info and script pointers, are still the cached ones (4 reads per hit).
+// Objects move in GC, between the sample and the read (up to a drain interval). The kernel
+// keeps, with each frame's function pointer, the SharedFunctionInfo pointer the function held
+// at the sample; a frame is named only if the object now at the function pointer is a
+// JSFunction holding that same SharedFunctionInfo (else it counts as `moved`): for a wrong name,
+// both addresses would have to be reused by a matching pair. The cache (per function pointer)
+// is trusted again only after the function's map still says JSFunction and its shared pointer,
+// and that SharedFunctionInfo's map, name-or-scope-info and script pointers, are still the
+// cached ones (4 reads per hit).
 //
 // Bounds, per name() call: at most kMaxReadsPerFrame reads (then nullopt, counted), strings of
 // at most kMaxNameBytes (names) / kMaxPathBytes (script names) through at most
@@ -62,6 +67,7 @@ class V8Namer {
     uint64_t typed_frame = 0;   // the context slot held a frame-type marker: not JavaScript
     uint64_t not_function = 0;  // the function slot is not a JSFunction (or unreadable)
     uint64_t inconsistent = 0;  // a JSFunction whose SFI, name or script did not check out
+    uint64_t moved = 0;         // the function's SFI is not the one it held at the sample
     uint64_t over_budget = 0;   // gave up after kMaxReadsPerFrame reads
     uint64_t no_line = 0;       // named, but the line could not be confirmed
   };
@@ -69,8 +75,10 @@ class V8Namer {
   // memory must outlive the namer.
   V8Namer(const V8Layout& layout, const Memory& memory) : l_(layout), memory_(memory) {}
 
-  // The function of a frame whose slots held `function` and `context_or_type`.
-  std::optional<JsFunctionName> name(uint64_t function, uint64_t context_or_type);
+  // The function of a frame whose slots held `function` and `context_or_type`, when that
+  // function's SharedFunctionInfo is still `sampled_shared` (what it held at the sample).
+  std::optional<JsFunctionName> name(uint64_t function, uint64_t context_or_type,
+                                     uint64_t sampled_shared);
 
   const Stats& stats() const { return stats_; }
   const V8Layout& layout() const { return l_; }
@@ -118,7 +126,8 @@ class V8Namer {
   // The 1-based line of the first candidate start the source confirms, 0 when none does.
   int64_t confirmed_line(uint64_t script_tagged, const CachedScript& s, const std::string& name,
                          const std::vector<std::pair<int64_t, int64_t>>& starts);
-  std::optional<JsFunctionName> resolve(uint64_t function, CachedFunction& entry);
+  std::optional<JsFunctionName> resolve(uint64_t function, uint64_t sampled_shared,
+                                        CachedFunction& entry);
 
   V8Layout l_;
   const Memory& memory_;

@@ -42,8 +42,6 @@ constexpr Field kFields[] = {
     {&V8Layout::tagged_size, "TaggedSize", true, 4, 8},
     {&V8Layout::fp_function, "off_fp_function", true, -kSlot, kSlot},
     {&V8Layout::fp_context_or_frame_type, "off_fp_context_or_frame_type", true, -kSlot, kSlot},
-    {&V8Layout::fp_bytecode_array, "off_fp_bytecode_array", true, -kSlot, kSlot},
-    {&V8Layout::fp_bytecode_offset, "off_fp_bytecode_offset", true, -kSlot, kSlot},
     {&V8Layout::heap_object_map, "class_HeapObject__map__", true, 0, kObj},
     {&V8Layout::map_instance_type, "class_Map__instance_type__", true, 0, kObj},
     {&V8Layout::js_function_shared, "class_JSFunction__shared__", true, 0, kObj},
@@ -147,8 +145,7 @@ Status check_shape(const V8Layout& l) {
     return unsupported(kInconsistent, "Smi/heap object tags");
   }
   if (l.smi_shift_size + 1 >= 64) return unsupported(kInconsistent, "SmiShiftSize");
-  if (l.fp_function >= 0 || l.fp_context_or_frame_type >= 0 || l.fp_bytecode_array >= 0 ||
-      l.fp_bytecode_offset >= 0) {
+  if (l.fp_function >= 0 || l.fp_context_or_frame_type >= 0) {
     return unsupported(kInconsistent, "frame slots not below the frame pointer");
   }
   if (l.is_not_string_mask == 0 || (l.string_tag & ~l.is_not_string_mask) != 0 ||

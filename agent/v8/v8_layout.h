@@ -47,8 +47,6 @@ struct V8Layout {
   // Frame slots, bytes from the frame pointer (negative: below it).
   int32_t fp_function = 0;
   int32_t fp_context_or_frame_type = 0;  // a Smi here marks a typed (non-JavaScript) frame
-  int32_t fp_bytecode_array = 0;
-  int32_t fp_bytecode_offset = 0;
 
   // Field offsets, bytes from an object's untagged start.
   int32_t heap_object_map = 0;

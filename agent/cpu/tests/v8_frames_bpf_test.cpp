@@ -122,7 +122,7 @@ class V8FramesTest : public ::testing::Test {
     EXPECT_TRUE((*sampler)->select_pid(node.pid()).ok());
     EXPECT_TRUE((*sampler)
                     ->watch_v8(node.pid(), {layout->fp_function, layout->fp_context_or_frame_type,
-                                            layout->fp_bytecode_offset})
+                                            layout->js_function_shared - layout->heap_object_tag})
                     .ok());
     // node's own code (the interpreter and other builtins are embedded in it); JIT code is not.
     std::vector<std::pair<uint64_t, uint64_t>> node_code;
@@ -161,7 +161,7 @@ class V8FramesTest : public ::testing::Test {
         for (size_t i = 0; i < s.v8.size(); ++i) {
           const auto& f = s.v8[i];
           if (i >= s.user.size() || s.user[i] != f.pc) break;  // the walks must agree
-          auto name = namer.name(f.function, f.context_or_type);
+          auto name = namer.name(f.function, f.context_or_type, f.shared);
           if (!name) {
             ++t.unnamed;
             continue;
@@ -198,8 +198,8 @@ class V8FramesTest : public ::testing::Test {
               << " (in JIT code " << t.target_in_jit << ")"
               << ", named frames " << st.named << " (cache hits " << st.cache_hits << "), typed "
               << st.typed_frame << ", not a function " << st.not_function << ", inconsistent "
-              << st.inconsistent << ", over budget " << st.over_budget << ", no line " << st.no_line
-              << "\n"
+              << st.inconsistent << ", moved " << st.moved << ", over budget " << st.over_budget
+              << ", no line " << st.no_line << "\n"
               << why.str();
     return t;
   }

@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Twice: the second call goes through the cache's re-validation.
   for (int i = 0; i < 2; ++i) {
     heap.reads = 0;
-    auto name = namer.name(function, context);
+    // The shared pointer as the kernel would record it at the sample.
+    auto name = namer.name(function, context, heap.shared_of(function));
     // The source scan reads in 64 KiB chunks, at most kMaxSourceBytes: 64 more reads at most.
     if (heap.reads > V8Namer::kMaxReadsPerFrame + 64) __builtin_trap();
     if (name && (name->function.empty() || name->function.size() > V8Namer::kMaxNameBytes ||

@@ -25,8 +25,6 @@ constexpr const char* kNames[] = {
     "v8dbg_TaggedSize",
     "v8dbg_off_fp_function",
     "v8dbg_off_fp_context_or_frame_type",
-    "v8dbg_off_fp_bytecode_array",
-    "v8dbg_off_fp_bytecode_offset",
     "v8dbg_class_HeapObject__map__Map",
     "v8dbg_class_Map__instance_type__uint16_t",
     "v8dbg_class_JSFunction__shared__SharedFunctionInfo",

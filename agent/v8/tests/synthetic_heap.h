@@ -25,8 +25,6 @@ inline V8Layout node20_layout() {
   l.tagged_size = 8;
   l.fp_function = -16;
   l.fp_context_or_frame_type = -8;
-  l.fp_bytecode_array = -32;
-  l.fp_bytecode_offset = -40;
   l.heap_object_map = 0;
   l.map_instance_type = 12;
   l.js_function_shared = 24;
@@ -147,6 +145,15 @@ class SyntheticHeap final : public Memory {
     const uint64_t o = object(2066, 32);
     put64(o, 24, sfi);
     return o;
+  }
+  // What the kernel records with a frame: the word in the function's shared slot (0 when
+  // unreadable), read without counting as the namer's read.
+  uint64_t shared_of(uint64_t function) const {
+    uint64_t v = 0;
+    const uint64_t before = reads;
+    if (!read_value(function - 1 + 24, v)) v = 0;
+    reads = before;
+    return v;
   }
 
  private:

@@ -24,14 +24,14 @@ TEST(V8NamerTest, NamesAFunctionWithItsScriptAndLine) {
   const uint64_t fn =
       heap.function(heap.sfi(heap.scope_info(heap.string("burn"), kParen, kEnd), script));
   V8Namer namer(node20_layout(), heap);
-  auto name = namer.name(fn, heap.alloc(8));
+  auto name = namer.name(fn, heap.alloc(8), heap.shared_of(fn));
   ASSERT_TRUE(name);
   EXPECT_EQ(name->function, "burn");
   EXPECT_EQ(name->script, "/app/x.js");
   EXPECT_EQ(name->line, 3);
   // Again: from the cache, after re-validation.
   heap.reads = 0;
-  ASSERT_TRUE(namer.name(fn, heap.alloc(8)));
+  ASSERT_TRUE(namer.name(fn, heap.alloc(8), heap.shared_of(fn)));
   EXPECT_EQ(namer.stats().cache_hits, 1u);
   EXPECT_LE(heap.reads, 8u);
 }
@@ -40,11 +40,13 @@ TEST(V8NamerTest, AStringNameNeedsNoSourceAndAnEmptyOneIsAnonymous) {
   SyntheticHeap heap;
   const uint64_t script = heap.script(heap.string("/app/y.js"), heap.string(""));
   V8Namer namer(node20_layout(), heap);
-  auto named = namer.name(heap.function(heap.sfi(heap.string("handler"), script)), 1);
+  const uint64_t handler = heap.function(heap.sfi(heap.string("handler"), script));
+  auto named = namer.name(handler, 1, heap.shared_of(handler));
   ASSERT_TRUE(named);
   EXPECT_EQ(named->function, "handler");
   EXPECT_EQ(named->line, 0);  // unconfirmed: unknown, not guessed
-  auto anonymous = namer.name(heap.function(heap.sfi(SyntheticHeap::smi(0), script)), 1);
+  const uint64_t lambda = heap.function(heap.sfi(SyntheticHeap::smi(0), script));
+  auto anonymous = namer.name(lambda, 1, heap.shared_of(lambda));
   ASSERT_TRUE(anonymous);
   EXPECT_EQ(anonymous->function, "(anonymous)");
 }
@@ -54,11 +56,13 @@ TEST(V8NamerTest, AScopeInfoNameTheSourceDoesNotShowIsRefused) {
   const uint64_t script = heap.script(heap.string("/app/x.js"), heap.string(kSource));
   V8Namer namer(node20_layout(), heap);
   // "other" is not written before the '(' at kParen: a misread slot, not the function's name.
-  EXPECT_FALSE(namer.name(
-      heap.function(heap.sfi(heap.scope_info(heap.string("other"), kParen, kEnd), script)), 1));
+  const uint64_t other =
+      heap.function(heap.sfi(heap.scope_info(heap.string("other"), kParen, kEnd), script));
+  EXPECT_FALSE(namer.name(other, 1, heap.shared_of(other)));
   // A position that is not a parameter list.
-  EXPECT_FALSE(namer.name(
-      heap.function(heap.sfi(heap.scope_info(heap.string("burn"), 3, kEnd), script)), 1));
+  const uint64_t misplaced =
+      heap.function(heap.sfi(heap.scope_info(heap.string("burn"), 3, kEnd), script));
+  EXPECT_FALSE(namer.name(misplaced, 1, heap.shared_of(misplaced)));
   EXPECT_EQ(namer.stats().inconsistent, 2u);
 }
 
@@ -66,23 +70,28 @@ TEST(V8NamerTest, TypedFramesAndNonFunctionsAreNotNamed) {
   SyntheticHeap heap;
   V8Namer namer(node20_layout(), heap);
   const uint64_t sfi = heap.sfi(heap.string("f"), SyntheticHeap::smi(0));
-  EXPECT_FALSE(namer.name(heap.function(sfi), SyntheticHeap::smi(12)));  // a frame-type marker
-  EXPECT_FALSE(namer.name(sfi, 1));                                      // not a JSFunction
-  EXPECT_FALSE(namer.name(0xdead0001, 1));                               // unreadable
+  EXPECT_FALSE(namer.name(heap.function(sfi), SyntheticHeap::smi(12), sfi));  // a frame marker
+  EXPECT_FALSE(namer.name(sfi, 1, sfi));                                      // not a JSFunction
+  EXPECT_FALSE(namer.name(0xdead0001, 1, 0));                                 // unreadable
   EXPECT_EQ(namer.stats().typed_frame, 1u);
   EXPECT_EQ(namer.stats().not_function, 2u);
 }
 
-// GC moved things: the function slot now holds another function at the same address (its SFI
-// differs). The cached name must not be reused.
-TEST(V8NamerTest, AMovedObjectIsNotTrustedFromTheCache) {
+// GC moved things between the sample and the read: the function's address now holds another
+// function (another SFI). A frame sampled before the move is not named (neither from the cache
+// nor from the new object); one sampled after it gets the new name, not the cached one.
+TEST(V8NamerTest, AMovedObjectIsNeitherTrustedFromTheCacheNorNamedForAnOlderSample) {
   SyntheticHeap heap;
   const uint64_t script = heap.script(heap.string("/app/x.js"), heap.string(""));
-  const uint64_t fn = heap.function(heap.sfi(heap.string("first"), script));
+  const uint64_t first = heap.sfi(heap.string("first"), script);
+  const uint64_t fn = heap.function(first);
   V8Namer namer(node20_layout(), heap);
-  ASSERT_EQ(namer.name(fn, 1)->function, "first");
-  heap.put64(fn, 24, heap.sfi(heap.string("second"), script));
-  auto again = namer.name(fn, 1);
+  ASSERT_EQ(namer.name(fn, 1, first)->function, "first");
+  const uint64_t second = heap.sfi(heap.string("second"), script);
+  heap.put64(fn, 24, second);
+  EXPECT_FALSE(namer.name(fn, 1, first));  // sampled while `first` lived there
+  EXPECT_EQ(namer.stats().moved, 1u);
+  auto again = namer.name(fn, 1, second);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->function, "second");
   EXPECT_EQ(namer.stats().cache_hits, 0u);
@@ -101,7 +110,8 @@ TEST(V8NamerTest, HostileStringsEndUnnamedWithinTheBudget) {
   V8Namer namer(node20_layout(), heap);
   for (uint64_t bad : {cycle, huge}) {
     heap.reads = 0;
-    EXPECT_FALSE(namer.name(heap.function(heap.sfi(bad, script)), 1));
+    const uint64_t fn = heap.function(heap.sfi(bad, script));
+    EXPECT_FALSE(namer.name(fn, 1, heap.shared_of(fn)));
     EXPECT_LE(heap.reads, V8Namer::kMaxReadsPerFrame);
   }
 }

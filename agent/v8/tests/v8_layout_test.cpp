@@ -79,7 +79,7 @@ TEST(V8LayoutTest, ReadsTheRunningNodesLayout) {
   EXPECT_GT(syms->size(), 400u);
   const std::map<std::string, int32_t> read = {
       {"v8dbg_off_fp_function", layout->fp_function},
-      {"v8dbg_off_fp_bytecode_offset", layout->fp_bytecode_offset},
+      {"v8dbg_off_fp_context_or_frame_type", layout->fp_context_or_frame_type},
       {"v8dbg_class_JSFunction__shared__SharedFunctionInfo", layout->js_function_shared},
       {"v8dbg_type_JSFunction__JS_FUNCTION_TYPE", layout->type_js_function},
       {"v8dbg_type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE",
