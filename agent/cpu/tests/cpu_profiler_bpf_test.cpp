@@ -440,6 +440,35 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoopNamedWithoutPerfMap) {
   EXPECT_TRUE(gone);
 }
 
+// Naming JavaScript frames only reads node (bpf_probe_read_user in the sampler,
+// process_vm_readv on the node): a node whose frames are walked and named while it allocates
+// (GC moving objects) exits 0 with the same output as a run nobody watched.
+TEST_F(CpuProfilerTest, ANodeWhoseFramesAreNamedRunsAsItWouldUnwatched) {
+  const std::string script = SONDE_CPU_TEST_DIR "/js_burn.js";
+  const std::vector<std::string> argv = {"/usr/bin/node", script, "churn", "16"};
+  std::string unwatched;
+  {
+    ChildProcess alone(argv);
+    ASSERT_TRUE(alone.wait_for_line("done ", milliseconds(30000)));
+    unwatched = alone.last_line();
+    const int status = alone.wait();
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+
+  start();
+  ChildProcess child(argv);
+  ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
+  ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", "watched", "main"}).ok());
+  // 16 rounds of 250 ms: the profile covers most of the run, the first drain learns the process
+  // and tells the sampler to walk its V8 frames.
+  Decoded d = profile("seconds=3&pod=watched");
+  EXPECT_GE(d.with("burnBlocking", true), 10) << "the V8 frames were not named: not a test of it";
+  ASSERT_TRUE(child.wait_for_line("done ", milliseconds(30000)));
+  EXPECT_EQ(child.last_line(), unwatched);
+  const int status = child.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
 // A Pyroscope ingest endpoint stand-in: accepts POST /prefix/ingest with a multipart body,
 // stores the `profile` field as N.pprof and the query parameters as N.json in the given folder.
 constexpr const char* kReceiver = R"PY(
