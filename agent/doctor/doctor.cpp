@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -26,6 +27,7 @@
 #include "agent/kernel/uprobe_links.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
+#include "agent/v8/v8_layout.h"
 #include "common/dotted_version.h"
 #include "common/files.h"
 
@@ -373,6 +375,47 @@ Check pid_namespace_check() {
   return c;
 }
 
+// Whether the CPU profiler can name the JavaScript frames of the node binaries running here,
+// from their V8 heap (v8::read_process_v8_layout: read-only, as the profiler does). Only
+// processes whose executable's file name starts with "node" are looked at, one per distinct
+// executable and at most kMaxNodeBinaries of them; the profiler itself asks every process it
+// samples. The reasons are given in full here (paths and values included); the metric label
+// carries only the fixed reason.
+Check js_frames_check(const DoctorOptions& o) {
+  constexpr size_t kMaxNodeBinaries = 16;
+  Check c{.name = "javascript frames"};
+  std::map<std::pair<dev_t, ino_t>, std::string> binaries;  // executable → "path: verdict"
+  size_t unsupported = 0;
+  for (pid_t pid : ProcReader(o.proc_root).list_pids()) {
+    if (binaries.size() >= kMaxNodeBinaries) break;
+    const std::string exe = o.proc_root + "/" + std::to_string(pid) + "/exe";
+    char buf[4096];
+    const ssize_t n = readlink(exe.c_str(), buf, sizeof buf);
+    if (n <= 0) continue;
+    const std::string path(buf, static_cast<size_t>(n));
+    if (!std::string_view(path).substr(path.rfind('/') + 1).starts_with("node")) continue;
+    struct stat st {};
+    if (stat(exe.c_str(), &st) != 0 || binaries.contains({st.st_dev, st.st_ino})) continue;
+    auto layout = v8::read_process_v8_layout(o.proc_root, pid);
+    if (!layout.ok()) ++unsupported;
+    binaries[{st.st_dev, st.st_ino}] =
+        path + ": " + (layout.ok() ? std::string("supported") : layout.error().message());
+  }
+  if (binaries.empty()) {
+    c.detail = "no node process running (each sampled process is checked when profiled)";
+    return c;
+  }
+  for (const auto& [id, line] : binaries) c.detail += (c.detail.empty() ? "" : "; ") + line;
+  if (unsupported > 0) {
+    c.verdict = Check::Verdict::kWarn;
+    c.fix =
+        "profiles name these binaries' JavaScript frames only from perf maps: start node with "
+        "--perf-basic-prof, or use a 64-bit build without pointer compression that exports "
+        "v8dbg_* symbols";
+  }
+  return c;
+}
+
 // Loads the Node.js wait hooks the way the agent will (--wait-source auto) and reports which
 // one the kernel took and what it costs processes the agent does not select; where that is a
 // syscall tracepoint, also whether the opt-in libc-uprobes hook loads here instead.
@@ -575,6 +618,7 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
   checks.push_back(tracefs_check(o));
   checks.push_back(cgroup_check(o));
   checks.push_back(pid_namespace_check());
+  checks.push_back(js_frames_check(o));
   if (o.probe_kernel) {
     // libbpf prints its own diagnostics for failed probes; the checks say it more clearly.
     auto previous = libbpf_set_print(nullptr);

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/tests/child_process.h"
+
 namespace sonde::agent {
 namespace {
 
@@ -157,6 +159,34 @@ TEST(Doctor, StartMessageNamesEachMissingCapability) {
       << m;
   EXPECT_EQ(m.find("uid"), std::string::npos) << m;
   EXPECT_NE(missing_capabilities_message(0, 65532).find("runs as uid 65532"), std::string::npos);
+}
+
+// The running node binaries, each with whether its JavaScript frames can be named: Debian's node
+// 20 publishes a layout the profiler uses; with no node running the check passes and says so.
+TEST(Doctor, SaysWhetherRunningNodeBinariesGetTheirJavaScriptFramesNamed) {
+  auto check = [] {
+    for (const auto& c : run_doctor({.probe_kernel = false})) {
+      if (c.name == "javascript frames") return c;
+    }
+    return Check{};
+  };
+  testing::ChildProcess node(
+      {"/usr/bin/node", "-e", "console.log('ready'); setInterval(() => {}, 1000)"});
+  ASSERT_TRUE(node.wait_for_line("ready", std::chrono::seconds(20)));
+  // Other node binaries running beside the test may add entries (and a warning) of their own.
+  const Check running = check();
+  EXPECT_NE(running.detail.find("/usr/bin/node: supported"), std::string::npos) << running.detail;
+
+  const fs::path empty =
+      fs::temp_directory_path() / ("sonde-doctor-js-" + std::to_string(getpid()));
+  fs::create_directories(empty);
+  Check none;
+  for (const auto& c : run_doctor({.proc_root = empty.string(), .probe_kernel = false})) {
+    if (c.name == "javascript frames") none = c;
+  }
+  fs::remove_all(empty);
+  EXPECT_EQ(none.verdict, Verdict::kPass);
+  EXPECT_NE(none.detail.find("no node process"), std::string::npos) << none.detail;
 }
 
 TEST_F(FakeRoots, OldKernelFails) {
