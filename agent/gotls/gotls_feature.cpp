@@ -44,7 +44,7 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
   }
   f->probes_ = std::move(probes);
   f->monitor_ = std::make_unique<TlsMonitor>(
-      *f->probes_, cache, f->uprobes_, proc, grace_ns, monotonic_clock(),
+      *f->probes_, cache, f->uprobes_, proc, grace_ns, f->clock_,
       TlsMonitor::Budget{.max_binaries = max_binaries, .fds = &f->fds_});
   f->drainer_ = std::jthread([p = f.get()](const std::stop_token& stop) { p->drain_loop(stop); });
   auto mounts = read_file(proc.root() + "/self/mounts");
@@ -91,7 +91,7 @@ std::optional<FeatureResult> GoTlsFeature::suspended(const Selection& selection)
     window_.forget(selection.labels);
     return std::nullopt;
   }
-  it->second.seen_ns = monotonic_ns();
+  it->second.seen_ns = clock_.now_ns();
   return FeatureResult{ProcessOutcome::State::kOverheadExceeded, it->second.message};
 }
 
@@ -156,7 +156,7 @@ void GoTlsFeature::check_overhead() {
   const auto pids = monitor_->a_process_per_container();
   const auto stats = monitor_->snapshot();
   std::lock_guard lock(overhead_mu_);
-  const uint64_t now = monotonic_ns();
+  const uint64_t now = clock_.now_ns();
   for (auto it = suspended_.begin(); it != suspended_.end();) {
     it = now - it->second.seen_ns > grace_ns_ ? suspended_.erase(it) : std::next(it);
   }
@@ -171,7 +171,7 @@ void GoTlsFeature::check_overhead() {
   for (const auto& [labels, budget] : budgets_) {
     auto own = container_cpu_seconds(pids.at(labels));
     if (!own.ok()) {
-      if (unreadable_cpu_.size() < 1024 && unreadable_cpu_.emplace(labels, "").second) {
+      if (unreadable_cpu_.size() < 1024 && unreadable_cpu_.insert(labels).second) {
         log::warn("Go TLS overhead budget not enforced: the container's CPU cannot be read",
                   {{"namespace", labels.namespace_name},
                    {"pod", labels.pod},

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -88,6 +89,7 @@ class GoTlsFeature final : public Feature {
   const std::string node_;
   const std::string proc_root_;
   const uint64_t grace_ns_;
+  const Clock& clock_ = monotonic_clock();  // every time this feature and its monitor read
   std::optional<UprobeHitCosts> hit_costs_;  // measured at load, unless the kernel refused
   std::optional<std::string> cgroup2_root_;  // where the cgroup v2 hierarchy is, if any
 
@@ -98,11 +100,11 @@ class GoTlsFeature final : public Feature {
   };
   mutable std::mutex overhead_mu_;
   std::map<ContainerLabels, OverheadBudget> budgets_;  // as its processes were last selected
-  OverheadWindow<ContainerLabels> window_{monotonic_clock()};
+  OverheadWindow<ContainerLabels> window_{clock_};
   std::map<ContainerLabels, Suspension> suspended_;
   std::vector<std::pair<pid_t, FeatureResult>> revisions_;
   uint64_t overhead_detaches_ = 0;                         // containers stopped for their budget
-  std::map<ContainerLabels, std::string> unreadable_cpu_;  // logged once each
+  std::set<ContainerLabels> unreadable_cpu_;  // logged once each
   ProcessDescriptors fds_;
   // Destroyed in reverse: the uprobes first, then the programs they run, then the monitor.
   std::unique_ptr<TlsMonitor> monitor_;
