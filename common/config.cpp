@@ -140,8 +140,8 @@ Result<AgentConfig> parse_root(const YAML::Node& root) {
   AgentConfig cfg;
   if (!root || root.IsNull()) return cfg;  // an empty file means all defaults
   MapReader top(root, "");
-  RETURN_IF_ERROR(
-      top.check({"metricsAddress", "logLevel", "symbolCache", "targets", "instrumentations"}));
+  RETURN_IF_ERROR(top.check(
+      {"metricsAddress", "logLevel", "symbolCache", "targets", "instrumentations", "limits"}));
   RETURN_IF_ERROR(top.get_string("metricsAddress", cfg.metrics_address));
   if (cfg.metrics_address.find(':') == std::string::npos) {
     return Error("metricsAddress: must be host:port, got \"" + cfg.metrics_address + "\"");
@@ -160,6 +160,19 @@ Result<AgentConfig> parse_root(const YAML::Node& root) {
   ASSIGN_OR_RETURN(cfg.instrumentations,
                    parse_instrumentations(to_json(top.child("instrumentations")),
                                           ParamsSource::kConfig, "instrumentations"));
+  if (auto limits = top.child("limits"); limits && !limits.IsNull()) {
+    MapReader l(limits, "limits");
+    RETURN_IF_ERROR(l.check({"maxOverheadPercent"}));
+    if (auto pct = l.child("maxOverheadPercent"); pct && !pct.IsNull()) {
+      ASSIGN_OR_RETURN(cfg.max_overhead_percent,
+                       parse_max_overhead_percent(to_json(pct), "limits.maxOverheadPercent"));
+      if (!cfg.instrumentations[Instrumentation::kGoTls]) {
+        return Error(
+            "limits.maxOverheadPercent: budgets Go TLS probes, which the config does not "
+            "enable (instrumentations.goTLS)");
+      }
+    }
+  }
   return cfg;
 }
 

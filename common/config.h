@@ -17,6 +17,9 @@
 //         url: "http://pyroscope.monitoring:4040"   # plain http, optional path prefix
 //         intervalSeconds: 15      # 5..3600: one profile per container and interval
 //         application: sonde       # the name's prefix: <application>.cpu{namespace=,...}
+//   limits:
+//     maxOverheadPercent: 2        # Go TLS: detach a container whose probes cost more than this
+//                                  # % of its own CPU (0.01..100; needs goTLS); absent: no budget
 //
 // Loading is strict: an unknown key, a wrong type or an out-of-range value is an error naming
 // the key's path ("instrumentations.cpu.frequencyHz: must be 1..999, got 5000"), so a typo
@@ -24,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +47,7 @@ struct AgentConfig {
   uint32_t symbol_cache_entries = 4096;
   std::vector<ProcessTarget> targets;
   Instrumentations instrumentations = config_defaults();
+  std::optional<double> max_overhead_percent;  // limits.maxOverheadPercent
 };
 
 // Parses YAML text; `origin` names the source in error messages (a path or "<string>").

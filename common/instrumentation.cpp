@@ -170,4 +170,13 @@ CpuParams cpu_params(const InstrumentationParams& params) {
   return p;
 }
 
+Result<double> parse_max_overhead_percent(const nlohmann::json& value, const std::string& path) {
+  if (!value.is_number()) return Error(path + ": must be a number");
+  const double v = value.get<double>();
+  if (!(v >= kMinOverheadPercent && v <= 100)) {
+    return Error(path + ": must be 0.01..100, got " + value.dump());
+  }
+  return v;
+}
+
 }  // namespace sonde

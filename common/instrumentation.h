@@ -73,6 +73,13 @@ Instrumentations config_defaults();
 // Whether any kind is requested.
 bool any_requested(const Instrumentations& requested);
 
+// Go TLS's overhead budget, limits.maxOverheadPercent of a policy or of the config: the estimated
+// CPU its probes add to a container, in percent of the container's own CPU time, above which the
+// agent detaches the container's probes. `value` must be a number in kMinOverheadPercent..100;
+// `path` (the key's) prefixes the error.
+inline constexpr double kMinOverheadPercent = 0.01;
+Result<double> parse_max_overhead_percent(const nlohmann::json& value, const std::string& path);
+
 // Where the CPU kind pushes profiles (the config's instrumentations.cpu.pyroscope; in-cluster,
 // the agent's flags).
 struct PyroscopeConfig {

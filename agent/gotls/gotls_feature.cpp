@@ -369,7 +369,9 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   auto detaches = counter_family(
       "sonde_agent_gotls_overhead_exceeded_total",
       "Containers whose Go TLS probes were detached because their estimated cost stayed above "
-      "their policy's limits.maxOverheadPercent of the container's CPU (OverheadExceeded).");
+      "their policy's (or the standalone config's) limits.maxOverheadPercent of the container's "
+      "CPU "
+      "(OverheadExceeded).");
   {
     std::lock_guard lock(overhead_mu_);
     add_sample(detaches, {}, static_cast<double>(overhead_detaches_));

@@ -17,10 +17,10 @@
 #pragma once
 
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -89,7 +89,7 @@ class GoTlsFeature final : public Feature {
   const std::string node_;
   const std::string proc_root_;
   const uint64_t grace_ns_;
-  const Clock& clock_ = monotonic_clock();  // every time this feature and its monitor read
+  const Clock& clock_ = monotonic_clock();   // every time this feature and its monitor read
   std::optional<UprobeHitCosts> hit_costs_;  // measured at load, unless the kernel refused
   std::optional<std::string> cgroup2_root_;  // where the cgroup v2 hierarchy is, if any
 
@@ -103,7 +103,7 @@ class GoTlsFeature final : public Feature {
   OverheadWindow<ContainerLabels> window_{clock_};
   std::map<ContainerLabels, Suspension> suspended_;
   std::vector<std::pair<pid_t, FeatureResult>> revisions_;
-  uint64_t overhead_detaches_ = 0;                         // containers stopped for their budget
+  uint64_t overhead_detaches_ = 0;            // containers stopped for their budget
   std::set<ContainerLabels> unreadable_cpu_;  // logged once each
   ProcessDescriptors fds_;
   // Destroyed in reverse: the uprobes first, then the programs they run, then the monitor.

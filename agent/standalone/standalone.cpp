@@ -53,9 +53,13 @@ class ConfigSelector : public Selector {
   explicit ConfigSelector(const AgentConfig& cfg) : cfg_(cfg) {}
   std::optional<Selection> select(const ProcessInfo& p) override {
     if (!selected_by(cfg_, p)) return std::nullopt;
-    return Selection{
-        .labels = ContainerLabels{"", "", p.container_id.empty() ? p.comm : p.container_id},
-        .instrumentations = cfg_.instrumentations};
+    Selection s{.labels = ContainerLabels{"", "", p.container_id.empty() ? p.comm : p.container_id},
+                .instrumentations = cfg_.instrumentations};
+    // The config does not change while the agent runs: a detached container stays detached
+    // until a restart.
+    if (cfg_.max_overhead_percent)
+      s.overhead_budget = OverheadBudget{*cfg_.max_overhead_percent, "config"};
+    return s;
   }
 
  private:

@@ -232,12 +232,8 @@ Result<PolicySpec> parse_policy_spec(const Json& json, PolicyKind kind) {
                      integer_in(*limits, "maxUprobesPerNode", defaults.max_uprobes_per_node, 1,
                                 100000, "spec.limits"));
     if (const Json* pct = field(*limits, "maxOverheadPercent")) {
-      if (!pct->is_number()) return Error("spec.limits.maxOverheadPercent: must be a number");
-      const double v = pct->get<double>();
-      if (!(v >= kMinOverheadPercent && v <= 100)) {
-        return Error("spec.limits.maxOverheadPercent: must be 0.01..100, got " + pct->dump());
-      }
-      spec.limits.max_overhead_percent = v;
+      ASSIGN_OR_RETURN(spec.limits.max_overhead_percent,
+                       parse_max_overhead_percent(*pct, "spec.limits.maxOverheadPercent"));
     }
   }
   if (const Json* suspend = field(json, "suspend")) {

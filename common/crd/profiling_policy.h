@@ -64,8 +64,6 @@ struct PodSelection {
   bool operator==(const PodSelection&) const = default;
 };
 
-inline constexpr double kMinOverheadPercent = 0.01;
-
 struct PolicyLimits {
   int64_t max_targets_per_node = 100;
   int64_t max_uprobes_per_node = 1000;

@@ -19,6 +19,7 @@ TEST(Config, EmptyMeansDefaults) {
   EXPECT_FALSE(cfg->instrumentations[Instrumentation::kCpu]);
   EXPECT_EQ(cfg->instrumentations, AgentConfig{}.instrumentations);
   EXPECT_TRUE(cfg->targets.empty());
+  EXPECT_EQ(cfg->max_overhead_percent, std::nullopt);
 }
 
 TEST(Config, FullFile) {
@@ -36,6 +37,8 @@ instrumentations:
     enabled: true
     frequencyHz: 99
     pyroscope: {url: "http://127.0.0.1:4040/ingest-prefix", intervalSeconds: 10}
+limits:
+  maxOverheadPercent: 2.5
 )",
                                 "<test>");
   ASSERT_TRUE(cfg.ok()) << cfg.error().message();
@@ -53,6 +56,7 @@ instrumentations:
   EXPECT_EQ(cpu.pyroscope.url, "http://127.0.0.1:4040/ingest-prefix");
   EXPECT_EQ(cpu.pyroscope.interval_seconds, 10u);
   EXPECT_EQ(cpu.pyroscope.application, "sonde");
+  EXPECT_EQ(cfg->max_overhead_percent, 2.5);
 }
 
 struct BadCase {
@@ -98,7 +102,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"instrumentations: {cpu: {enabled: true, pyroscope: {url: "
                 "'http://p', intervalSeconds: 1}}}",
                 "f.yaml: instrumentations.cpu.pyroscope.intervalSeconds: must be "
-                "5..3600, got 1"}));
+                "5..3600, got 1"},
+        BadCase{"limits: {maxOverheadPercent: 0}",
+                "f.yaml: limits.maxOverheadPercent: must be 0.01..100, got 0"},
+        BadCase{"limits: {maxOverheadPercent: lots}",
+                "f.yaml: limits.maxOverheadPercent: must be a number"},
+        BadCase{"limits: {maxTargets: 3}", "f.yaml: limits.maxTargets: unknown key"},
+        BadCase{"instrumentations: {goTLS: false}\nlimits: {maxOverheadPercent: 1}",
+                "f.yaml: limits.maxOverheadPercent: budgets Go TLS probes, which the config does "
+                "not enable (instrumentations.goTLS)"}));
 
 TEST(Config, InvalidYamlIsAnError) {
   auto cfg = parse_agent_config("a: [1, 2", "f.yaml");
