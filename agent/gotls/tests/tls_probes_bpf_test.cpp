@@ -292,6 +292,41 @@ TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
   EXPECT_EQ(probes_->http2().connections(), 0u);
 }
 
+// One Write holding more frames than the kernel walks in a call (SONDE_GOTLS_H2_MAX_STEPS; a
+// PING is two steps: its header and its skipped payload) gives up that direction of the
+// connection: counted once as h2_walk_steps and reported to user space as lost, with nothing of
+// it counted as a request; the program it was written by runs on and exits 0.
+TEST_F(TlsProbesBpfTest, AWriteOverTheWalkBoundLosesItsConnectionAndSaysSo) {
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  const std::string port = server.last_line().substr(std::string("listening ").size());
+  const int pings = SONDE_GOTLS_H2_MAX_STEPS / 2 + 100;
+  ChildProcess client({SONDE_GOTLS_WORKLOAD, "h2raw", port, std::to_string(pings)});
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(*probes_, cache, uprobes, proc);
+  auto info = proc.read(client.pid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  auto candidate = open_candidate(proc, *info, true);
+  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+  ASSERT_EQ(monitor.consider(*candidate, {"", "", "client"}), TlsMonitor::Outcome::kTracked);
+  ASSERT_TRUE(client.wait_for_line("done", 30s)) << "the client did not finish";
+  const int status = client.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  auto all = probes_->counts();  // drains the ring buffer first
+  EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_WALK_BOUND), 1u);
+  EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
+  // Probes are per file: the server (the same binary) is followed too, its Reads (one TLS record
+  // each) stay under the bound.
+  EXPECT_EQ(probes_->http2().stats().followed, 2u);
+  EXPECT_GE(probes_->http2().stats().lost, 1u);
+  for (const auto& [k, s] : all[static_cast<uint32_t>(client.pid())].requests) {
+    EXPECT_EQ(k.protocol, SONDE_TLS_HTTP2) << "only the connection is counted, no stream";
+  }
+}
+
 // Kernels without bpf_loop (before 5.17) load the *_h1 programs: HTTP/1.x still counted exactly,
 // an HTTP/2 connection counted by its preface, none of its streams. Forced here on a kernel that
 // has bpf_loop, so the programs those kernels get are verified and run.

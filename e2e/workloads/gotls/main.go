@@ -24,6 +24,10 @@
 //	gotls waitprobe LAUNCH_NS    waits (up to 10 s) until a uprobe's breakpoint appears in the first
 //	                             bytes of crypto/tls.(*Conn).Write, then prints nanoseconds since
 //	                             LAUNCH_NS (the launcher's clock before exec)
+//	gotls h2raw PORT PINGS       once a uprobe is on crypto/tls.(*Conn).Write (as waitprobe sees
+//	                             it), one Write of the HTTP/2 preface, an empty SETTINGS frame and
+//	                             PINGS PING frames to an -h2 server; reads its answers for 1 s, then
+//	                             prints "done"
 //	gotls calls PORT N [SPIN_MS] N GET /status/200 over one HTTP/1.1 keep-alive connection, each
 //	                             written with one (*tls.Conn).Write and read with (*tls.Conn).Read
 //	                             calls made here (no bufio, no net/http), with SPIN_MS of CPU
@@ -351,21 +355,38 @@ func main() {
 		}
 		launch, err := strconv.ParseInt(args[1], 10, 64)
 		check(err)
-		// The method expression's code pointer is the method itself; its first bytes hold the
-		// stack check where the probes go. They are compared with the executable's own bytes:
-		// the agent may have attached before this line runs (within a millisecond of the exec).
-		code := (*[32]byte)(unsafe.Pointer(reflect.ValueOf((*tls.Conn).Write).Pointer()))
-		original, err := fileBytes(uint64(uintptr(unsafe.Pointer(code))), len(code))
-		check(err)
-		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
-			if !bytes.Equal(code[:], original) {
-				fmt.Println(time.Now().UnixNano() - launch)
-				return
-			}
-			time.Sleep(100 * time.Microsecond)
+		// The agent may have attached before this line runs (within a millisecond of the exec).
+		if !writeProbed(10 * time.Second) {
+			fmt.Fprintln(os.Stderr, "no probe within 10 s", variant)
+			os.Exit(1)
 		}
-		fmt.Fprintln(os.Stderr, "no probe within 10 s", variant)
-		os.Exit(1)
+		fmt.Println(time.Now().UnixNano() - launch)
+	case "h2raw":
+		if len(args) != 3 {
+			fmt.Fprintln(os.Stderr, "usage: gotls h2raw PORT PINGS")
+			os.Exit(2)
+		}
+		pings, err := strconv.Atoi(args[2])
+		check(err)
+		if !writeProbed(10 * time.Second) {
+			fmt.Fprintln(os.Stderr, "no probe within 10 s")
+			os.Exit(1)
+		}
+		c, err := tls.Dial("tcp", "127.0.0.1:"+args[1],
+			&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		check(err)
+		buf := []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+		buf = append(buf, 0, 0, 0, 4, 0, 0, 0, 0, 0) // SETTINGS, no parameters
+		ping := []byte{0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}
+		for i := 0; i < pings; i++ {
+			buf = append(buf, ping...)
+		}
+		_, err = c.Write(buf)
+		check(err)
+		check(c.SetReadDeadline(time.Now().Add(time.Second)))
+		_, _ = io.Copy(io.Discard, c) // the server's SETTINGS and PING ACKs, until the deadline
+		c.Close()
+		fmt.Println("done")
 	case "calls":
 		if len(args) != 3 && len(args) != 4 {
 			fmt.Fprintln(os.Stderr, "usage: gotls calls PORT N [SPIN_MS]")
@@ -444,6 +465,22 @@ func main() {
 
 // fileBytes reads n bytes at virtual address addr from this program's executable on disk (a
 // non-PIE Go binary: addresses are the ELF's own).
+// writeProbed waits up to `timeout` for a uprobe's breakpoint in the first bytes of
+// crypto/tls.(*Conn).Write: the method expression's code pointer is the method itself, and its
+// first bytes (the stack check where the probes go) are compared with the executable's own.
+func writeProbed(timeout time.Duration) bool {
+	code := (*[32]byte)(unsafe.Pointer(reflect.ValueOf((*tls.Conn).Write).Pointer()))
+	original, err := fileBytes(uint64(uintptr(unsafe.Pointer(code))), len(code))
+	check(err)
+	for end := time.Now().Add(timeout); time.Now().Before(end); {
+		if !bytes.Equal(code[:], original) {
+			return true
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return false
+}
+
 func fileBytes(addr uint64, n int) ([]byte, error) {
 	f, err := elf.Open("/proc/self/exe")
 	if err != nil {
