@@ -292,29 +292,56 @@ TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
   EXPECT_EQ(probes_->http2().connections(), 0u);
 }
 
-// One Write holding more frames than the kernel walks in a call (SONDE_GOTLS_H2_MAX_STEPS; a
-// PING is two steps: its header and its skipped payload) gives up that direction of the
-// connection: counted once as h2_walk_steps and reported to user space as lost, with nothing of
-// it counted as a request; the program it was written by runs on and exits 0.
-TEST_F(TlsProbesBpfTest, AWriteOverTheWalkBoundLosesItsConnectionAndSaysSo) {
+// Runs the workload's h2raw client (FRAMES connection WINDOW_UPDATEs per Write, WRITES Writes,
+// then, after the ring buffer is drained, one more) against its -h2 server, the client's binary
+// instrumented before it connects: it waits for a go-ahead file this creates once every probe is
+// attached. The client must finish and exit 0.
+void run_h2raw_client(TlsProbes& probes, int frames, int writes) {
   ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
   ASSERT_TRUE(server.wait_for_line("listening", 20s));
   const std::string port = server.last_line().substr(std::string("listening ").size());
-  const int pings = SONDE_GOTLS_H2_MAX_STEPS / 2 + 100;
-  ChildProcess client({SONDE_GOTLS_WORKLOAD, "h2raw", port, std::to_string(pings)});
+  char dir[] = "/tmp/sonde-gotls-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string go = std::string(dir) + "/go";
+  ChildProcess client(
+      {SONDE_GOTLS_WORKLOAD, "h2raw", go, port, std::to_string(frames), std::to_string(writes)});
+  // It prints nothing before the go-ahead: wait for its exec before reading what it runs.
+  const std::string workload = std::filesystem::canonical(SONDE_GOTLS_WORKLOAD).string();
+  for (int i = 0; i < 500; ++i) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink("/proc/" + std::to_string(client.pid()) + "/exe", ec)
+            .string() == workload) {
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
   ProcReader proc;
   symbols::ProbeTargetCache cache;
   SharedUprobes uprobes;
-  TlsMonitor monitor(*probes_, cache, uprobes, proc);
+  TlsMonitor monitor(probes, cache, uprobes, proc);
   auto info = proc.read(client.pid());
   ASSERT_TRUE(info.ok()) << info.error().message();
   auto candidate = open_candidate(proc, *info, true);
   ASSERT_TRUE(candidate.ok()) << candidate.error().message();
   ASSERT_EQ(monitor.consider(*candidate, {"", "", "client"}), TlsMonitor::Outcome::kTracked);
-  ASSERT_TRUE(client.wait_for_line("done", 30s)) << "the client did not finish";
+  std::ofstream(go).close();
+  const bool written = client.wait_for_line("written", 30s);
+  probes.drain();
+  std::ofstream(go + ".more").close();
+  const bool done = written && client.wait_for_line("done", 30s);
   const int status = client.wait();
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(done) << "the client did not finish";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
 
+// One Write holding more frames than the kernel walks in a call (SONDE_GOTLS_H2_MAX_STEPS; a
+// WINDOW_UPDATE is two steps: its header and its skipped payload) gives up that direction of the
+// connection: counted once as h2_walk_steps and reported to user space as lost, with nothing of
+// it counted as a request; the program it was written by runs on and exits 0.
+TEST_F(TlsProbesBpfTest, AWriteOverTheWalkBoundLosesItsConnectionAndSaysSo) {
+  ASSERT_NO_FATAL_FAILURE(run_h2raw_client(*probes_, SONDE_GOTLS_H2_MAX_STEPS / 2 + 100, 1));
+  // Once in the first Write; the direction is dead after it, so not again in the last one.
   auto all = probes_->counts();  // drains the ring buffer first
   EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_WALK_BOUND), 1u);
   EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
@@ -322,9 +349,25 @@ TEST_F(TlsProbesBpfTest, AWriteOverTheWalkBoundLosesItsConnectionAndSaysSo) {
   // each) stay under the bound.
   EXPECT_EQ(probes_->http2().stats().followed, 2u);
   EXPECT_GE(probes_->http2().stats().lost, 1u);
-  for (const auto& [k, s] : all[static_cast<uint32_t>(client.pid())].requests) {
-    EXPECT_EQ(k.protocol, SONDE_TLS_HTTP2) << "only the connection is counted, no stream";
+  for (const auto& [pid, counts] : all) {
+    for (const auto& [k, s] : counts.requests) {
+      EXPECT_EQ(k.protocol, SONDE_TLS_HTTP2) << "only the connection is counted, no stream";
+    }
   }
+}
+
+// The ring buffer full (nothing drains it here before the last Write; the agent drains it every
+// 100 ms): 100,000 WINDOW_UPDATE frames, an event of 56 bytes each when written (and again
+// when the server reads them), over its 4 MiB. The events that did not fit are counted as
+// h2_events; the next call on a connection after the drain tells user space it was lost; the
+// programs run on.
+TEST_F(TlsProbesBpfTest, AFullRingBufferLosesItsConnectionsAndSaysSo) {
+  ASSERT_NO_FATAL_FAILURE(run_h2raw_client(*probes_, 4000, 25));
+  probes_->counts();  // drains the ring buffer
+  EXPECT_GE(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
+  EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_WALK_BOUND), 0u);
+  EXPECT_EQ(probes_->http2().stats().followed, 2u);
+  EXPECT_GE(probes_->http2().stats().lost, 1u);
 }
 
 // Kernels without bpf_loop (before 5.17) load the *_h1 programs: HTTP/1.x still counted exactly,

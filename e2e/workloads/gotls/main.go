@@ -24,10 +24,14 @@
 //	gotls waitprobe LAUNCH_NS    waits (up to 10 s) until a uprobe's breakpoint appears in the first
 //	                             bytes of crypto/tls.(*Conn).Write, then prints nanoseconds since
 //	                             LAUNCH_NS (the launcher's clock before exec)
-//	gotls h2raw PORT PINGS       once a uprobe is on crypto/tls.(*Conn).Write (as waitprobe sees
-//	                             it), one Write of the HTTP/2 preface, an empty SETTINGS frame and
-//	                             PINGS PING frames to an -h2 server; reads its answers for 1 s, then
-//	                             prints "done"
+//	gotls h2raw GO_FILE PORT FRAMES [WRITES]
+//	                             once GO_FILE exists (a tracer creates it when its probes are
+//	                             attached), one Write of the HTTP/2 preface and an empty SETTINGS frame
+//	                             followed by FRAMES connection WINDOW_UPDATE frames (increment 1:
+//	                             nothing the server answers or limits), then WRITES-1 more Writes
+//	                             of FRAMES such frames, to an -h2 server, reading what it sends all
+//	                             the while; prints "written", then once GO_FILE.more exists one
+//	                             more such Write; reads 1 s more and prints "done"
 //	gotls calls PORT N [SPIN_MS] N GET /status/200 over one HTTP/1.1 keep-alive connection, each
 //	                             written with one (*tls.Conn).Write and read with (*tls.Conn).Read
 //	                             calls made here (no bufio, no net/http), with SPIN_MS of CPU
@@ -355,36 +359,61 @@ func main() {
 		}
 		launch, err := strconv.ParseInt(args[1], 10, 64)
 		check(err)
-		// The agent may have attached before this line runs (within a millisecond of the exec).
-		if !writeProbed(10 * time.Second) {
-			fmt.Fprintln(os.Stderr, "no probe within 10 s", variant)
-			os.Exit(1)
+		// The method expression's code pointer is the method itself; its first bytes hold the
+		// stack check where the probes go. They are compared with the executable's own bytes:
+		// the agent may have attached before this line runs (within a millisecond of the exec).
+		code := (*[32]byte)(unsafe.Pointer(reflect.ValueOf((*tls.Conn).Write).Pointer()))
+		original, err := fileBytes(uint64(uintptr(unsafe.Pointer(code))), len(code))
+		check(err)
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+			if !bytes.Equal(code[:], original) {
+				fmt.Println(time.Now().UnixNano() - launch)
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
 		}
-		fmt.Println(time.Now().UnixNano() - launch)
+		fmt.Fprintln(os.Stderr, "no probe within 10 s", variant)
+		os.Exit(1)
 	case "h2raw":
-		if len(args) != 3 {
-			fmt.Fprintln(os.Stderr, "usage: gotls h2raw PORT PINGS")
+		if len(args) != 4 && len(args) != 5 {
+			fmt.Fprintln(os.Stderr, "usage: gotls h2raw GO_FILE PORT FRAMES [WRITES]")
 			os.Exit(2)
 		}
-		pings, err := strconv.Atoi(args[2])
+		count, err := strconv.Atoi(args[3])
 		check(err)
-		if !writeProbed(10 * time.Second) {
-			fmt.Fprintln(os.Stderr, "no probe within 10 s")
-			os.Exit(1)
+		writes := 1
+		if len(args) == 5 {
+			writes, err = strconv.Atoi(args[4])
+			check(err)
 		}
-		c, err := tls.Dial("tcp", "127.0.0.1:"+args[1],
+		awaitFile(args[1])
+		c, err := tls.Dial("tcp", "127.0.0.1:"+args[2],
 			&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
 		check(err)
-		buf := []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-		buf = append(buf, 0, 0, 0, 4, 0, 0, 0, 0, 0) // SETTINGS, no parameters
-		ping := []byte{0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}
-		for i := 0; i < pings; i++ {
-			buf = append(buf, ping...)
+		read := make(chan struct{})
+		go func() { // the server's SETTINGS and its ACK, until the deadline
+			_, _ = io.Copy(io.Discard, c)
+			close(read)
+		}()
+		var frames []byte
+		update := []byte{0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 1}
+		for i := 0; i < count; i++ {
+			frames = append(frames, update...)
 		}
-		_, err = c.Write(buf)
+		first := []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+		first = append(first, 0, 0, 0, 4, 0, 0, 0, 0, 0) // SETTINGS, no parameters
+		_, err = c.Write(append(first, frames...))
+		check(err)
+		for i := 1; i < writes; i++ {
+			_, err = c.Write(frames)
+			check(err)
+		}
+		fmt.Println("written")
+		awaitFile(args[1] + ".more")
+		_, err = c.Write(frames)
 		check(err)
 		check(c.SetReadDeadline(time.Now().Add(time.Second)))
-		_, _ = io.Copy(io.Discard, c) // the server's SETTINGS and PING ACKs, until the deadline
+		<-read
 		c.Close()
 		fmt.Println("done")
 	case "calls":
@@ -465,20 +494,17 @@ func main() {
 
 // fileBytes reads n bytes at virtual address addr from this program's executable on disk (a
 // non-PIE Go binary: addresses are the ELF's own).
-// writeProbed waits up to `timeout` for a uprobe's breakpoint in the first bytes of
-// crypto/tls.(*Conn).Write: the method expression's code pointer is the method itself, and its
-// first bytes (the stack check where the probes go) are compared with the executable's own.
-func writeProbed(timeout time.Duration) bool {
-	code := (*[32]byte)(unsafe.Pointer(reflect.ValueOf((*tls.Conn).Write).Pointer()))
-	original, err := fileBytes(uint64(uintptr(unsafe.Pointer(code))), len(code))
-	check(err)
-	for end := time.Now().Add(timeout); time.Now().Before(end); {
-		if !bytes.Equal(code[:], original) {
-			return true
+// awaitFile returns once path exists; after 10 s it exits the program with status 1.
+func awaitFile(path string) {
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
 		}
-		time.Sleep(100 * time.Microsecond)
+		if time.Now().After(end) {
+			fmt.Fprintln(os.Stderr, "no", path, "within 10 s")
+			os.Exit(1)
+		}
 	}
-	return false
 }
 
 func fileBytes(addr uint64, n int) ([]byte, error) {
