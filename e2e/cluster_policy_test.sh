@@ -15,34 +15,9 @@ source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 blocker="$here/workloads/blocker.js"
-tmp="$SONDE_E2E_TMP"
-node_name="e2e-node"
-report_ns="sonde-system"
+cluster_test_start sonde-e2e-cpolicy
 
-[[ $EUID -eq 0 ]] || fail "needs root (cgroups and BPF)"
-cgroot="$(cgroup_v2_dir sonde-e2e-cpolicy)"
-
-pids=() cgroups=() api_pid="" op_pid=""
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  stop_agent
-  [[ -n "$op_pid" ]] && { kill "$op_pid" 2>/dev/null || true; wait "$op_pid" 2>/dev/null || true; }
-  [[ -n "$api_pid" ]] && { kill "$api_pid" 2>/dev/null || true; wait "$api_pid" 2>/dev/null || true; }
-  for c in "${cgroups[@]}"; do rmdir "$c" 2>/dev/null || true; done
-  rmdir "$cgroot" 2>/dev/null || true
-}
-trap cleanup EXIT
-
-command -v helm >/dev/null || fail "helm not found (make deps)"
-helm template sonde "$root/charts/sonde" -n "$report_ns" >"$tmp/chart.yaml" || fail "helm template"
-start_fake_apiserver "$tmp/chart.yaml" "$report_ns"
-api_pid=$API_PID
-kube() { kube_admin "$@"; }
 cpolicies=/apis/sonde.dev/v1alpha1/clusterprofilingpolicies
-report_path=/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports/$node_name
-
-mkdir -p "$cgroot"
 
 # --- three namespaces, a Node.js pod named web-1 in each
 kube POST /api/v1/nodes "{\"metadata\": {\"name\": \"$node_name\"}}" >/dev/null

@@ -12,39 +12,15 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-tmp="$SONDE_E2E_TMP"
-node_name="e2e-node"
-report_ns="sonde-system"
-
-[[ $EUID -eq 0 ]] || fail "needs root (cgroups and BPF)"
-cgroot="$(cgroup_v2_dir sonde-e2e-overhead)"
-
-pids=() cgroups=() api_pid="" op_pid=""
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  stop_agent
-  [[ -n "$op_pid" ]] && { kill "$op_pid" 2>/dev/null || true; wait "$op_pid" 2>/dev/null || true; }
-  [[ -n "$api_pid" ]] && { kill "$api_pid" 2>/dev/null || true; wait "$api_pid" 2>/dev/null || true; }
-  for c in "${cgroups[@]}"; do rmdir "$c" 2>/dev/null || true; done
-  if [[ -d "$cgroot" ]]; then rmdir "$cgroot" 2>/dev/null || true; fi
-}
-trap cleanup EXIT
+cluster_test_start sonde-e2e-overhead
 
 export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
 (cd "$here/workloads/gotls" && go build -o "$tmp/bin/gotls" .) || fail "go build gotls"
 for copy in server chatty quiet; do cp "$tmp/bin/gotls" "$tmp/bin/gotls-$copy"; done
 
-command -v helm >/dev/null || fail "helm not found (make deps)"
-helm template sonde "$root/charts/sonde" -n "$report_ns" >"$tmp/chart.yaml" || fail "helm template"
-start_fake_apiserver "$tmp/chart.yaml" "$report_ns"
-api_pid=$API_PID
-kube() { kube_admin "$@"; }
 policies=/apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies
-report_path=/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports/$node_name
 
-mkdir -p "$cgroot"
 server_id="$(new_id)" chatty_id="$(new_id)" quiet_id="$(new_id)"
 run_in_container server "$server_id" "$tmp/bin/gotls-server" server
 wait_until 100 grep -q listening "$tmp/server.out" || fail "the server did not start"

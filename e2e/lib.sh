@@ -159,6 +159,44 @@ YAML
   done
 }
 
+# The set-up every cluster-mode test shares: cluster_test_start CGROUP_DIR_NAME. Needs root;
+# sets tmp, node_name, report_ns, report_path and cgroot (created); empties pids and cgroups (what
+# the test starts and creates: cleaned up on exit, with the agent, the operator in op_pid and
+# the fake API server); renders the chart and starts the fake API server enforcing its RBAC
+# (api_pid, kube = kube_admin).
+cluster_test_start() {
+  [[ $EUID -eq 0 ]] || fail "needs root (cgroups and BPF)"
+  command -v helm >/dev/null || fail "helm not found (make deps)"
+  tmp="$SONDE_E2E_TMP"
+  node_name="e2e-node"
+  report_ns="sonde-system"
+  report_path=/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports/$node_name
+  cgroot="$(cgroup_v2_dir "$1")"
+  pids=() cgroups=() api_pid="" op_pid=""
+  trap cluster_test_cleanup EXIT
+  mkdir -p "$cgroot"
+  helm template sonde "$(dirname "${BASH_SOURCE[0]}")/../charts/sonde" -n "$report_ns" \
+    >"$tmp/chart.yaml" || fail "helm template"
+  start_fake_apiserver "$tmp/chart.yaml" "$report_ns"
+  api_pid=$API_PID
+}
+kube() { kube_admin "$@"; }
+
+cluster_test_cleanup() {
+  local p c
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_agent
+  if [[ -n "$op_pid" ]]; then kill "$op_pid" 2>/dev/null || true; wait "$op_pid" 2>/dev/null || true; fi
+  if [[ -n "$api_pid" ]]; then  # resumed first: a test may have stopped it
+    kill -CONT "$api_pid" 2>/dev/null || true
+    kill "$api_pid" 2>/dev/null || true
+    wait "$api_pid" 2>/dev/null || true
+  fi
+  for c in "${cgroups[@]}"; do rmdir "$c" 2>/dev/null || true; done
+  if [[ -d "$cgroot" ]]; then rmdir "$cgroot" 2>/dev/null || true; fi
+}
+
 # kube_admin METHOD PATH [JSON]: one API call as admin (PATCH is a merge patch).
 kube_admin() {
   local ctype=application/json
