@@ -151,9 +151,8 @@ Result<std::unique_ptr<Attachment>> attach_uprobes(bpf_program* program, UprobeL
   std::vector<std::unique_ptr<Attachment>> links;
   for (const auto& s : sites) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = s.cookie, .retprobe = on_return);
-    bpf_link* link =
-        bpf_program__attach_uprobe_opts(program, pid > 0 ? pid : -1, path.c_str(), s.file_offset,
-                                        &opts);
+    bpf_link* link = bpf_program__attach_uprobe_opts(program, pid > 0 ? pid : -1, path.c_str(),
+                                                     s.file_offset, &opts);
     if (!link) {
       const int err = errno;
       return errno_error("attach uprobe " + site_name(program, path, s.file_offset), err);

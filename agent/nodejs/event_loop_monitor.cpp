@@ -58,8 +58,7 @@ bool loop_has_polled(const ProcReader& proc, pid_t pid, uint64_t default_loop) {
   constexpr size_t kMaxFdinfoBytes = 256u << 10;
   const int epfd = default_loop_epfd(pid, default_loop);
   if (epfd < 0) return false;
-  auto info = read_file(proc.root() + "/" + std::to_string(pid) + "/fdinfo/" +
-                            std::to_string(epfd),
+  auto info = read_file(proc.root() + "/" + std::to_string(pid) + "/fdinfo/" + std::to_string(epfd),
                         kMaxFdinfoBytes);
   if (!info.ok()) return info.error().code() == EFBIG;
   return info->find("tfd:") != std::string::npos;
@@ -139,7 +138,7 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
                 {{"pid", pid}, {"binary", c.info.exe}, {"reason", hooked.error().message()}});
       if (why) *why = hooked.error().message();
       return failure == LibcWaitHooks::Failure::kLimitExceeded ? Outcome::kLimitExceeded
-                                                                : Outcome::kNoWaitHook;
+                                                               : Outcome::kNoWaitHook;
     }
   }
   bool starting_up = running && probes_.starting_up(pid);

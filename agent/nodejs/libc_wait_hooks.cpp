@@ -205,7 +205,8 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
     };
   };
   // Keyed by the process, not the file: each process has links of its own.
-  const std::string process = " pid " + std::to_string(pid) + " start " + std::to_string(start_time);
+  const std::string process =
+      " pid " + std::to_string(pid) + " start " + std::to_string(start_time);
   std::vector<SharedUprobes::Request> requests = {
       {{id, "nodejs/libc_wait_enter" + process}, attach(UprobeFires::kAtSite)},
       {{id, "nodejs/libc_wait_exit" + process}, attach(UprobeFires::kOnReturn)},

@@ -63,9 +63,10 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
     auto probes = load_with(WaitSource::kFentry);
     libbpf_set_print(previous);
     if (probes.ok()) return probes;
-    log::info("fentry on do_epoll_wait unavailable, using uprobes on the C library of each "
-              "selected Node.js process",
-              {{"reason", probes.error().message()}});
+    log::info(
+        "fentry on do_epoll_wait unavailable, using uprobes on the C library of each "
+        "selected Node.js process",
+        {{"reason", probes.error().message()}});
   }
   // Never a syscall tracepoint unless asked: they tax every system call on the node.
   auto probes = load_with(WaitSource::kLibcUprobes);
@@ -87,9 +88,10 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
   bool fentry = source == WaitSource::kFentry;
   bool events = source == WaitSource::kEpollTracepoints;
   if (events && !tracefs_has_epoll_events()) {
-    return Error("nodejs probes: the epoll syscall tracepoints need tracefs "
-                 "(/sys/kernel/tracing) and it cannot be mounted; --wait-source syscalls uses "
-                 "the raw syscall tracepoints");
+    return Error(
+        "nodejs probes: the epoll syscall tracepoints need tracefs "
+        "(/sys/kernel/tracing) and it cannot be mounted; --wait-source syscalls uses "
+        "the raw syscall tracepoints");
   }
   bool raw = source == WaitSource::kSyscallTracepoints;
   bool libc = source == WaitSource::kLibcUprobes;
