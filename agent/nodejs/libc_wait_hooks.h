@@ -9,11 +9,13 @@
 // maps the file, and writes the breakpoint only where it says yes), so processes the agent does
 // not select -- even those mapping the same libc.so.6 file -- carry no breakpoint and pay
 // nothing, on any system call or epoll wait (checked against /proc/<pid>/mem by
-// loop_probes_bpf_test). A child forked by a hooked process without an exec (node's own children
-// exec at once: a fresh address space) inherits its copied page with the breakpoints and, on
-// 6.18, keeps them after hitting them: each of its calls to a probed function traps (a uprobe
-// round trip, ~1.3 us here; the pid filter keeps the program from running) until the selected
-// process is unhooked, which removes them from the child too (checked by the same test).
+// loop_probes_bpf_test, with both kinds of link). A child forked by a hooked process without an
+// exec (node's own children exec at once: a fresh address space) inherits its copied page with
+// the breakpoints. With uprobe_multi links (6.18) it keeps them after hitting them: each of its
+// calls to a probed function traps (a uprobe round trip, ~1.3 us here; the pid check keeps the
+// program from running) until the selected process is unhooked, which removes them from the
+// child too; with perf-event uprobes the kernel removes each at the child's first hit (checked
+// by the same test).
 //
 // Never in node's own code: `node --use-largepages` copies node's .text into anonymous huge
 // pages, where a breakpoint would kill it. The C library is mapped from its file, and a

@@ -53,14 +53,15 @@ LoopReading reading_at(const sonde_loop_state& s, uint64_t now) {
 
 }  // namespace
 
-Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
-  if (source != WaitSource::kAuto) return load_with(source);
+Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source,
+                                                     std::optional<UprobeLinkKind> links) {
+  if (source != WaitSource::kAuto) return load_with(source, links);
   // fentry needs the function in BTF and BPF trampolines (DYNAMIC_FTRACE_WITH_DIRECT_CALLS),
   // which some kernels lack; trying is the only reliable probe.
   if (kernel_can_trace_do_epoll_wait()) {
     // libbpf would print the expected verifier refusal as a warning; the log line below says it.
     auto previous = libbpf_set_print(nullptr);
-    auto probes = load_with(WaitSource::kFentry);
+    auto probes = load_with(WaitSource::kFentry, links);
     libbpf_set_print(previous);
     if (probes.ok()) return probes;
     log::info(
@@ -69,7 +70,7 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
         {{"reason", probes.error().message()}});
   }
   // Never a syscall tracepoint unless asked: they tax every system call on the node.
-  auto probes = load_with(WaitSource::kLibcUprobes);
+  auto probes = load_with(WaitSource::kLibcUprobes, links);
   if (probes.ok()) return probes;
   return Error("nodejs probes: no BPF trampolines and no uprobes here (" +
                    probes.error().message() +
@@ -78,7 +79,8 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
                probes.error().code());
 }
 
-Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
+Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source,
+                                                          std::optional<UprobeLinkKind> links) {
   std::unique_ptr<LoopProbes> self(new LoopProbes());
   self->skel_ = {nodejs_bpf__open(), nodejs_bpf__destroy};
   if (!self->skel_) return errno_error("nodejs probes: open BPF object", errno);
@@ -102,7 +104,7 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
   bpf_program__set_autoattach(skel->progs.libc_wait_enter, false);
   bpf_program__set_autoattach(skel->progs.libc_wait_exit, false);
   if (libc) {
-    self->links_ = uprobe_link_support().kind;
+    self->links_ = links.value_or(uprobe_link_support().kind);
     prepare_uprobe_program(skel->progs.libc_wait_enter, self->links_);
     prepare_uprobe_program(skel->progs.libc_wait_exit, self->links_);
   }

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/nodejs/libc_wait_hooks.h"
@@ -82,7 +83,10 @@ class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
   // kAuto: kFentry, else kLibcUprobes; never a syscall tracepoint (chosen explicitly only).
   enum class WaitSource { kAuto, kFentry, kEpollTracepoints, kSyscallTracepoints, kLibcUprobes };
 
-  static Result<std::unique_ptr<LoopProbes>> load(WaitSource source = WaitSource::kAuto);
+  // `links`: how the kLibcUprobes programs attach; by default what the kernel offers
+  // (uprobe_link_support()). Tests force kSingle to run older kernels' path here.
+  static Result<std::unique_ptr<LoopProbes>> load(
+      WaitSource source = WaitSource::kAuto, std::optional<UprobeLinkKind> links = std::nullopt);
   ~LoopProbes() override;
 
   // Which hook measures the waits ("fentry/do_epoll_wait", "tracepoint/syscalls/epoll_wait*",
@@ -118,7 +122,8 @@ class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
 
  private:
   LoopProbes() = default;
-  static Result<std::unique_ptr<LoopProbes>> load_with(WaitSource source);
+  static Result<std::unique_ptr<LoopProbes>> load_with(WaitSource source,
+                                                       std::optional<UprobeLinkKind> links);
   std::unique_ptr<nodejs_bpf, void (*)(nodejs_bpf*)> skel_{nullptr, nullptr};
   WaitSource source_ = WaitSource::kFentry;
   UprobeLinkKind links_ = UprobeLinkKind::kSingle;  // kLibcUprobes
