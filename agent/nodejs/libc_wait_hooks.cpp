@@ -1,6 +1,7 @@
 #include "agent/nodejs/libc_wait_hooks.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 
 #include "agent/discovery/candidate.h"
@@ -146,6 +147,8 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
       if (is_gone(maps.error())) return maps.error();
       return fail(Failure::kLibraryNotFound, maps.error(), failure);
     }
+    // A process that has exited (a zombie until reaped) has no mappings at all.
+    if (maps->empty()) return Error("pid " + std::to_string(pid) + " exited", ESRCH);
     mapped = c_library_from_maps(*maps);
     if (mapped.path || !mapped.loader || std::chrono::steady_clock::now() >= give_up) break;
     std::this_thread::sleep_for(kLoaderPoll);

@@ -316,6 +316,52 @@ TEST_P(LoopProbesTest, SelectedAfterExecCountsNoStartUpTime) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
 }
 
+// Measuring never changes what node does: a script using a timer, an immediate, a file read, a
+// spawnSync child and a TCP round trip prints the same lines and exits with the same status
+// (3) tracked (with per-process hooks: hooked) as it does alone.
+TEST_P(LoopProbesTest, OutputAndExitStatusUnchanged) {
+  const std::string script = R"(
+    const fs = require('fs'), cp = require('child_process'), net = require('net');
+    const out = [];
+    setTimeout(() => { out.push('timer'); setImmediate(() => { out.push('immediate');
+      fs.readFile(process.execPath, (e, b) => { out.push('read ' + (!e && b.length > 0));
+        out.push('spawnSync ' + cp.spawnSync(process.execPath,
+                                             ['-e', 'process.stdout.write("child")']).stdout);
+        const s = net.createServer((c) => c.end('pong')).listen(0, '127.0.0.1', () => {
+          net.connect(s.address().port, '127.0.0.1').on('data', (d) => {
+            out.push('tcp ' + d); s.close();
+            for (const l of out) console.log(l);
+            console.log('end'); process.exitCode = 3; }); }); }); }); }, 20);)";
+  const uint64_t loop = default_loop();  // before the spawn: the first call runs readelf
+  auto run = [&](bool tracked) {
+    ChildProcess node({kNode, "-e", script});
+    if (tracked) {
+      auto st = track(node, {.default_loop = loop});
+      EXPECT_TRUE(st.ok()) << st.error().message();
+    }
+    std::vector<std::string> lines;
+    while (node.wait_for_line("", milliseconds(10000))) {
+      lines.push_back(node.last_line());
+      if (lines.back() == "end") break;
+    }
+    int status = node.wait();
+    if (tracked) {
+      // The hook was live: the loop's busy periods (the spawnSync among them) were seen.
+      auto v = probes_->untrack(node.pid(), monotonic_ns());
+      EXPECT_TRUE(v.ok() && v->blocks.sum > 0) << "no finished busy period seen";
+      if (hooks_) hooks_->unhook(node.pid());
+    }
+    return std::make_pair(lines, status);
+  };
+  const auto alone = run(false);
+  const auto measured = run(true);
+  ASSERT_EQ(alone.first.size(), 6u) << "the script's own run";
+  EXPECT_EQ(measured.first, alone.first);
+  EXPECT_TRUE(WIFEXITED(measured.second) && WEXITSTATUS(measured.second) == 3)
+      << "wait status " << measured.second;
+  EXPECT_EQ(measured.second, alone.second);
+}
+
 TEST_P(LoopProbesTest, IdleProcessStaysNearZero) {
   uint64_t loop = default_loop();
   ChildProcess node({kNode, kBlocker, "idle", "0", "0"});

@@ -292,7 +292,7 @@ TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
       c_library_from_maps(command_output("cat /proc/self/maps")).path.value_or("");
   ASSERT_FALSE(libc.empty());
   // 101: static binary; 102: only the loader, forever; 103: a "libc.so.6" without epoll (libm);
-  // 104: the real libc, refused by the kernel; 105: the real libc.
+  // 104: the real libc, refused by the kernel; 105: the real libc; 106: exited.
   proc.add(101, "55-56 r-xp 0 fe:00 1 /app/static\n");
   proc.add(102,
            "55-56 r-xp 0 fe:00 1 /usr/bin/node\n"
@@ -301,6 +301,7 @@ TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
   proc.add(103, "7f-80 r-xp 0 fe:00 3 /lib/libc.so.6\n", "/lib/libc.so.6", libm);
   proc.add(104, "7f-80 r-xp 0 fe:00 4 /lib/libc.so.6\n", "/lib/libc.so.6", libc);
   proc.add(105, "7f-80 r-xp 0 fe:00 4 /lib/libc.so.6\n", "/lib/libc.so.6", libc);
+  proc.add(106, "");  // exited: a zombie has no mappings
 
   FakeAttacher kernel;
   symbols::ProbeTargetCache cache(64);
@@ -321,6 +322,9 @@ TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
   EXPECT_NE(failed(104).find("refused by the fake kernel"), std::string::npos);
   EXPECT_EQ(kernel.alive, 0);
   kernel.refuse = false;
+  auto gone = hooks.hook(106, 0);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code(), ESRCH) << "an exited process is gone, not a verdict";
   auto ok = hooks.hook(105, 0);
   ASSERT_TRUE(ok.ok()) << ok.error().message();
   EXPECT_EQ(ok->library, "/lib/libc.so.6");
