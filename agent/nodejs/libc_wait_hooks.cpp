@@ -157,8 +157,9 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
   if (!library) {
     return fail(Failure::kLibraryNotFound,
                 Error("no glibc or musl C library mapped by pid " + std::to_string(pid) +
-                      " (static binary?): its epoll waits cannot be hooked; use --wait-source "
-                      "auto"),
+                      " (static binary?): its epoll waits cannot be hooked per process; "
+                      "--wait-source epoll-tracepoints would see them, at a cost to every "
+                      "system call on the node"),
                 failure);
   }
   auto binary = symbols::OpenBinary::open(dir + "/root" + *library);
@@ -218,7 +219,8 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
     return fail(Failure::kAttachRefused,
                 Error("hook epoll waits of C library " + *library + " in pid " +
                           std::to_string(pid) + ": " + st.error().message() +
-                          " (uprobes need CAP_SYS_ADMIN: the chart's agent.uprobes; "
+                          " (uprobes need CAP_SYS_ADMIN on current kernels: the chart's "
+                          "agent.uprobes; "
                           "--wait-source epoll-tracepoints hooks every process's system calls "
                           "instead)",
                       st.error().code()),
