@@ -94,7 +94,8 @@ constexpr CapSpec kCaps[] = {
     {CAP_DAC_READ_SEARCH, true, "CAP_DAC_READ_SEARCH", "read binaries of every container"},
     {CAP_SYS_RESOURCE, false, "CAP_SYS_RESOURCE", "raise RLIMIT_MEMLOCK on kernels before 5.11"},
     {CAP_SYS_ADMIN, false, "CAP_SYS_ADMIN",
-     "create uprobes (Go TLS) on kernels that ask it, mount tracefs (optional)"},
+     "create uprobes (Go TLS; Node.js without BPF trampolines) on kernels that ask it, mount "
+     "tracefs (optional)"},
 };
 
 bool holds(uint64_t caps, int cap) {
