@@ -16,19 +16,31 @@ port=19498
 source "$here/../agent_lib.sh"
 cc -O2 -o "$tmp/syscalls" "$here/syscalls.c"
 median_ns() { for _ in $(seq 7); do "$tmp/syscalls" 2000000 "${1:-getppid}"; done | median; }
-row() {  # round, source: the agent's hook as it reports it, and the two medians
+# Syscall-tracepoint programs loaded on the node now, the bench's agent's or anyone else's (a
+# second agent or tool): any of them taxes every system call, so a "none" or "auto" row taken
+# while one is loaded is not a baseline.
+tracepoint_progs() {
+  bpftool prog show 2>/dev/null |
+    grep -cE 'name (epoll_(wait|pwait|pwait2)(_exit)?_event|sys_(enter|exit)_wait) ' || true
+}
+row() {  # round, source: the agent's hook as it reports it, the two medians, tracepoint programs
   local hook=none
   if [[ "$2" != none ]]; then
     hook="$(curl -sf "127.0.0.1:$port/metrics" |
       sed -n 's/^sonde_agent_info{.*wait_source="\([^"]*\)".*/\1/p')"
   fi
-  echo "| $1 | $2 | $hook | $(median_ns) ns | $(median_ns epoll) ns |"
+  local before after ppid epoll
+  before="$(tracepoint_progs)"
+  ppid="$(median_ns)"
+  epoll="$(median_ns epoll)"
+  after="$(tracepoint_progs)"
+  echo "| $1 | $2 | $hook | $ppid ns | $epoll ns | $before / $after |"
 }
 
 node "$here/../../e2e/workloads/blocker.js" idle 0 0 >/dev/null 2>&1 &
 pids+=($!)
-echo "| round | --wait-source | hook | getppid() | epoll_wait(0) |"
-echo "|---|---|---|---|---|"
+echo "| round | --wait-source | hook | getppid() | epoll_wait(0) | syscall-tracepoint programs loaded (before / after) |"
+echo "|---|---|---|---|---|---|"
 for round in $(seq "$rounds"); do
   row "$round" none
   for src in "${sources[@]}"; do
