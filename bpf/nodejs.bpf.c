@@ -9,8 +9,8 @@
  * where that function is not traceable), and reads which epoll fd belongs to the default loop
  * from libuv's default_loop_struct in the process's own memory.
  *
- * Nothing here writes into node's code: no uprobe, no breakpoint there (the opt-in libc hook
- * below probes only the C library's file). A breakpoint in node's code
+ * Nothing here writes into node's code: no uprobe, no breakpoint there (the libc hook below
+ * probes only the C library's file). A breakpoint in node's code
  * would travel with `node --use-largepages`, which copies .text into anonymous huge pages
  * where the kernel has no uprobe for it, and the process would die of SIGTRAP.
  */
@@ -126,9 +126,10 @@ int BPF_PROG(epoll_wait_exit) {
   return 0;
 }
 
-/* Where BPF trampolines are missing (this VM; arm64 before 6.0): the syscall tracepoints of
- * the epoll waits only, so a process that is not waiting in epoll pays nothing. They need
- * tracefs (for the event ids). sys_enter_epoll_wait does not exist on arm64. */
+/* Only when asked (--wait-source epoll-tracepoints): the syscall tracepoints of the epoll waits.
+ * Enabling any syscall tracepoint puts every system call of every process on the slow path
+ * (bench/RESULTS.md). They need tracefs (for the event ids). sys_enter_epoll_wait does not
+ * exist on arm64. */
 SEC("tracepoint/syscalls/sys_enter_epoll_wait")
 int epoll_wait_event(struct trace_event_raw_sys_enter* ctx) {
   wait_begins((int)ctx->args[0]);
@@ -165,13 +166,13 @@ int epoll_pwait2_exit_event(struct trace_event_raw_sys_exit* ctx) {
   return 0;
 }
 
-/* Opt-in (--wait-source libc-uprobes), for kernels without trampolines: the C library's own
- * epoll_wait / epoll_pwait / epoll_pwait2, per library FILE (user space attaches them to each
- * glibc or musl file that tracked node processes map, never to node's code). Only processes
- * that call those functions through that file pay, and only per wait; every other system call
- * stays on the fast path. Return probes are safe here: C stacks do not move. A wait that was in
- * progress when the return probe was attached returns without firing it (the return address is
- * swapped at the entry); user space starts such a process from its next wait. */
+/* Where the kernel has no BPF trampolines (what --wait-source auto then uses): the C library's
+ * own epoll_wait / epoll_pwait / epoll_pwait2, attached by user space for each selected process
+ * alone (a pid-filtered link on the glibc or musl file it maps, never on node's code), so the
+ * kernel puts the breakpoint in that process only: no other process pays anything, on any
+ * system call. Return probes are safe here: C stacks do not move. A wait that was in progress
+ * when the return probe was attached returns without firing it (the return address is swapped
+ * at the entry); user space starts such a process accordingly (event_loop_monitor.h). */
 SEC("uprobe")
 int BPF_KPROBE(libc_wait_enter, int epfd) {
   wait_begins(epfd);
@@ -184,8 +185,8 @@ int BPF_KRETPROBE(libc_wait_exit) {
   return 0;
 }
 
-/* Last resort, without tracefs: the raw syscall tracepoints, which run on every system call of
- * every process. */
+/* Only when asked (--wait-source syscalls): the raw syscall tracepoints, which run on every
+ * system call of every process. */
 static __always_inline bool is_epoll_wait_nr(long nr) {
   return nr == nr_epoll_wait || nr == nr_epoll_pwait || nr == nr_epoll_pwait2;
 }

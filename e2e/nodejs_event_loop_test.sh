@@ -3,7 +3,7 @@
 # /usr/bin/node workloads blocking inside each kind of callback, Debian's Prometheus scraping
 # the agent, and the checks made through Prometheus's HTTP API.
 # SONDE_E2E_WAIT_SOURCE: the agent's --wait-source (default: its own default, auto), e.g.
-# libc-uprobes.
+# epoll-tracepoints.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 blocker="$(cd "$(dirname "$0")" && pwd)/workloads/blocker.js"
@@ -105,13 +105,25 @@ within "$(awk -v a="${second:-0}" -v b="${first:-0}" 'BEGIN { print a - b }')" 0
 binaries="$(curl -sf "http://127.0.0.1:$port/metrics" | grep '^sonde_agent_nodejs_binaries{' || true)"
 grep -q '^sonde_agent_nodejs_binaries{binary="/usr/bin/node",build_id="[0-9a-f]*",mode="precise"}' \
   <<<"$binaries" || fail "want /usr/bin/node in precise mode, got: $binaries"
-if [[ "${SONDE_E2E_WAIT_SOURCE:-}" == libc-uprobes ]]; then
-  # Every one of these processes maps the same libc.so.6: one hooked library file.
-  metrics="$(curl -sf "http://127.0.0.1:$port/metrics")"
-  libs="$(grep -c '^sonde_agent_nodejs_wait_hook_libraries{library="[^"]*/libc.so.6"' \
-    <<<"$metrics" || true)"
-  [[ "$libs" == 1 ]] || fail "want one hooked C library file, got $libs"
-  grep -q '^sonde_agent_info{.*wait_source="uprobe/libc:epoll_wait\*"' <<<"$metrics" ||
-    fail "sonde_agent_info does not name the libc-uprobes hook"
-fi
+# Which hook measured, and its cost to processes not selected: auto is fentry or the per-process
+# libc uprobes (nothing), the syscall tracepoints only when asked (every system call).
+metrics="$(curl -sf "http://127.0.0.1:$port/metrics")"
+info="$(grep '^sonde_agent_info{' <<<"$metrics" || true)"
+case "$info" in
+  *'wait_source="uprobe/libc:epoll_wait*"'*)
+    grep -q 'unselected_cost="none"' <<<"$info" || fail "libc uprobes must cost others nothing: $info"
+    # Every one of these processes maps the same libc.so.6: one library file, hooked per process.
+    libs="$(grep -c '^sonde_agent_nodejs_wait_hook_libraries{library="[^"]*/libc.so.6"' \
+      <<<"$metrics" || true)"
+    [[ "$libs" == 1 ]] || fail "want one hooked C library file, got $libs"
+    ;;
+  *'wait_source="fentry/do_epoll_wait"'*)
+    grep -q 'unselected_cost="none"' <<<"$info" || fail "fentry must cost others nothing: $info"
+    ;;
+  *'wait_source="tracepoint/syscalls/epoll_wait*"'* | *'wait_source="tp_btf/sys_enter+sys_exit"'*)
+    [[ -n "${SONDE_E2E_WAIT_SOURCE:-}" ]] || fail "auto chose a syscall tracepoint: $info"
+    grep -q 'unselected_cost="every-syscall"' <<<"$info" || fail "tracepoints cost every syscall: $info"
+    ;;
+  *) fail "unknown wait hook: $info" ;;
+esac
 echo "nodejs event loop${SONDE_E2E_WAIT_SOURCE:+ ($SONDE_E2E_WAIT_SOURCE)}: ok"

@@ -33,10 +33,12 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
   app.add_option_function<std::string>(
          "--wait-source",
          [&flags](const std::string& name) { flags.wait_source = kSources.at(name); },
-         "the kernel hook measuring event-loop waits: auto (the cheapest the kernel supports), "
-         "fentry, epoll-tracepoints, syscalls, or libc-uprobes (opt-in: uprobes on the C "
-         "library's epoll functions, per library file; no cost to other system calls where "
-         "the kernel lacks BPF trampolines) (default auto)")
+         "the kernel hook measuring event-loop waits: auto (fentry where the kernel has BPF "
+         "trampolines, else libc-uprobes; neither costs processes not selected anything), "
+         "fentry, libc-uprobes (uprobes on the C library's epoll functions of each selected "
+         "process only), or, only when asked, epoll-tracepoints or syscalls (syscall "
+         "tracepoints: they slow every system call of every process on the node) (default "
+         "auto)")
       ->check(CLI::IsMember({"auto", "fentry", "epoll-tracepoints", "syscalls", "libc-uprobes"}));
   app.add_flag(
       "--go-tls-perform-ret", flags.go_tls_perform_ret,

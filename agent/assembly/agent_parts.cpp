@@ -22,6 +22,7 @@ PartsFactory agent_parts(FeatureOptions options) {
                        NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns, s.node));
       nodejs = f.get();
       parts.wait_source = nodejs->wait_source();
+      parts.wait_source_cost = nodejs->wait_source_cost();
       parts.features.push_back(std::move(f));
     }
     if (options.load[Instrumentation::kGoTls]) {

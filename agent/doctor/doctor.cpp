@@ -25,6 +25,7 @@
 #include "agent/kernel/process_cgroups.h"
 #include "agent/kernel/uprobe_cost.h"
 #include "agent/kernel/uprobe_links.h"
+#include "agent/nodejs/libc_wait_hooks.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
 #include "agent/v8/v8_layout.h"
@@ -95,7 +96,8 @@ constexpr CapSpec kCaps[] = {
     {CAP_DAC_READ_SEARCH, true, "CAP_DAC_READ_SEARCH", "read binaries of every container"},
     {CAP_SYS_RESOURCE, false, "CAP_SYS_RESOURCE", "raise RLIMIT_MEMLOCK on kernels before 5.11"},
     {CAP_SYS_ADMIN, false, "CAP_SYS_ADMIN",
-     "create uprobes (Go TLS) on kernels that ask it, mount tracefs (optional)"},
+     "create uprobes (Go TLS; Node.js without BPF trampolines) on kernels that ask it, mount "
+     "tracefs (optional)"},
 };
 
 bool holds(uint64_t caps, int cap) {
@@ -417,8 +419,9 @@ Check js_frames_check(const DoctorOptions& o) {
 }
 
 // Loads the Node.js wait hooks the way the agent will (--wait-source auto) and reports which
-// one the kernel took and what it costs processes the agent does not select; where that is a
-// syscall tracepoint, also whether the opt-in libc-uprobes hook loads here instead.
+// one the kernel took and what it costs processes the agent does not select. Where that is the
+// per-process C library uprobes (no BPF trampolines), it also attaches them to this process
+// alone: the attach, not the load, is what needs the uprobe privilege.
 Check event_loop_hook_check() {
   using Source = LoopProbes::WaitSource;
   Check c{.name = "event-loop wait hook"};
@@ -432,18 +435,21 @@ Check event_loop_hook_check() {
   const Source source = (*probes)->source();
   c.detail = std::string((*probes)->wait_source()) +
              "; cost to processes not selected: " + LoopProbes::wait_source_cost(source);
-  if (source == Source::kEpollTracepoints || source == Source::kSyscallTracepoints) {
-    c.verdict = Verdict::kWarn;
-    (*probes).reset();  // one set of wait programs at a time
-    auto libc = LoopProbes::load(Source::kLibcUprobes);
-    c.fix = libc.ok()
-                ? std::string(
-                      "no BPF trampolines here; --wait-source libc-uprobes (loads on this "
-                      "kernel) costs only ") +
-                      LoopProbes::wait_source_cost(Source::kLibcUprobes)
-                : "no BPF trampolines here, and the libc-uprobes hook does not load either (" +
-                      libc.error().message() +
-                      "); kernels with DYNAMIC_FTRACE_WITH_DIRECT_CALLS use fentry";
+  if (source == Source::kLibcUprobes) {
+    symbols::ProbeTargetCache cache(4);
+    LibcWaitHooks hooks(**probes, cache);
+    auto hooked = hooks.hook(getpid(), 0);
+    if (!hooked.ok()) {
+      c.verdict = Verdict::kFail;
+      c.detail += "; attaching to this process failed: " + hooked.error().message();
+      c.fix =
+          "no BPF trampolines here, so each selected Node.js process's C library is probed: give "
+          "the agent uprobes (CAP_SYS_ADMIN; the chart's agent.uprobes: true), or accept a tax "
+          "on every system call of the node with --wait-source epoll-tracepoints";
+      return c;
+    }
+    c.detail += " (no BPF trampolines here; attached to " + hooked->library + " for this process)";
+    hooks.unhook(getpid());
   }
   return c;
 }

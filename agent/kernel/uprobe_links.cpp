@@ -38,7 +38,8 @@ static_assert(sizeof(LinkCreateUprobeMulti) == 64);
 constexpr uint32_t kUprobeMultiReturn = 1;  // BPF_F_UPROBE_MULTI_RETURN
 
 int create_uprobe_multi_link(int prog_fd, const char* path, const uint64_t* offsets,
-                             const uint64_t* cookies, uint32_t count, uint32_t uprobe_flags = 0) {
+                             const uint64_t* cookies, uint32_t count, uint32_t uprobe_flags = 0,
+                             uint32_t pid = 0) {
   LinkCreateUprobeMulti attr{};
   attr.prog_fd = static_cast<uint32_t>(prog_fd);
   attr.attach_type = kBpfTraceUprobeMulti;
@@ -47,6 +48,7 @@ int create_uprobe_multi_link(int prog_fd, const char* path, const uint64_t* offs
   attr.cookies = reinterpret_cast<uintptr_t>(cookies);
   attr.cnt = count;
   attr.uprobe_flags = uprobe_flags;
+  attr.pid = pid;
   return static_cast<int>(syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof attr));
 }
 
@@ -123,7 +125,7 @@ void prepare_uprobe_program(bpf_program* program, UprobeLinkKind kind) {
 Result<std::unique_ptr<Attachment>> attach_uprobes(bpf_program* program, UprobeLinkKind kind,
                                                    const std::string& path,
                                                    std::span<const UprobeSite> sites,
-                                                   UprobeFires fires) {
+                                                   UprobeFires fires, pid_t pid) {
   const bool on_return = fires == UprobeFires::kOnReturn;
   if (sites.empty())
     return Error("attach uprobe " + std::string(bpf_program__name(program)) + " to " + path +
@@ -136,7 +138,8 @@ Result<std::unique_ptr<Attachment>> attach_uprobes(bpf_program* program, UprobeL
     }
     UniqueFd fd(create_uprobe_multi_link(bpf_program__fd(program), path.c_str(), offsets.data(),
                                          cookies.data(), static_cast<uint32_t>(sites.size()),
-                                         on_return ? kUprobeMultiReturn : 0));
+                                         on_return ? kUprobeMultiReturn : 0,
+                                         pid > 0 ? static_cast<uint32_t>(pid) : 0));
     if (!fd.valid()) {
       const int err = errno;
       return errno_error("attach uprobe_multi " + site_name(program, path, sites[0].file_offset) +
@@ -148,8 +151,8 @@ Result<std::unique_ptr<Attachment>> attach_uprobes(bpf_program* program, UprobeL
   std::vector<std::unique_ptr<Attachment>> links;
   for (const auto& s : sites) {
     LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = s.cookie, .retprobe = on_return);
-    bpf_link* link =
-        bpf_program__attach_uprobe_opts(program, -1, path.c_str(), s.file_offset, &opts);
+    bpf_link* link = bpf_program__attach_uprobe_opts(program, pid > 0 ? pid : -1, path.c_str(),
+                                                     s.file_offset, &opts);
     if (!link) {
       const int err = errno;
       return errno_error("attach uprobe " + site_name(program, path, s.file_offset), err);

@@ -10,6 +10,8 @@
 // attached through uprobe_multi must be loaded for it (prepare_uprobe_program(), before load).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -52,14 +54,19 @@ struct UprobeSite {
 // code only: Go moves its stacks, and a swapped return address then crashes the program.
 enum class UprobeFires { kAtSite, kOnReturn };
 
-// Attaches `program` at every site of the file at `path` for every process (callers filter per
-// process in the kernel): one attachment holding one link (kMulti) or one per site (kSingle).
-// All sites or none: on failure the links made so far are closed before returning (each close
-// may wait for a grace period). The error names program, file and the site that failed.
+// Attaches `program` at every site of the file at `path`: one attachment holding one link
+// (kMulti) or one per site (kSingle). All sites or none: on failure the links made so far are
+// closed before returning (each close may wait for a grace period). The error names program,
+// file and the site that failed.
+// `pid` < 0: every process that maps the file (callers filter per process in the kernel); the
+// kernel writes the breakpoint into each of them. `pid` > 0: that process only (a uprobe_multi
+// link's pid, or a perf event bound to that task); the uprobe's filter keeps the breakpoint out
+// of every other address space mapping the file (checked: loop_probes_bpf_test).
 Result<std::unique_ptr<Attachment>> attach_uprobes(bpf_program* program, UprobeLinkKind kind,
                                                    const std::string& path,
                                                    std::span<const UprobeSite> sites,
-                                                   UprobeFires fires = UprobeFires::kAtSite);
+                                                   UprobeFires fires = UprobeFires::kAtSite,
+                                                   pid_t pid = -1);
 
 // The most descriptors attach_uprobes() of `sites` sites holds while attached.
 size_t uprobe_link_fds(UprobeLinkKind kind, size_t sites);

@@ -8,6 +8,7 @@
 
 #include "agent/symbols/elf_file.h"
 #include "agent/v8/process_memory.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "nodejs.h"
 
@@ -47,6 +48,20 @@ int default_loop_epfd(pid_t pid, uint64_t default_loop) {
     return -1;
   }
   return fd > 0 ? fd : -1;
+}
+
+// Whether the default loop's epoll set has a member: libuv has polled the loop (its first
+// uv__io_poll adds the queued watchers, then waits). False when the loop is not initialised
+// yet or its fd cannot be read. Reads at most 256 KiB of fdinfo (a line per member); a longer
+// one has members.
+bool loop_has_polled(const ProcReader& proc, pid_t pid, uint64_t default_loop) {
+  constexpr size_t kMaxFdinfoBytes = 256u << 10;
+  const int epfd = default_loop_epfd(pid, default_loop);
+  if (epfd < 0) return false;
+  auto info = read_file(proc.root() + "/" + std::to_string(pid) + "/fdinfo/" + std::to_string(epfd),
+                        kMaxFdinfoBytes);
+  if (!info.ok()) return info.error().code() == EFBIG;
+  return info->find("tfd:") != std::string::npos;
 }
 
 }  // namespace
@@ -114,19 +129,26 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
   }
   start.any_epfd = mode == LoopMode::kEpollOnly;
   // With per-process hooks, they are in place before the state is read (see the header).
-  bool hooked_since_exec = true;
   if (hooks_ != nullptr) {
-    auto hooked = hooks_->hook(pid, c.info.start_time);
+    LibcWaitHooks::Failure failure = LibcWaitHooks::Failure::kCount;
+    auto hooked = hooks_->hook(pid, c.info.start_time, &failure);
     if (!hooked.ok()) {
       if (is_gone(hooked.error())) return Outcome::kGone;
       log::warn("Node.js process not tracked: its epoll waits cannot be hooked",
                 {{"pid", pid}, {"binary", c.info.exe}, {"reason", hooked.error().message()}});
       if (why) *why = hooked.error().message();
-      return Outcome::kNoWaitHook;
+      return failure == LibcWaitHooks::Failure::kLimitExceeded ? Outcome::kLimitExceeded
+                                                               : Outcome::kNoWaitHook;
     }
-    hooked_since_exec = hooked->since_exec;
   }
-  if (running && hooked_since_exec && probes_.starting_up(pid)) {
+  bool starting_up = running && probes_.starting_up(pid);
+  if (starting_up && hooks_ != nullptr && start.default_loop != 0) {
+    // The hook went in after the exec: waits before it cleared no start-up record. The
+    // default loop's epoll set tells: libuv registers the loop's watchers (its async watcher
+    // at least) right before its first wait, and not before.
+    starting_up = !loop_has_polled(proc_, pid, start.default_loop);
+  }
+  if (starting_up) {
     // Selected after its exec (in a cluster the pod's container id reaches the agent 0.5-2 s
     // later) but still starting up: its main thread has not waited in epoll since the exec
     // (the kernel records every exec and clears the record at the first wait). Bootstrap is

@@ -13,25 +13,24 @@
 //   epoll-only   no libuv symbols (stripped .symtab): every epoll wait of the main thread is idle
 // Nothing is written into Node.js processes: no uprobe (see bpf/nodejs.bpf.c for why).
 //
-// With the opt-in libc-uprobes wait source (`hooks`), a process is tracked only once its C
-// library's epoll functions are hooked (LibcWaitHooks); a process whose library cannot be
-// hooked is not tracked, and its reason is the verdict. Two things differ from the kernel-wide
+// With the libc-uprobes wait source (`hooks`), a process is tracked only once its C library's
+// epoll functions are hooked for it (LibcWaitHooks); a process whose library cannot be hooked
+// is not tracked, and its reason is the verdict (LimitExceeded past the hooks' bounds). The
+// hook goes in after the process's exec, which changes two things against the kernel-wide
 // hooks:
-//   - A wait that began before the library's return probe was attached returns without firing
-//     it (the kernel swaps the return address at the entry). Caught in such a wait, a process
-//     starts as Now::kWaiting all the same: its return goes unseen, the phase stays IDLE until
-//     the next wait's entry, and the busy period in between is not counted -- at most one
-//     period per process, an undercount, never idle time counted as blocked. Now::kUnknown
-//     would lose that same period (the next entry closes no busy period either) and also the
-//     next one when the wait's return was armed; Now::kBusy would count the rest of the wait
-//     as blocked. So kWaiting: exact when the wait began after the attach (every wait of a
-//     process that exec'd after its library was hooked), one period short otherwise. A process
-//     busy when caught is exact (kBusy: its next wait's entry is seen).
-//   - "Still starting up" (the kernel's exec record, cleared at the first epoll wait it sees)
-//     is trusted only when the probes were attached before the process's exec: waits made
-//     before the attach were not seen and did not clear the record. Otherwise the process is
-//     caught mid-flight as above (one still in its start-up code then has the rest of its
-//     start-up counted as blocked).
+//   - A wait that began before the return probe was attached returns without firing it (the
+//     kernel swaps the return address at the entry). Caught in such a wait, a process starts
+//     as Now::kWaiting all the same: its return goes unseen, the phase stays IDLE until the
+//     next wait's entry, and the busy period in between is not counted -- at most one period
+//     per process, an undercount, never idle time counted as blocked. Now::kUnknown would lose
+//     that same period; Now::kBusy would count the rest of the wait as blocked. A process busy
+//     when caught is exact (kBusy: its next wait's entry is seen).
+//   - The kernel's "still starting up" record is cleared only by waits the hook saw, so it may
+//     outlive waits made before the attach. With the default loop's address, the loop's epoll
+//     set decides instead: empty, libuv has never polled it (start-up: Now::kUnknown, exact);
+//     not empty, it has (mid-flight, as above). Without the address (epoll-only mode) the
+//     record is trusted: a loop already running and busy when caught then has that one busy
+//     period uncounted.
 //
 // Counters (blocked time, and the histogram of block durations: each finished busy period of
 // the loop, counted in the kernel) follow ContainerTotals: folded at exit, never backwards,
@@ -78,10 +77,10 @@ class EventLoopMonitor {
   // parse of a new binary.
   static const std::vector<std::string>& symbol_names();
 
-  enum class Outcome { kTracked, kNotNode, kGone, kFailed, kNoWaitHook };
+  enum class Outcome { kTracked, kNotNode, kGone, kFailed, kNoWaitHook, kLimitExceeded };
   // Considers a process: from the start-up scan (it may be mid-loop) or from its exec event.
-  // A process that execs again is re-considered. For kNoWaitHook (and kFailed), `why` (when
-  // given) says why.
+  // A process that execs again is re-considered. For kNoWaitHook, kLimitExceeded and kFailed,
+  // `why` (when given) says why.
   Outcome consider(const Candidate& candidate, const ContainerLabels& labels,
                    std::string* why = nullptr);
 

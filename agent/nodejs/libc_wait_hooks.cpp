@@ -1,9 +1,7 @@
 #include "agent/nodejs/libc_wait_hooks.h"
 
-#include <time.h>
-#include <unistd.h>
-
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 
 #include "agent/discovery/candidate.h"
@@ -65,15 +63,6 @@ uint32_t probe_offset(const symbols::OpenBinary& binary, const symbols::ProbeTar
   return x86_64_wait_probe_offset(bytes.subspan(t.file_offset, n));
 }
 
-uint64_t boottime_ticks() {
-  timespec ts{};
-  clock_gettime(CLOCK_BOOTTIME, &ts);
-  const auto hz = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
-  const uint64_t ns =
-      static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-  return ns / (1'000'000'000u / hz);
-}
-
 }  // namespace
 
 MappedCLibrary c_library_from_maps(std::string_view maps) {
@@ -113,16 +102,41 @@ const char* LibcWaitHooks::failure_name(Failure f) {
 }
 
 LibcWaitHooks::LibcWaitHooks(WaitProbeAttacher& attacher, symbols::ProbeTargetCache& cache,
-                             std::string proc_root)
-    : attacher_(attacher), cache_(cache), proc_root_(std::move(proc_root)) {}
+                             std::string proc_root, size_t max_processes, const Descriptors* fds)
+    : attacher_(attacher),
+      cache_(cache),
+      proc_root_(std::move(proc_root)),
+      max_processes_(max_processes),
+      fds_(fds != nullptr ? *fds : own_fds_) {}
 
-Error LibcWaitHooks::fail(Failure f, Error e) {
+Error LibcWaitHooks::fail(Failure f, Error e, Failure* out) {
   std::lock_guard lock(mu_);
   failures_[static_cast<size_t>(f)]++;
+  if (out != nullptr) *out = f;
   return e;
 }
 
-Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time) {
+std::optional<std::string> LibcWaitHooks::over_budget(pid_t pid, size_t fds) const {
+  const std::string who = "epoll waits of pid " + std::to_string(pid) + " not hooked: ";
+  {
+    std::lock_guard lock(mu_);
+    if (by_pid_.size() >= max_processes_) {
+      return who + std::to_string(by_pid_.size()) +
+             " Node.js processes are hooked on this node, the most the agent hooks at once";
+    }
+  }
+  auto open = fds_.open();
+  const uint64_t limit = fds_.soft_limit();
+  if (!open.ok() || *open + fds + kFdReserve > limit) {
+    return who + "its probes need " + std::to_string(fds) + " descriptors and the agent keeps " +
+           std::to_string(kFdReserve) + " of its soft RLIMIT_NOFILE (" + std::to_string(limit) +
+           ") free; open now: " + (open.ok() ? std::to_string(*open) : open.error().message());
+  }
+  return std::nullopt;
+}
+
+Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time,
+                                                  Failure* failure) {
   unhook(pid);
   const std::string dir = proc_root_ + "/" + std::to_string(pid);
   MappedCLibrary mapped;
@@ -131,8 +145,10 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
     auto maps = read_file(dir + "/maps", kMaxMapsBytes);
     if (!maps.ok()) {
       if (is_gone(maps.error())) return maps.error();
-      return fail(Failure::kLibraryNotFound, maps.error());
+      return fail(Failure::kLibraryNotFound, maps.error(), failure);
     }
+    // A process that has exited (a zombie until reaped) has no mappings at all.
+    if (maps->empty()) return Error("pid " + std::to_string(pid) + " exited", ESRCH);
     mapped = c_library_from_maps(*maps);
     if (mapped.path || !mapped.loader || std::chrono::steady_clock::now() >= give_up) break;
     std::this_thread::sleep_for(kLoaderPoll);
@@ -141,8 +157,10 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
   if (!library) {
     return fail(Failure::kLibraryNotFound,
                 Error("no glibc or musl C library mapped by pid " + std::to_string(pid) +
-                      " (static binary?): its epoll waits cannot be hooked; use --wait-source "
-                      "auto"));
+                      " (static binary?): its epoll waits cannot be hooked per process; "
+                      "--wait-source epoll-tracepoints would see them, at a cost to every "
+                      "system call on the node"),
+                failure);
   }
   auto binary = symbols::OpenBinary::open(dir + "/root" + *library);
   if (!binary.ok()) {
@@ -150,12 +168,14 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
     return fail(Failure::kLibraryNotFound,
                 Error("open C library " + *library + " of pid " + std::to_string(pid) + ": " +
                           binary.error().message(),
-                      binary.error().code()));
+                      binary.error().code()),
+                failure);
   }
   auto targets = cache_.resolve(*binary, kNames);
   if (!targets.ok()) {
     return fail(Failure::kSymbolsMissing,
-                Error("read symbols of C library " + *library + ": " + targets.error().message()));
+                Error("read symbols of C library " + *library + ": " + targets.error().message()),
+                failure);
   }
   std::vector<UprobeSite> sites;
   bool wait_function = false;  // epoll_wait or epoll_pwait among the sites
@@ -173,48 +193,51 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
   if (!wait_function) {
     return fail(Failure::kSymbolsMissing,
                 Error("C library " + *library +
-                      " exports no epoll_wait or epoll_pwait function that decodes as code"));
+                      " exports no epoll_wait or epoll_pwait function that decodes as code"),
+                failure);
   }
 
+  if (auto refusal = over_budget(pid, 2 * attacher_.attachment_fds(sites.size()))) {
+    return fail(Failure::kLimitExceeded, Error(*refusal), failure);
+  }
   const auto& id = binary->identity();
   const std::string key = id.to_string();
-  {
-    std::lock_guard lock(mu_);
-    if (!libraries_.contains(key) && libraries_.size() >= kMaxLibraries) {
-      failures_[static_cast<size_t>(Failure::kLimitExceeded)]++;
-      return Error("C library " + *library + " of pid " + std::to_string(pid) + " not hooked: " +
-                   std::to_string(kMaxLibraries) + " distinct C library files are hooked already");
-    }
-  }
   const std::string attach_path = "/proc/self/fd/" + std::to_string(binary->fd());
-  auto attach = [this, sites](UprobeFires fires) {
-    return [this, sites, fires](const std::string& path) {
-      return attacher_.attach(path, sites, fires);
+  auto attach = [this, sites, pid](UprobeFires fires) {
+    return [this, sites, fires, pid](const std::string& path) {
+      return attacher_.attach(path, sites, fires, pid);
     };
   };
+  // Keyed by the process, not the file: each process has links of its own.
+  const std::string process =
+      " pid " + std::to_string(pid) + " start " + std::to_string(start_time);
   std::vector<SharedUprobes::Request> requests = {
-      {{id, "nodejs/libc_wait_enter"}, attach(UprobeFires::kAtSite)},
-      {{id, "nodejs/libc_wait_exit"}, attach(UprobeFires::kOnReturn)},
+      {{id, "nodejs/libc_wait_enter" + process}, attach(UprobeFires::kAtSite)},
+      {{id, "nodejs/libc_wait_exit" + process}, attach(UprobeFires::kOnReturn)},
   };
   if (auto st = uprobes_.acquire(requests, attach_path, pid); !st.ok()) {
     return fail(Failure::kAttachRefused,
-                Error("hook epoll waits of C library " + *library + ": " + st.error().message(),
-                      st.error().code()));
+                Error("hook epoll waits of C library " + *library + " in pid " +
+                          std::to_string(pid) + ": " + st.error().message() +
+                          " (uprobes need CAP_SYS_ADMIN on current kernels: the chart's "
+                          "agent.uprobes; "
+                          "--wait-source epoll-tracepoints hooks every process's system calls "
+                          "instead)",
+                      st.error().code()),
+                failure);
   }
   std::lock_guard lock(mu_);
   auto [entry, inserted] = libraries_.try_emplace(key);
   if (inserted) {
-    // After the attach returned: a process started in the same tick or earlier may have
-    // waited before the probes were live.
-    entry->second = {*library, id.digest_hex(), boottime_ticks(), 0};
-    log::info("hooked the epoll waits of a C library",
+    entry->second = {*library, id.digest_hex(), 0};
+    log::info("hooking the epoll waits of Node.js processes using a C library",
               {{"library", *library},
                {"build_id", entry->second.build_id},
                {"sites", static_cast<uint64_t>(sites.size())}});
   }
   entry->second.processes++;
   by_pid_[pid] = key;
-  return Hooked{*library, start_time > entry->second.attached_at_ticks};
+  return Hooked{*library};
 }
 
 void LibcWaitHooks::unhook(pid_t pid) {
@@ -226,7 +249,12 @@ void LibcWaitHooks::unhook(pid_t pid) {
     if (lib != libraries_.end() && --lib->second.processes == 0) libraries_.erase(lib);
     by_pid_.erase(it);
   }
-  uprobes_.release(pid);
+  uprobes_.release(pid, /*linger=*/false);
+}
+
+size_t LibcWaitHooks::processes() const {
+  std::lock_guard lock(mu_);
+  return by_pid_.size();
 }
 
 std::vector<LibcWaitHooks::Library> LibcWaitHooks::libraries() const {

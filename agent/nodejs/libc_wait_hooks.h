@@ -1,11 +1,21 @@
-// LibcWaitHooks: the per-process half of the opt-in `libc-uprobes` wait source — a uprobe at
-// the entry and a uretprobe at the return of the C library's epoll_wait, epoll_pwait and
-// epoll_pwait2, attached per C library FILE that tracked Node.js processes map.
+// LibcWaitHooks: the per-process half of the `libc-uprobes` wait source (the default where the
+// kernel has no BPF trampolines) -- a uprobe at the entry and a uretprobe at the return of the C
+// library's epoll_wait, epoll_pwait and epoll_pwait2, attached PER PROCESS: each selected Node.js
+// process gets its own pair of attachments, filtered to its pid.
 //
-// Why: on kernels without BPF trampolines the other wait sources are the syscall tracepoints,
-// which put every system call of every process on the slow path. These probes cost only the
-// epoll waits of processes that call them through the same library file (glibc's libc.so.6 of
-// one image is one file for all its containers), and nothing to any other system call.
+// Why: without trampolines the kernel-wide hooks are the syscall tracepoints, which put every
+// system call of every process on the slow path. A uprobe filtered to one process is installed
+// only in that process's address space (the kernel asks the uprobe's filter for every mm that
+// maps the file, and writes the breakpoint only where it says yes), so processes the agent does
+// not select -- even those mapping the same libc.so.6 file -- carry no breakpoint and pay
+// nothing, on any system call or epoll wait (checked against /proc/<pid>/mem by
+// loop_probes_bpf_test, with both kinds of link). A child forked by a hooked process without an
+// exec (node's own children exec at once: a fresh address space) inherits its copied page with
+// the breakpoints. With uprobe_multi links (6.18) it keeps them after hitting them: each of its
+// calls to a probed function traps (a uprobe round trip, ~1.3 us here; the pid check keeps the
+// program from running) until the selected process is unhooked, which removes them from the
+// child too; with perf-event uprobes the kernel removes each at the child's first hit (checked
+// by the same test).
 //
 // Never in node's own code: `node --use-largepages` copies node's .text into anonymous huge
 // pages, where a breakpoint would kill it. The C library is mapped from its file, and a
@@ -20,35 +30,32 @@
 //      kLoaderWait once),
 //   2. opens it through the process's root (/proc/<pid>/root/<path>) and identifies it,
 //   3. resolves the three function names from its symbol tables (the ProbeTargetCache: one
-//      parse per distinct file, which also decodes each function): a site only where the
-//      function's bytes decoded as code (or the architecture has no decoder here, and the
-//      kernel's instruction check at attach decides) -- never a data symbol or undecoded bytes,
-//      The site is the function's first emulated branch where wait_entry_site.h allows it,
-//      else its entry,
-//   4. acquires two SharedUprobes attachments keyed by the library's BinaryIdentity (entry and
-//      return): the first process of a library attaches, the others share, the last one's
-//      unhook() detaches (on SharedUprobes' own thread).
+//      parse per distinct file, shared by all its processes, which also decodes each function):
+//      a site only where the function's bytes decoded as code (or the architecture has no
+//      decoder here, and the kernel's instruction check at attach decides) -- never a data
+//      symbol or undecoded bytes. The site is the function's first emulated branch where
+//      wait_entry_site.h allows it, else its entry,
+//   4. checks the bounds below, then attaches the entry and return programs for that pid
+//      (all or none), through a SharedUprobes keyed by the process (pid and start time: a
+//      reused pid never takes over a dead process's links); unhook() hands them to its detach
+//      thread (a link's close waits for an RCU grace period, ~0.1 s).
 // Every failure is an Error naming the step (the process's verdict), counted per reason.
 //
-// A wait in progress when the return probe is attached returns without firing it (the return
-// address is swapped at the function's entry). hook() says whether every wait of the process
-// since its exec went through the probes (`since_exec`); see EventLoopMonitor for how the
-// start state is chosen from that.
+// The probes go in after the process's exec, so a wait in progress at the attach returns
+// without firing the return probe (the return address is swapped at the function's entry), and
+// waits made before it were not seen; see EventLoopMonitor for how the start state is chosen.
 //
-// The kernel writes the breakpoint into every process mapping the file when a library is first
-// hooked (a copied 4 KiB page each, for the three functions' page; the glibc ones share one), and
-// runs the probes for all of them; that is the cost to processes the agent did not select.
-//
-// Bounds: one pair of attachments per distinct C library file in use, at most
-// kMaxLibraries files (a tenant shipping thousands of distinct libc copies gets a verdict per
-// process past the bound, never an attach). Descriptors: uprobe_link_fds() per attachment
-// (one each with uprobe_multi links, two per site without). Memory: a few hundred bytes per
-// library and per hooked pid.
+// Bounds: `max_processes` hooked processes at once (kMaxProcesses by default): past it, and
+// when the process's links would leave fewer than kFdReserve descriptors under the soft
+// RLIMIT_NOFILE, a process gets a kLimitExceeded verdict and no attach, never a half one.
+// Descriptors: 2 x uprobe_link_fds() per process (2 with uprobe_multi links, 12 with perf-event
+// links for glibc's three functions). Memory: a few hundred bytes per hooked pid and per
+// library file in use.
 //
 // Thread-safety: all methods may be called concurrently (one mutex; attaching happens inside
-// SharedUprobes under its own lock). The library bound is checked before the attach, so
-// callers hooking new libraries concurrently may pass it by one library each (the agent hooks
-// from its inspection worker, one process at a time).
+// SharedUprobes under its own lock). The bounds are checked before the attach, so callers
+// hooking concurrently may pass them by one process each (the agent hooks from its inspection
+// worker, one process at a time).
 #pragma once
 
 #include <sys/types.h>
@@ -67,6 +74,7 @@
 
 #include "agent/attach/shared_uprobes.h"
 #include "agent/kernel/uprobe_links.h"
+#include "agent/runtime/fd_budget.h"
 #include "agent/symbols/probe_target_cache.h"
 #include "common/result.h"
 
@@ -83,18 +91,22 @@ struct MappedCLibrary {
 };
 MappedCLibrary c_library_from_maps(std::string_view maps);
 
-// Attaches the wait probes to one library file (path valid now) for every process.
+// Attaches the wait probes to one library file (path valid now) for one process.
 class WaitProbeAttacher {
  public:
   virtual ~WaitProbeAttacher() = default;
   virtual Result<std::unique_ptr<Attachment>> attach(const std::string& path,
                                                      std::span<const UprobeSite> sites,
-                                                     UprobeFires fires) = 0;
+                                                     UprobeFires fires, pid_t pid) = 0;
+  // Descriptors one attach() of `sites` sites holds.
+  virtual size_t attachment_fds(size_t sites) const = 0;
 };
 
 class LibcWaitHooks {
  public:
-  static constexpr size_t kMaxLibraries = 64;
+  // Node.js processes hooked at once by default: a node's pods (kubelet's maxPods is 110) rarely
+  // run more node processes; 512 hold 1,024 descriptors with uprobe_multi links.
+  static constexpr size_t kMaxProcesses = 512;
   static constexpr std::chrono::milliseconds kLoaderWait{200};
   static constexpr std::chrono::milliseconds kLoaderPoll{1};
   // A process's maps read at most (a node process has a few hundred KiB; a process with more
@@ -106,28 +118,30 @@ class LibcWaitHooks {
   enum class Failure : uint8_t {
     kLibraryNotFound,  // no C library mapping, or it cannot be opened through the root
     kSymbolsMissing,   // no epoll_wait or epoll_pwait function that decodes as code
-    kAttachRefused,    // the kernel refused a probe
-    kLimitExceeded,    // kMaxLibraries distinct library files hooked already
+    kAttachRefused,    // the kernel refused a probe (no permission for uprobes, for one)
+    kLimitExceeded,    // max_processes hooked already, or the descriptor reserve would be used
     kCount,
   };
   static const char* failure_name(Failure f);
 
-  // `proc_root`: the /proc to read maps and roots from (a fixture in tests).
+  // `proc_root`: the /proc to read maps and roots from (a fixture in tests). `fds`: the
+  // descriptors to budget against (nullptr: the agent's own, ProcessDescriptors).
   LibcWaitHooks(WaitProbeAttacher& attacher, symbols::ProbeTargetCache& cache,
-                std::string proc_root = "/proc");
+                std::string proc_root = "/proc", size_t max_processes = kMaxProcesses,
+                const Descriptors* fds = nullptr);
 
   struct Hooked {
     std::string library;  // the library's path in the process's mount namespace
-    // The probes were attached before the process's exec (by its start time in clock ticks
-    // since boot, strictly earlier tick): every wait it made went through them.
-    bool since_exec = false;
   };
-  // Attaches (or shares) the probes of pid's C library; a pid hooked already is unhooked first
-  // (it exec'd: its library may have changed). `start_time`: the process's start time (clock
-  // ticks since boot, ProcessInfo::start_time).
-  Result<Hooked> hook(pid_t pid, uint64_t start_time);
-  // Drops pid's use of its library's probes; no-op when it holds none.
+  // Attaches the probes of pid's C library for pid alone; a pid hooked already is unhooked
+  // first (it exec'd: its library may have changed). `start_time`: the process's start time
+  // (ProcessInfo::start_time), which tells a reused pid apart. On failure, `failure` (when
+  // given) says which reason was counted; untouched when the process is gone.
+  Result<Hooked> hook(pid_t pid, uint64_t start_time, Failure* failure = nullptr);
+  // Detaches pid's probes (on the detach thread: returns at once); no-op when it has none.
   void unhook(pid_t pid);
+  // Processes hooked now.
+  size_t processes() const;
 
   struct Library {
     std::string path;      // as the first process mapped it
@@ -141,15 +155,19 @@ class LibcWaitHooks {
   struct Entry {
     std::string path;
     std::string build_id;
-    uint64_t attached_at_ticks = 0;  // CLOCK_BOOTTIME in clock ticks, when first attached
     size_t processes = 0;
   };
-  Error fail(Failure f, Error e);
+  Error fail(Failure f, Error e, Failure* out);
+  // Whether `fds` more descriptors leave the reserve free; the refusal says why not.
+  std::optional<std::string> over_budget(pid_t pid, size_t fds) const;
 
   WaitProbeAttacher& attacher_;
   symbols::ProbeTargetCache& cache_;
   const std::string proc_root_;
-  SharedUprobes uprobes_;  // no linger: a library without node processes is detached at once
+  const size_t max_processes_;
+  ProcessDescriptors own_fds_;
+  const Descriptors& fds_;
+  SharedUprobes uprobes_;  // keyed per process; no linger: detached at unhook
 
   mutable std::mutex mu_;
   std::map<std::string, Entry> libraries_;  // by BinaryIdentity::to_string()

@@ -20,7 +20,7 @@ namespace sonde::agent {
 namespace {
 
 // do_epoll_wait is static and may be inlined on some kernels: then fentry cannot attach, and
-// the raw syscall tracepoints (which fire on every syscall, so cost more) take over.
+// the per-process C library uprobes take over.
 bool kernel_can_trace_do_epoll_wait() {
   return libbpf_find_vmlinux_btf_id("do_epoll_wait", BPF_TRACE_FENTRY) > 0;
 }
@@ -28,7 +28,7 @@ bool kernel_can_trace_do_epoll_wait() {
 // The syscall tracepoints need tracefs for their event ids (libbpf reads them from
 // /sys/kernel/tracing, or /sys/kernel/debug/tracing where that exists). A node without it
 // mounted gets it mounted at the standard place (in the agent's own mount namespace when it
-// runs in a container); without CAP_SYS_ADMIN that fails and the raw tracepoints take over.
+// runs in a container); without CAP_SYS_ADMIN that fails, and the load says so.
 bool tracefs_has_epoll_events() {
   constexpr const char* kEvent = "/sys/kernel/tracing/events/syscalls/sys_enter_epoll_pwait/id";
   if (access("/sys/kernel/debug/tracing", F_OK) == 0) {
@@ -53,29 +53,34 @@ LoopReading reading_at(const sonde_loop_state& s, uint64_t now) {
 
 }  // namespace
 
-Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source) {
-  if (source != WaitSource::kAuto) return load_with(source);
+Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source,
+                                                     std::optional<UprobeLinkKind> links) {
+  if (source != WaitSource::kAuto) return load_with(source, links);
   // fentry needs the function in BTF and BPF trampolines (DYNAMIC_FTRACE_WITH_DIRECT_CALLS),
   // which some kernels lack; trying is the only reliable probe.
   if (kernel_can_trace_do_epoll_wait()) {
     // libbpf would print the expected verifier refusal as a warning; the log line below says it.
     auto previous = libbpf_set_print(nullptr);
-    auto probes = load_with(WaitSource::kFentry);
+    auto probes = load_with(WaitSource::kFentry, links);
     libbpf_set_print(previous);
     if (probes.ok()) return probes;
-    log::info("fentry on do_epoll_wait unavailable, trying the epoll syscall tracepoints",
-              {{"reason", probes.error().message()}});
+    log::info(
+        "fentry on do_epoll_wait unavailable, using uprobes on the C library of each "
+        "selected Node.js process",
+        {{"reason", probes.error().message()}});
   }
-  if (tracefs_has_epoll_events()) {
-    auto probes = load_with(WaitSource::kEpollTracepoints);
-    if (probes.ok()) return probes;
-    log::info("epoll syscall tracepoints unavailable, using raw syscall tracepoints",
-              {{"reason", probes.error().message()}});
-  }
-  return load_with(WaitSource::kSyscallTracepoints);
+  // Never a syscall tracepoint unless asked: they tax every system call on the node.
+  auto probes = load_with(WaitSource::kLibcUprobes, links);
+  if (probes.ok()) return probes;
+  return Error("nodejs probes: no BPF trampolines and no uprobes here (" +
+                   probes.error().message() +
+                   "); --wait-source epoll-tracepoints measures through the syscall "
+                   "tracepoints, which slow every system call of every process on the node",
+               probes.error().code());
 }
 
-Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
+Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source,
+                                                          std::optional<UprobeLinkKind> links) {
   std::unique_ptr<LoopProbes> self(new LoopProbes());
   self->skel_ = {nodejs_bpf__open(), nodejs_bpf__destroy};
   if (!self->skel_) return errno_error("nodejs probes: open BPF object", errno);
@@ -84,6 +89,12 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
   self->source_ = source;
   bool fentry = source == WaitSource::kFentry;
   bool events = source == WaitSource::kEpollTracepoints;
+  if (events && !tracefs_has_epoll_events()) {
+    return Error(
+        "nodejs probes: the epoll syscall tracepoints need tracefs "
+        "(/sys/kernel/tracing) and it cannot be mounted; --wait-source syscalls uses "
+        "the raw syscall tracepoints");
+  }
   bool raw = source == WaitSource::kSyscallTracepoints;
   bool libc = source == WaitSource::kLibcUprobes;
   // Attached per library file by LibcWaitHooks, never by the skeleton (a uprobe without a
@@ -93,7 +104,7 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source) {
   bpf_program__set_autoattach(skel->progs.libc_wait_enter, false);
   bpf_program__set_autoattach(skel->progs.libc_wait_exit, false);
   if (libc) {
-    self->links_ = uprobe_link_support().kind;
+    self->links_ = links.value_or(uprobe_link_support().kind);
     prepare_uprobe_program(skel->progs.libc_wait_enter, self->links_);
     prepare_uprobe_program(skel->progs.libc_wait_exit, self->links_);
   }
@@ -146,8 +157,7 @@ const char* LoopProbes::wait_source_cost(WaitSource source) {
   switch (source) {
     case WaitSource::kFentry: return "nothing measurable (a trampoline on epoll waits only)";
     case WaitSource::kLibcUprobes:
-      return "epoll waits of processes sharing a hooked C library file (a uprobe round trip "
-             "each); no other system call";
+      return "nothing (breakpoints only in the selected processes' own address spaces)";
     case WaitSource::kEpollTracepoints:
     case WaitSource::kSyscallTracepoints:
     case WaitSource::kAuto: break;
@@ -155,15 +165,26 @@ const char* LoopProbes::wait_source_cost(WaitSource source) {
   return "every system call of every process (the syscall tracepoint slow path)";
 }
 
+const char* LoopProbes::wait_source_cost_class(WaitSource source) {
+  switch (source) {
+    case WaitSource::kFentry:
+    case WaitSource::kLibcUprobes: return "none";
+    case WaitSource::kEpollTracepoints:
+    case WaitSource::kSyscallTracepoints:
+    case WaitSource::kAuto: break;
+  }
+  return "every-syscall";
+}
+
 Result<std::unique_ptr<Attachment>> LoopProbes::attach(const std::string& path,
                                                        std::span<const UprobeSite> sites,
-                                                       UprobeFires fires) {
+                                                       UprobeFires fires, pid_t pid) {
   if (source_ != WaitSource::kLibcUprobes) {
     return Error(std::string("nodejs probes: no C library probes with ") + wait_source());
   }
   bpf_program* program =
       fires == UprobeFires::kAtSite ? skel_->progs.libc_wait_enter : skel_->progs.libc_wait_exit;
-  return attach_uprobes(program, links_, path, sites, fires);
+  return attach_uprobes(program, links_, path, sites, fires, pid);
 }
 
 Status LoopProbes::track(pid_t pid, const Start& start) {

@@ -1,12 +1,13 @@
 // LoopProbes: the kernel half of Node.js event-loop accounting (bpf/nodejs.bpf.c).
 //
-// Loads the programs once per agent: the epoll-wait hooks and the main-thread exit hook. The
-// wait hook is the cheapest the kernel allows, in this order: fentry/fexit on do_epoll_wait
-// (BPF trampolines), the syscall tracepoints of the epoll waits (tracefs; mounted when the node
-// has not), the raw sys_enter/sys_exit tracepoints (every system call of every process pays).
-// Opt-in only (kLibcUprobes): uprobes on the C library's epoll functions, attached per library
-// file by LibcWaitHooks (this object only loads the programs and attaches them where told);
-// only epoll waits of processes sharing such a file pay.
+// Loads the programs once per agent: the epoll-wait hooks and the main-thread exit hook. By
+// default (kAuto) the wait hook costs processes the agent does not select nothing: fentry/fexit
+// on do_epoll_wait where the kernel has BPF trampolines, else uprobes on the C library's epoll
+// functions (kLibcUprobes), attached per selected process by LibcWaitHooks (this object only
+// loads the programs and attaches them where told). The kernel-wide fallbacks put every system
+// call of every process on the slow path and are taken only when asked for: the syscall
+// tracepoints of the epoll waits (kEpollTracepoints; tracefs, mounted when the node has not),
+// the raw sys_enter/sys_exit tracepoints (kSyscallTracepoints).
 // Nothing is attached to Node.js binaries: which epoll fd is the default loop's is read from the
 // process's memory (libuv's default_loop_struct), so no breakpoint is ever written into a process.
 // Owns the skeleton; destroying it detaches everything. Map operations are thread-safe (each is a
@@ -18,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/nodejs/libc_wait_hooks.h"
@@ -78,10 +80,13 @@ class LoopAccounting {
 
 class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
  public:
-  // kAuto never picks kLibcUprobes: it is chosen explicitly (--wait-source libc-uprobes).
+  // kAuto: kFentry, else kLibcUprobes; never a syscall tracepoint (chosen explicitly only).
   enum class WaitSource { kAuto, kFentry, kEpollTracepoints, kSyscallTracepoints, kLibcUprobes };
 
-  static Result<std::unique_ptr<LoopProbes>> load(WaitSource source = WaitSource::kAuto);
+  // `links`: how the kLibcUprobes programs attach; by default what the kernel offers
+  // (uprobe_link_support()). Tests force kSingle to run older kernels' path here.
+  static Result<std::unique_ptr<LoopProbes>> load(
+      WaitSource source = WaitSource::kAuto, std::optional<UprobeLinkKind> links = std::nullopt);
   ~LoopProbes() override;
 
   // Which hook measures the waits ("fentry/do_epoll_wait", "tracepoint/syscalls/epoll_wait*",
@@ -90,12 +95,15 @@ class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
   WaitSource source() const { return source_; }
   // What the hook costs processes the agent does not select, for doctor and logs.
   static const char* wait_source_cost(WaitSource source);
+  // The same in one word, for sonde_agent_info{unselected_cost}: "none" or "every-syscall".
+  static const char* wait_source_cost_class(WaitSource source);
 
   // kLibcUprobes only: attaches the entry (kAtSite) or return (kOnReturn) program at `sites` of
-  // the C library at `path`; an error for the other sources.
+  // the C library at `path`, for process `pid` alone; an error for the other sources.
   Result<std::unique_ptr<Attachment>> attach(const std::string& path,
-                                             std::span<const UprobeSite> sites,
-                                             UprobeFires fires) override;
+                                             std::span<const UprobeSite> sites, UprobeFires fires,
+                                             pid_t pid) override;
+  size_t attachment_fds(size_t sites) const override { return uprobe_link_fds(links_, sites); }
 
   // Starts accounting for `pid` (replacing any previous state of that pid).
   Status track(pid_t pid, const Start& start) override;
@@ -114,7 +122,8 @@ class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
 
  private:
   LoopProbes() = default;
-  static Result<std::unique_ptr<LoopProbes>> load_with(WaitSource source);
+  static Result<std::unique_ptr<LoopProbes>> load_with(WaitSource source,
+                                                       std::optional<UprobeLinkKind> links);
   std::unique_ptr<nodejs_bpf, void (*)(nodejs_bpf*)> skel_{nullptr, nullptr};
   WaitSource source_ = WaitSource::kFentry;
   UprobeLinkKind links_ = UprobeLinkKind::kSingle;  // kLibcUprobes

@@ -29,6 +29,7 @@ FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& sel
                                   (why.empty() ? "" : ": " + why)};
     case EventLoopMonitor::Outcome::kNoWaitHook:
       return {State::kFailed, "epoll waits of " + c.info.exe + " not hooked: " + why};
+    case EventLoopMonitor::Outcome::kLimitExceeded: return {State::kLimitExceeded, why};
   }
   return {State::kFailed, "unknown outcome"};
 }
@@ -86,9 +87,10 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   add_sample(lost, {}, static_cast<double>(monitor_.states_lost()));
   if (hooks_) {
     auto libraries = gauge_family("sonde_agent_nodejs_wait_hook_libraries",
-                                  "C library files whose epoll functions carry the wait hook "
-                                  "(--wait-source libc-uprobes): tracked Node.js processes per "
-                                  "file (path as first seen, build id).");
+                                  "C library files whose epoll functions carry the wait hook of "
+                                  "the Node.js processes using them (wait source "
+                                  "uprobe/libc:epoll_wait*): hooked processes per file (path as "
+                                  "first seen, build id).");
     for (const auto& l : hooks_->libraries()) {
       add_sample(libraries, {{"library", l.path}, {"build_id", l.build_id}},
                  static_cast<double>(l.processes));

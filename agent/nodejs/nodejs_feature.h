@@ -1,7 +1,7 @@
 // NodejsFeature: the Node.js event-loop feature behind the runtime's Feature seam — the kernel
 // probes (LoopProbes), the per-process bookkeeping (EventLoopMonitor) and the metric families
 // they export (container_nodejs_event_loop_blocked_time_seconds_total, sonde_agent_nodejs_*),
-// and with the libc-uprobes wait source the per-library hooks (LibcWaitHooks).
+// and with the libc-uprobes wait source the per-process hooks (LibcWaitHooks).
 #pragma once
 
 #include <memory>
@@ -36,8 +36,12 @@ class NodejsFeature final : public Feature {
   void collect(std::vector<prometheus::MetricFamily>& out) override;
   void add_routes(MetricsServer&) override {}
 
-  // Which kernel hook measures the waits (LoopProbes::wait_source()).
+  // Which kernel hook measures the waits (LoopProbes::wait_source()), and what it costs
+  // processes not selected (LoopProbes::wait_source_cost_class()).
   const char* wait_source() const { return probes_->wait_source(); }
+  const char* wait_source_cost() const {
+    return LoopProbes::wait_source_cost_class(probes_->source());
+  }
   // The loops map, for the CPU sampler's blocked-loop marks (LoopProbes::loops_map_fd()).
   int loops_map_fd() const { return probes_->loops_map_fd(); }
 

@@ -83,6 +83,7 @@ struct AgentRuntime::Impl {
   std::unique_ptr<ProcessEvents> events;
   std::vector<std::unique_ptr<Feature>> features;  // in the order they started
   std::string wait_source;
+  std::string wait_source_cost;
   std::vector<std::string> all_names;  // every feature's symbols, resolved in one parse
   std::atomic<bool> reselect_requested{false};
   mutable std::mutex outcomes_mu;
@@ -127,6 +128,7 @@ Status AgentRuntime::Impl::start(const PartsFactory& build) {
   events = std::move(parts.events);
   features = std::move(parts.features);
   wait_source = std::move(parts.wait_source);
+  wait_source_cost = std::move(parts.wait_source_cost);
   for (const auto& f : features) {
     const auto& more = f->symbol_names();
     all_names.insert(all_names.end(), more.begin(), more.end());
@@ -342,7 +344,8 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
                                     {"metrics", options.metrics_address},
                                     {"port", server->port()},
                                     {"features", static_cast<uint64_t>(features.size())},
-                                    {"wait_source", wait_source}});
+                                    {"wait_source", wait_source},
+                                    {"unselected_cost", wait_source_cost}});
   for (const auto& f : features) {
     log::info("feature running",
               {{"feature", f->name()}, {"processes", static_cast<uint64_t>(f->tracked())}});
@@ -422,8 +425,14 @@ void AgentRuntime::Impl::add_collector() {
     add_sample(dropped, {}, static_cast<double>(events->dropped()));
     auto rss = gauge_family("sonde_agent_resident_memory_bytes", "Resident memory of the agent.");
     add_sample(rss, {}, resident_bytes());
-    auto info = gauge_family("sonde_agent_info", "Agent version and event-loop wait hook.");
-    add_sample(info, {{"version", kVersion}, {"wait_source", wait_source}}, 1);
+    auto info = gauge_family("sonde_agent_info",
+                             "Agent version, the event-loop wait hook, and what that hook costs "
+                             "processes the agent does not select (none, every-syscall).");
+    add_sample(info,
+               {{"version", kVersion},
+                {"wait_source", wait_source},
+                {"unselected_cost", wait_source_cost}},
+               1);
     for (auto* f : {&entries, &dropped, &rss, &info}) out.push_back(std::move(*f));
     return out;
   });

@@ -73,6 +73,8 @@ struct RuntimeParts {
   std::unique_ptr<ProcessEvents> events;
   std::vector<std::unique_ptr<Feature>> features;  // in start order; destroyed in reverse
   std::string wait_source = "none";  // the Node.js wait hook, for logs and sonde_agent_info
+  // What that hook costs processes the agent does not select: "none" or "every-syscall".
+  std::string wait_source_cost = "none";
 };
 
 // What building the parts may use; each reference outlives the parts.

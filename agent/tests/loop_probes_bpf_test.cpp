@@ -1,6 +1,8 @@
 // Event-loop accounting against injected blocking, on the real kernel and /usr/bin/node.
 // Needs root (ctest label: bpf).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -70,22 +72,21 @@ class LoopProbesTest : public ::testing::TestWithParam<Source> {
     auto p = LoopProbes::load(GetParam());
     ASSERT_TRUE(p.ok()) << p.error().message();
     probes_ = std::move(p).value();
+    if (GetParam() == Source::kAuto && probes_->source() == Source::kLibcUprobes) {
+      GTEST_SKIP() << "auto is libc-uprobes on this kernel (no BPF trampolines): the libc "
+                      "instance runs these";
+    }
     std::printf("wait source: %s\n", probes_->wait_source());
-    if (GetParam() == Source::kLibcUprobes) {
+    if (probes_->source() == Source::kLibcUprobes) {
       hooks_ = std::make_unique<LibcWaitHooks>(*probes_, cache_);
-      // The test process maps the same libc.so.6 as /usr/bin/node: holding its probes for the
-      // test's lifetime, it is the "other node process" every child shares them with, so they
-      // are live before a child's first wait.
-      auto self = hooks_->hook(getpid(), 0);
-      ASSERT_TRUE(self.ok()) << self.error().message();
-      std::printf("C library: %s\n", self->library.c_str());
     }
   }
 
   // Starts accounting for a child: with per-process hooks, once it runs its own program (a
   // forked child maps the test's libraries until its exec; the new program's exe link is set
   // before its loader is mapped, where the kernel's exec event comes after) and its library is
-  // hooked (hook() waits for the loader to map it).
+  // hooked for it alone (hook() waits for the loader to map it), as the agent does on its exec
+  // event.
   Status track(ChildProcess& child, const LoopProbes::Start& start) {
     if (hooks_) {
       for (int i = 0; i < 20000 && !exec_done(child.pid()); ++i) {
@@ -315,6 +316,52 @@ TEST_P(LoopProbesTest, SelectedAfterExecCountsNoStartUpTime) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
 }
 
+// Measuring never changes what node does: a script using a timer, an immediate, a file read, a
+// spawnSync child and a TCP round trip prints the same lines and exits with the same status
+// (3) tracked (with per-process hooks: hooked) as it does alone.
+TEST_P(LoopProbesTest, OutputAndExitStatusUnchanged) {
+  const std::string script = R"(
+    const fs = require('fs'), cp = require('child_process'), net = require('net');
+    const out = [];
+    setTimeout(() => { out.push('timer'); setImmediate(() => { out.push('immediate');
+      fs.readFile(process.execPath, (e, b) => { out.push('read ' + (!e && b.length > 0));
+        out.push('spawnSync ' + cp.spawnSync(process.execPath,
+                                             ['-e', 'process.stdout.write("child")']).stdout);
+        const s = net.createServer((c) => c.end('pong')).listen(0, '127.0.0.1', () => {
+          net.connect(s.address().port, '127.0.0.1').on('data', (d) => {
+            out.push('tcp ' + d); s.close();
+            for (const l of out) console.log(l);
+            console.log('end'); process.exitCode = 3; }); }); }); }); }, 20);)";
+  const uint64_t loop = default_loop();  // before the spawn: the first call runs readelf
+  auto run = [&](bool tracked) {
+    ChildProcess node({kNode, "-e", script});
+    if (tracked) {
+      auto st = track(node, {.default_loop = loop});
+      EXPECT_TRUE(st.ok()) << st.error().message();
+    }
+    std::vector<std::string> lines;
+    while (node.wait_for_line("", milliseconds(10000))) {
+      lines.push_back(node.last_line());
+      if (lines.back() == "end") break;
+    }
+    int status = node.wait();
+    if (tracked) {
+      // The hook was live: the loop's busy periods (the spawnSync among them) were seen.
+      auto v = probes_->untrack(node.pid(), monotonic_ns());
+      EXPECT_TRUE(v.ok() && v->blocks.sum > 0) << "no finished busy period seen";
+      if (hooks_) hooks_->unhook(node.pid());
+    }
+    return std::make_pair(lines, status);
+  };
+  const auto alone = run(false);
+  const auto measured = run(true);
+  ASSERT_EQ(alone.first.size(), 6u) << "the script's own run";
+  EXPECT_EQ(measured.first, alone.first);
+  EXPECT_TRUE(WIFEXITED(measured.second) && WEXITSTATUS(measured.second) == 3)
+      << "wait status " << measured.second;
+  EXPECT_EQ(measured.second, alone.second);
+}
+
 TEST_P(LoopProbesTest, IdleProcessStaysNearZero) {
   uint64_t loop = default_loop();
   ChildProcess node({kNode, kBlocker, "idle", "0", "0"});
@@ -429,15 +476,191 @@ TEST(LibcUprobesTest, MuslEpollLoopBlockedTime) {
 #endif
 }
 
+// The file offset of a dynamic function symbol of `lib`, from binutils (readelf): its value
+// through the PT_LOAD segment that holds it; 0 when absent.
+uint64_t readelf_file_offset(const std::string& lib, const std::string& name) {
+  uint64_t value = 0;
+  std::istringstream syms(command_output("readelf --dyn-syms -W " + lib));
+  std::string line;
+  while (std::getline(syms, line)) {
+    std::istringstream f(line);
+    std::string num, v, size, type, bind, vis, ndx, sym;
+    f >> num >> v >> size >> type >> bind >> vis >> ndx >> sym;
+    if (type == "FUNC" && ndx != "UND" && (sym == name || sym.starts_with(name + "@"))) {
+      value = std::stoull(v, nullptr, 16);
+      break;
+    }
+  }
+  if (value == 0) return 0;
+  std::istringstream segs(command_output("readelf -lW " + lib));
+  while (std::getline(segs, line)) {
+    std::istringstream f(line);
+    std::string type, off, vaddr, paddr, filesz, memsz;
+    f >> type >> off >> vaddr >> paddr >> filesz >> memsz;
+    if (type != "LOAD") continue;
+    uint64_t o = std::stoull(off, nullptr, 16), va = std::stoull(vaddr, nullptr, 16);
+    if (value >= va && value < va + std::stoull(filesz, nullptr, 16)) return value - va + o;
+  }
+  return 0;
+}
+
+// `n` bytes at file offset `off` of `lib` as process `pid` sees them now (/proc/<pid>/mem at
+// the address its maps give that part of the file); empty when it does not map them.
+std::string mapped_bytes(pid_t pid, const std::string& lib, uint64_t off, size_t n) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (!line.ends_with(" " + lib)) continue;
+    unsigned long long start = 0, end = 0, offset = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx", &start, &end, perms, &offset) != 4) {
+      continue;
+    }
+    if (off < offset || off + n > offset + (end - start)) continue;
+    int fd = open(("/proc/" + std::to_string(pid) + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "";
+    std::string out(n, '\0');
+    ssize_t got = pread(fd, out.data(), n, static_cast<off_t>(start + off - offset));
+    close(fd);
+    return got == static_cast<ssize_t>(n) ? out : "";
+  }
+  return "";
+}
+
+std::string file_bytes(const std::string& path, uint64_t off, size_t n) {
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(off));
+  std::string out(n, '\0');
+  f.read(out.data(), static_cast<std::streamsize>(n));
+  return f ? out : "";
+}
+
+// Bytes of the probed functions' first kSpan bytes that differ from the file in `pid`, each
+// expected to be an int3 (0xcc); -1 where `pid` does not map them.
+constexpr size_t kSpan = 64;
+int breakpoints_at(pid_t pid, const std::string& lib, uint64_t entry) {
+  const std::string seen = mapped_bytes(pid, lib, entry, kSpan);
+  const std::string file = file_bytes(lib, entry, kSpan);
+  if (seen.empty() || file.empty()) return -1;
+  int n = 0;
+  for (size_t i = 0; i < kSpan; ++i) {
+    if (seen[i] == file[i]) continue;
+    EXPECT_EQ(static_cast<uint8_t>(seen[i]), 0xcc) << "pid " << pid << " +" << i;
+    ++n;
+  }
+  return n;
+}
+
+// The issue's bar for the default hook where there are no BPF trampolines: processes the agent
+// does not select pay nothing. The probes of the selected process are filtered to it, so the
+// kernel writes its breakpoints into that process's address space only: another process running
+// the same program on the same libc.so.6 file, and this test process, keep the file's bytes at
+// every probed function (before and after running their own epoll loops), while the selected
+// process has one int3 per function and its loop is measured against its own count. A child the
+// selected process forks (without exec) inherits its copied pages with the breakpoints. With
+// uprobe_multi links it keeps them after hitting them on 6.18 (the link's pid check skips the
+// program but does not ask the kernel to remove the breakpoint), so it traps on each call of a
+// probed function until the selected process's probes are detached, which takes them out of the
+// child too; with perf-event uprobes the kernel removes each from the child at its first hit.
+void expect_breakpoints_only_in_the_selected_process(UprobeLinkKind links) {
+  auto p = LoopProbes::load(Source::kLibcUprobes, links);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  auto probes = std::move(p).value();
+  symbols::ProbeTargetCache cache(16);
+  LibcWaitHooks hooks(*probes, cache);
+  constexpr int kBlocks = 4;
+  constexpr int kBlockMs = 60;
+  const std::vector<std::string> args = {SONDE_GLIBC_EPOLL_LOOP, std::to_string(kBlocks),
+                                         std::to_string(kBlockMs), "20"};
+  auto with_fork = args;
+  with_fork.emplace_back("fork");
+  ChildProcess selected(with_fork);
+  ChildProcess other(args);
+  ASSERT_TRUE(selected.wait_for_line("ready", milliseconds(5000)));
+  ASSERT_TRUE(other.wait_for_line("ready", milliseconds(5000)));
+  auto hooked = hooks.hook(selected.pid(), 0);
+  ASSERT_TRUE(hooked.ok()) << hooked.error().message();
+  const std::string lib = hooked->library;
+  std::vector<std::pair<std::string, uint64_t>> functions;
+  for (const char* name : {"epoll_wait", "epoll_pwait", "epoll_pwait2"}) {
+    if (uint64_t off = readelf_file_offset(lib, name)) functions.emplace_back(name, off);
+  }
+  ASSERT_GE(functions.size(), 2u) << lib;
+  auto expect_untouched = [&](pid_t pid, const char* who) {
+    for (const auto& [name, entry] : functions) {
+      EXPECT_EQ(breakpoints_at(pid, lib, entry), 0) << who << ": " << name;
+    }
+  };
+  for (const auto& [name, entry] : functions) {
+    EXPECT_EQ(breakpoints_at(selected.pid(), lib, entry), 1) << "selected: " << name;
+  }
+  expect_untouched(other.pid(), "the other process");
+  expect_untouched(getpid(), "this test process");
+
+  ASSERT_TRUE(probes->track(selected.pid(), {.any_epfd = true}).ok());
+  kill(selected.pid(), SIGUSR1);
+  kill(other.pid(), SIGUSR1);
+  ASSERT_TRUE(selected.wait_for_line("done", milliseconds(10000)));
+  const std::string done = selected.last_line();
+  ASSERT_TRUE(other.wait_for_line("done", milliseconds(10000)));
+  expect_untouched(other.pid(), "the other process, after its loop");
+
+  std::this_thread::sleep_for(milliseconds(50));  // back in its final wait
+  auto v = probes->untrack(selected.pid(), monotonic_ns());
+  ASSERT_TRUE(v.ok()) << v.error().message();
+  const double own = std::stod(done.substr(done.find("busy_ms=") + 8)) / 1000;
+  const double agent = static_cast<double>(v->blocked_ns) / 1e9;
+  std::printf("selected: own count %.4f s, agent %.4f s\n", own, agent);
+  // The fork and the pipe read after the loop are busy time too (its own count stops before).
+  EXPECT_GE(agent, own * 0.98);
+  EXPECT_LE(agent, own + 0.05);
+  uint64_t long_blocks = 0;
+  for (size_t i = bucket_of(50'000'000); i < v->blocks.counts.size(); ++i) {
+    long_blocks += v->blocks.counts[i];
+  }
+  EXPECT_EQ(long_blocks, static_cast<uint64_t>(kBlocks));
+
+  const auto child_at = done.find("child=");
+  ASSERT_NE(child_at, std::string::npos) << done;
+  const pid_t child = std::stoi(done.substr(child_at + 6));
+  for (const auto& [name, entry] : functions) {
+    const int n = breakpoints_at(child, lib, entry);
+    std::printf("forked child (%s links), %s: %d int3 after 3 epoll_wait calls\n",
+                uprobe_link_kind_name(links), name.c_str(), n);
+    // A perf-event uprobe's filter answers "remove" for another address space at its first hit.
+    const bool removed = links == UprobeLinkKind::kSingle && name == "epoll_wait";
+    EXPECT_EQ(n, removed ? 0 : 1) << name;
+  }
+  hooks.unhook(selected.pid());  // detached on the hooks' detach thread
+  for (const auto& [name, entry] : functions) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (breakpoints_at(child, lib, entry) != 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    EXPECT_EQ(breakpoints_at(child, lib, entry), 0) << "forked child after the detach: " << name;
+  }
+  kill(child, SIGKILL);
+}
+
+TEST(LibcUprobesTest, BreakpointsOnlyInTheSelectedProcess) {
+  expect_breakpoints_only_in_the_selected_process(uprobe_link_support().kind);
+}
+
+// The same with perf-event uprobes bound to the process, what kernels before 6.6 get.
+TEST(LibcUprobesTest, BreakpointsOnlyInTheSelectedProcessWithPerfEventLinks) {
+  expect_breakpoints_only_in_the_selected_process(UprobeLinkKind::kSingle);
+}
+
 INSTANTIATE_TEST_SUITE_P(WaitSources, LoopProbesTest,
-                         // kAuto: fentry where the kernel has BPF trampolines, else the epoll
-                         // syscall tracepoints (this VM); kSyscallTracepoints: the last resort;
-                         // kLibcUprobes: the opt-in per-library hook.
-                         ::testing::Values(Source::kAuto, Source::kSyscallTracepoints,
-                                           Source::kLibcUprobes),
+                         // kAuto: fentry where the kernel has BPF trampolines, else the
+                         // per-process libc uprobes (this VM: skipped, the libc instance runs
+                         // them); the syscall tracepoints, only ever chosen explicitly.
+                         ::testing::Values(Source::kAuto, Source::kLibcUprobes,
+                                           Source::kEpollTracepoints, Source::kSyscallTracepoints),
                          [](const auto& info) -> std::string {
                            switch (info.param) {
                              case Source::kAuto: return "auto";
+                             case Source::kEpollTracepoints: return "epoll_tracepoints";
                              case Source::kSyscallTracepoints: return "syscalls";
                              default: return "libc";
                            }

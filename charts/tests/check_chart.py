@@ -114,6 +114,10 @@ def invariants(rendered, values_file):
             if is_agent and f"--max-go-tls-binaries={max_binaries}" not in c.get("args", []):
                 fail(f"{cname}: --max-go-tls-binaries in args is not agent.goTls.maxBinaries "
                      f"({max_binaries})")
+            wait_source = (values.get("agent") or {}).get(
+                "waitSource", defaults["agent"]["waitSource"])
+            if is_agent and f"--wait-source={wait_source}" not in c.get("args", []):
+                fail(f"{cname}: --wait-source in args is not agent.waitSource ({wait_source})")
             keep = ((values.get("agent") or {}).get("goTls") or {}).get(
                 "keepProbesSeconds", defaults["agent"]["goTls"]["keepProbesSeconds"])
             if is_agent and f"--go-tls-keep-probes-seconds={keep}" not in c.get("args", []):
@@ -478,6 +482,7 @@ VALUE_CHANGES = {
     "imagePullSecrets": [{"name": "regcred"}],
     "operator.logLevel": "debug",
     "agent.logLevel": "debug",
+    "agent.waitSource": "epoll-tracepoints",
     "operator.watchNamespace": "shop",
     "operator.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}}},

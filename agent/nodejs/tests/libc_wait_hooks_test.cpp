@@ -1,6 +1,6 @@
 // LibcWaitHooks against a fake kernel attacher: which file it finds in real and fixture maps,
-// the symbols it resolves (ground truth: readelf), one attachment pair per library file shared
-// by its processes, and a counted verdict for every way hooking can fail.
+// the symbols it resolves (ground truth: readelf), one attachment pair per process filtered to
+// its pid, the bounds, and a counted verdict for every way hooking can fail.
 #include "agent/nodejs/libc_wait_hooks.h"
 
 #include <gtest/gtest.h>
@@ -29,16 +29,20 @@ using Failure = LibcWaitHooks::Failure;
 class FakeAttacher final : public WaitProbeAttacher {
  public:
   Result<std::unique_ptr<Attachment>> attach(const std::string& path,
-                                             std::span<const UprobeSite> sites,
-                                             UprobeFires fires) override {
+                                             std::span<const UprobeSite> sites, UprobeFires fires,
+                                             pid_t pid) override {
     if (refuse) return Error("refused by the fake kernel", EPERM);
     ++attaches;
+    pids.push_back(pid);
     (fires == UprobeFires::kAtSite ? entry_sites : return_sites).assign(sites.begin(), sites.end());
     last_path = path;
     return std::unique_ptr<Attachment>(new testing::CountingAttachment(alive));
   }
+  size_t attachment_fds(size_t) const override { return fds_each; }
   bool refuse = false;
+  size_t fds_each = 1;
   int attaches = 0;
+  std::vector<pid_t> pids;
   std::atomic<int> alive{0};
   std::vector<UprobeSite> entry_sites, return_sites;
   std::string last_path;
@@ -161,9 +165,10 @@ TEST(CLibraryFromMaps, FindsGlibcAndMuslButNotDeletedOrLoaderOnly) {
   EXPECT_FALSE(stat.loader);
 }
 
-// Two processes of one C library file share one attachment per program; the epoll functions
-// are found where readelf says; the last process's unhook detaches.
-TEST(LibcWaitHooks, OneAttachmentPairPerLibraryFileSharedByItsProcesses) {
+// Each process of one C library file gets an attachment pair of its own, filtered to its pid;
+// the epoll functions are found where readelf says (one parse of the file for both); a
+// process's unhook detaches its pair and only its pair.
+TEST(LibcWaitHooks, OneAttachmentPairPerProcessFilteredToItsPid) {
   FakeAttacher kernel;
   symbols::ProbeTargetCache cache(64);
   LibcWaitHooks hooks(kernel, cache);
@@ -174,8 +179,10 @@ TEST(LibcWaitHooks, OneAttachmentPairPerLibraryFileSharedByItsProcesses) {
   auto b = hooks.hook(child.pid(), 0);
   ASSERT_TRUE(b.ok()) << b.error().message();
   EXPECT_EQ(a->library, b->library);
-  EXPECT_EQ(kernel.attaches, 2) << "one entry and one return attachment, shared";
+  EXPECT_EQ(kernel.attaches, 4) << "an entry and a return attachment per process";
+  EXPECT_EQ(kernel.pids, (std::vector<pid_t>{getpid(), getpid(), child.pid(), child.pid()}));
   EXPECT_TRUE(kernel.last_path.starts_with("/proc/self/fd/")) << kernel.last_path;
+  EXPECT_EQ(hooks.processes(), 2u);
 
   std::vector<uint64_t> entries;
   for (const char* name : {"epoll_wait", "epoll_pwait", "epoll_pwait2"}) {
@@ -193,15 +200,66 @@ TEST(LibcWaitHooks, OneAttachmentPairPerLibraryFileSharedByItsProcesses) {
   auto libs = hooks.libraries();
   ASSERT_EQ(libs.size(), 1u);
   EXPECT_EQ(libs[0].processes, 2u);
+  auto wait_alive = [&](int n) {
+    for (int i = 0; i < 500 && kernel.alive != n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return kernel.alive.load();
+  };
   hooks.unhook(child.pid());
-  EXPECT_EQ(kernel.alive, 2) << "still used by the test process";
+  EXPECT_EQ(wait_alive(2), 2) << "the child's pair detached, the test process's kept";
   hooks.unhook(getpid());
   hooks.unhook(getpid());  // a second unhook is a no-op
-  for (int i = 0; i < 200 && kernel.alive > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(kernel.alive, 0) << "the last process's unhook detaches";
+  EXPECT_EQ(wait_alive(0), 0);
   EXPECT_TRUE(hooks.libraries().empty());
+  EXPECT_EQ(hooks.processes(), 0u);
+}
+
+// A fixed set of fds for the budget: `open` of `limit`.
+class FakeDescriptors final : public Descriptors {
+ public:
+  Result<size_t> open() const override { return open_fds; }
+  uint64_t soft_limit() const override { return limit; }
+  size_t open_fds = 10;
+  uint64_t limit = 1024;
+};
+
+// Past the process bound or the descriptor reserve a process gets a LimitExceeded verdict and
+// no attach at all; a slot freed by an exit is usable again.
+TEST(LibcWaitHooks, BoundsGiveLimitExceededAndNoAttach) {
+  FakeAttacher kernel;
+  FakeDescriptors fds;
+  symbols::ProbeTargetCache cache(64);
+  LibcWaitHooks hooks(kernel, cache, "/proc", /*max_processes=*/1, &fds);
+  ChildProcess child({"/bin/sleep", "30"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // exec'd and linked
+  ASSERT_TRUE(hooks.hook(getpid(), 0).ok());
+  ASSERT_EQ(kernel.attaches, 2);
+  auto failure = Failure::kCount;
+  auto over = hooks.hook(child.pid(), 0, &failure);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(failure, Failure::kLimitExceeded);
+  EXPECT_NE(over.error().message().find("1 Node.js processes are hooked"), std::string::npos)
+      << over.error().message();
+  EXPECT_EQ(kernel.attaches, 2) << "nothing attached past the bound";
+  hooks.unhook(getpid());
+  auto again = hooks.hook(child.pid(), 0);
+  EXPECT_TRUE(again.ok()) << "the slot is free again";
+  hooks.unhook(child.pid());
+
+  // Descriptors: 2 attachments x 20 fds would leave fewer than kFdReserve free.
+  kernel.fds_each = 20;
+  fds.open_fds = fds.limit - kFdReserve - 39;
+  failure = Failure::kCount;
+  auto no_fds = hooks.hook(child.pid(), 0, &failure);
+  ASSERT_FALSE(no_fds.ok());
+  EXPECT_EQ(failure, Failure::kLimitExceeded);
+  EXPECT_NE(no_fds.error().message().find("RLIMIT_NOFILE"), std::string::npos)
+      << no_fds.error().message();
+  fds.open_fds = fds.limit - kFdReserve - 40;
+  EXPECT_TRUE(hooks.hook(child.pid(), 0).ok()) << "exactly the reserve left is enough";
+  hooks.unhook(child.pid());
+  EXPECT_EQ(hooks.failures()[static_cast<size_t>(Failure::kLimitExceeded)], 2u);
 }
 
 // A /proc fixture: <root>/<pid>/maps naming `mapped`, and that file under <root>/<pid>/root.
@@ -234,7 +292,7 @@ TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
       c_library_from_maps(command_output("cat /proc/self/maps")).path.value_or("");
   ASSERT_FALSE(libc.empty());
   // 101: static binary; 102: only the loader, forever; 103: a "libc.so.6" without epoll (libm);
-  // 104: the real libc, refused by the kernel; 105: the real libc.
+  // 104: the real libc, refused by the kernel; 105: the real libc; 106: exited.
   proc.add(101, "55-56 r-xp 0 fe:00 1 /app/static\n");
   proc.add(102,
            "55-56 r-xp 0 fe:00 1 /usr/bin/node\n"
@@ -243,6 +301,7 @@ TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
   proc.add(103, "7f-80 r-xp 0 fe:00 3 /lib/libc.so.6\n", "/lib/libc.so.6", libm);
   proc.add(104, "7f-80 r-xp 0 fe:00 4 /lib/libc.so.6\n", "/lib/libc.so.6", libc);
   proc.add(105, "7f-80 r-xp 0 fe:00 4 /lib/libc.so.6\n", "/lib/libc.so.6", libc);
+  proc.add(106, "");  // exited: a zombie has no mappings
 
   FakeAttacher kernel;
   symbols::ProbeTargetCache cache(64);
@@ -263,6 +322,9 @@ TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
   EXPECT_NE(failed(104).find("refused by the fake kernel"), std::string::npos);
   EXPECT_EQ(kernel.alive, 0);
   kernel.refuse = false;
+  auto gone = hooks.hook(106, 0);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code(), ESRCH) << "an exited process is gone, not a verdict";
   auto ok = hooks.hook(105, 0);
   ASSERT_TRUE(ok.ok()) << ok.error().message();
   EXPECT_EQ(ok->library, "/lib/libc.so.6");
@@ -296,31 +358,6 @@ TEST(LibcWaitHooks, FindsMuslEpollFunctionsBySymbol) {
   ASSERT_GE(entries.size(), 2u) << "musl exports epoll_wait and epoll_pwait";
   expect_sites_at(musl, entries, kernel.entry_sites);
   hooks.unhook(201);
-}
-
-// since_exec: true only for a process started (clock ticks since boot) after the attach.
-TEST(LibcWaitHooks, SinceExecComparesTheStartTimeWithTheAttach) {
-  FakeAttacher kernel;
-  symbols::ProbeTargetCache cache(64);
-  LibcWaitHooks hooks(kernel, cache);
-  auto early = hooks.hook(getpid(), 0);
-  ASSERT_TRUE(early.ok()) << early.error().message();
-  EXPECT_FALSE(early->since_exec);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a few clock ticks later
-  ChildProcess child({"/bin/sleep", "30"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  std::ifstream stat("/proc/" + std::to_string(child.pid()) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), {});
-  std::istringstream f(text.substr(text.rfind(')') + 2));
-  std::string field;
-  for (int i = 3; i < 22; ++i) f >> field;  // fields 3..21
-  uint64_t start_time = 0;
-  f >> start_time;  // field 22
-  auto late = hooks.hook(child.pid(), start_time);
-  ASSERT_TRUE(late.ok()) << late.error().message();
-  EXPECT_TRUE(late->since_exec);
-  hooks.unhook(child.pid());
-  hooks.unhook(getpid());
 }
 
 }  // namespace

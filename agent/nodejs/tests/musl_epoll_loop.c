@@ -1,17 +1,22 @@
-/* A musl-linked program with its own epoll loop, for the libc-uprobes wait hook's test (no
- * Node.js here is built against musl). Usage: musl_epoll_loop COUNT BLOCK_MS IDLE_MS
+/* A program with its own epoll loop, for the libc-uprobes wait hook's tests: built against musl
+ * (no Node.js here is) and against glibc (a process mapping node's libc.so.6).
+ * Usage: musl_epoll_loop COUNT BLOCK_MS IDLE_MS [fork]
  *
  * Prints "ready" and waits for SIGUSR1 (outside epoll, so a test can hook it before its first
  * wait), then COUNT times: waits in epoll_wait for a timerfd that fires after IDLE_MS
  * (idle), then spins BLOCK_MS on the CPU without a system call (the loop is blocked). After the
  * last block it prints "done busy_ms=<own count>" -- its own measure of the time spent outside
  * epoll_wait from the first wait's return to the last block's end -- and waits in epoll_wait
- * until it is killed. */
+ * until it is killed. With "fork", before "done" it forks a child that calls epoll_wait
+ * (timeout 0) three times and then pauses until killed (it dies with its parent); the line
+ * ends " child=<pid>" once the child has made those calls. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,7 +28,7 @@ static uint64_t now_ns(void) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4) return 2;
+  if (argc != 4 && !(argc == 5 && strcmp(argv[4], "fork") == 0)) return 2;
   int count = atoi(argv[1]);
   uint64_t block_ns = (uint64_t)atoi(argv[2]) * 1000000u;
   long idle_ms = atol(argv[3]);
@@ -52,7 +57,28 @@ int main(int argc, char** argv) {
     }
     busy += now_ns() - woke;
   }
-  printf("done busy_ms=%.3f\n", (double)busy / 1e6);
+  pid_t child = 0;
+  if (argc == 5) {
+    int done[2];
+    if (pipe(done) != 0) return 1;
+    child = fork();
+    if (child < 0) return 1;
+    if (child == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      struct epoll_event out;
+      for (int i = 0; i < 3; i++) epoll_wait(ep, &out, 1, 0);
+      char c = 'w';
+      if (write(done[1], &c, 1) != 1) _exit(1);
+      for (;;) pause();
+    }
+    char c;
+    if (read(done[0], &c, 1) != 1) return 1;
+  }
+  if (child > 0) {
+    printf("done busy_ms=%.3f child=%d\n", (double)busy / 1e6, (int)child);
+  } else {
+    printf("done busy_ms=%.3f\n", (double)busy / 1e6);
+  }
   fflush(stdout);
   struct epoll_event out;
   epoll_wait(ep, &out, 1, -1);
