@@ -306,6 +306,23 @@ TEST_F(CpuProfilerTest, RejectsBadRequests) {
   EXPECT_EQ(http_get(server_->port(), "/nothing").status, 404);
 }
 
+// Node.js loop tracking for pid the way the agent does it: where the wait hook is per process
+// (libc uprobes, the default without BPF trampolines) its C library is hooked first. The hooks
+// are returned to keep them attached (null for the kernel-wide hooks).
+std::unique_ptr<LibcWaitHooks> track_loop(LoopProbes& probes, symbols::ProbeTargetCache& cache,
+                                          pid_t pid) {
+  std::unique_ptr<LibcWaitHooks> hooks;
+  if (probes.source() == LoopProbes::WaitSource::kLibcUprobes) {
+    hooks = std::make_unique<LibcWaitHooks>(probes, cache);
+    auto hooked = hooks->hook(pid, 0);
+    EXPECT_TRUE(hooked.ok()) << hooked.error().message();
+  }
+  LoopProbes::Start track;
+  track.any_epfd = true;  // no symbols needed: every main-thread epoll wait is the loop's
+  EXPECT_TRUE(probes.track(pid, track).ok());
+  return hooks;
+}
+
 TEST_F(CpuProfilerTest, BlockedNodeJsLoop) {
   auto probes = LoopProbes::load();
   ASSERT_TRUE(probes.ok()) << probes.error().message();
@@ -316,9 +333,8 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoop) {
 
   ChildProcess child({"/usr/bin/node", "--perf-basic-prof", SONDE_CPU_TEST_DIR "/blocked.js"});
   ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
-  LoopProbes::Start track;
-  track.any_epfd = true;  // no symbols needed: every main-thread epoll wait is the loop's
-  ASSERT_TRUE((*probes)->track(child.pid(), track).ok());
+  symbols::ProbeTargetCache cache;
+  auto hooks = track_loop(**probes, cache, child.pid());
   ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", "blocked", "main"}).ok());
   std::this_thread::sleep_for(milliseconds(1000));
 
@@ -376,9 +392,8 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoopNamedWithoutPerfMap) {
   ASSERT_GT(truth, 0);
   ChildProcess child({"/usr/bin/node", script});
   ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
-  LoopProbes::Start track;
-  track.any_epfd = true;
-  ASSERT_TRUE((*probes)->track(child.pid(), track).ok());
+  symbols::ProbeTargetCache cache;
+  auto hooks = track_loop(**probes, cache, child.pid());
   ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", "plain", "main"}).ok());
   std::this_thread::sleep_for(milliseconds(1500));  // one drain learns the process
 
