@@ -159,7 +159,10 @@ Status StallRecorder::watch(pid_t pid, const ContainerLabels& labels, uint64_t t
 
 void StallRecorder::forget(pid_t pid) {
   std::lock_guard lock(mu_);
-  if (watched_.erase(pid) == 0) return;
+  if (!watched_.contains(pid)) return;
+  // A long turn that ended just before the exit is reported, not lost with the process.
+  round();
+  watched_.erase(pid);
   auto key = static_cast<uint32_t>(pid);
   bpf_map_delete_elem(options_.thresholds_map_fd, &key);
   bpf_map__delete_elem(skel_->maps.stall_processes, &key, sizeof key, 0);
