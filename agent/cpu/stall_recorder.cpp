@@ -374,10 +374,19 @@ void StallRecorder::report_locked(pid_t pid, uint64_t turn_ns, Turn& turn, uint6
   ring_.add(std::move(stall));
 }
 
-HttpResponse StallRecorder::handle_request(const HttpRequest& /*request*/) {
+HttpResponse StallRecorder::handle_request(const HttpRequest& request) {
+  StallRing::Filter filter;
+  auto param = [&](const char* name) -> std::optional<std::string> {
+    auto it = request.query.find(name);
+    if (it == request.query.end()) return std::nullopt;
+    return it->second;
+  };
+  filter.namespace_name = param("namespace");
+  filter.pod = param("pod");
+  filter.container = param("container");
   HttpResponse r;
   r.content_type = "application/json";
-  r.body = ring_.to_json();
+  r.body = ring_.to_json(filter);
   return r;
 }
 

@@ -59,11 +59,16 @@ void StallRing::add(Stall stall) {
   stalls_.push_back(std::move(stall));
 }
 
-std::string StallRing::to_json() const {
+std::string StallRing::to_json(const Filter& filter) const {
   using Json = nlohmann::json;
   std::lock_guard lock(mu_);
   Json list = Json::array();
   for (const Stall& s : stalls_) {
+    if ((filter.namespace_name && *filter.namespace_name != s.labels.namespace_name) ||
+        (filter.pod && *filter.pod != s.labels.pod) ||
+        (filter.container && *filter.container != s.labels.container)) {
+      continue;
+    }
     Json stacks = Json::array();
     for (const auto& st : s.stacks)
       stacks.push_back({{"samples", st.samples}, {"frames", st.frames}});

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,8 +56,16 @@ class StallRing {
   // Keeps `stall` (bounded as the header says), evicting the oldest when full.
   void add(Stall stall);
 
+  // Which stalls to_json() lists; unset fields match every stall. In cluster mode the debug
+  // routes' access check authorizes the `namespace` a request names (or every namespace), so
+  // the route must never list another namespace's stalls.
+  struct Filter {
+    std::optional<std::string> namespace_name;
+    std::optional<std::string> pod;
+    std::optional<std::string> container;
+  };
   // {"capacity": N, "evicted": N, "stalls": [...]}, oldest first; see README for the shape.
-  std::string to_json() const;
+  std::string to_json(const Filter& filter = {}) const;
 
   size_t size() const;
   uint64_t evicted() const;

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace sonde::agent {
 namespace {
@@ -100,6 +101,27 @@ TEST(StallRing, InvalidUtf8FromATenantIsReplacedNotThrown) {
   ring.add(s);
   auto doc = nlohmann::json::parse(ring.to_json());
   EXPECT_EQ(doc["stalls"][0]["stacks"][0]["frames"][0], "bad\xef\xbf\xbd\xef\xbf\xbd name");
+}
+
+TEST(StallRing, FiltersByNamespacePodAndContainer) {
+  StallRing ring(8);
+  Stall a = stall(1, 200);
+  Stall b = stall(2, 200);
+  b.labels = {"other", "batch-0", "app"};
+  ring.add(a);
+  ring.add(b);
+  auto pids = [&](const StallRing::Filter& f) {
+    std::vector<int> out;
+    const auto doc = nlohmann::json::parse(ring.to_json(f));
+    for (const auto& s : doc["stalls"]) out.push_back(s["pid"]);
+    return out;
+  };
+  EXPECT_EQ(pids({}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(pids({.namespace_name = "shop"}), (std::vector<int>{1}));
+  EXPECT_EQ(pids({.namespace_name = "other"}), (std::vector<int>{2}));
+  EXPECT_EQ(pids({.namespace_name = "shop", .pod = "batch-0"}), (std::vector<int>{}));
+  EXPECT_EQ(pids({.container = "app"}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(pids({.namespace_name = ""}), (std::vector<int>{}));
 }
 
 TEST(StallRing, ZeroCapacityKeepsNothing) {
