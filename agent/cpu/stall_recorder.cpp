@@ -230,7 +230,7 @@ void StallRecorder::round() {
       it = turns_.erase(it);  // ended below its threshold (or its state is gone)
       continue;
     }
-    if (running && !turn.reported && now > turn_ns && now - turn_ns >= StallRing::kOngoingAfterNs) {
+    if (running && !turn.reported && now > turn_ns && now - turn_ns >= options_.ongoing_after_ns) {
       if (!refreshed) symbolizer_->refresh();
       refreshed = true;
       report_locked(pid, turn_ns, turn, now - turn_ns, true);

@@ -17,9 +17,9 @@
 //     symbolized (ELF symbols, perf maps, V8 heap names through JsFrames), the most sampled
 //     kept, and it enters the ring (StallRing). A turn seen in an earlier round that is no
 //     longer its loop's current one and had no end record was shorter than the threshold: its
-//     samples are dropped. A turn still running after StallRing::kOngoingAfterNs is reported
-//     once, ongoing. A long turn without a sample (the thread was off the CPU: a sync sleep or
-//     I/O) is reported with none.
+//     samples are dropped. A turn still running after StallRing::kOngoingAfterNs (10 s) is
+//     reported once, ongoing, and its end is not reported again. A long turn without a sample (the
+//     thread was off the CPU: a sync sleep or I/O) is reported with none.
 //   - on_stall (cluster mode: a Kubernetes Event on the pod) is called for each stall added,
 //     on the recorder's thread.
 //
@@ -67,6 +67,8 @@ struct StallRecorderOptions {
   std::string sys_root = "/sys";
   std::function<void(const Stall&)> on_stall;  // may be empty
   size_t symbolizer_cache_bytes = size_t{64} << 20;
+  // A turn still running this long is reported once, ongoing (tests shorten it).
+  uint64_t ongoing_after_ns = StallRing::kOngoingAfterNs;
 };
 
 class StallRecorder final : public StallWatch {

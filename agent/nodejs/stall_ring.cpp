@@ -1,6 +1,7 @@
 #include "agent/nodejs/stall_ring.h"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -15,7 +16,7 @@ std::string rfc3339(int64_t unix_ns) {
   gmtime_r(&secs, &t);
   char buf[40];
   size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &t);
-  snprintf(buf + n, sizeof buf - n, ".%03dZ", millis);
+  (void)snprintf(buf + n, sizeof buf - n, ".%03dZ", millis);
   return buf;
 }
 
@@ -77,7 +78,8 @@ std::string StallRing::to_json(const Filter& filter) const {
                     {"container", s.labels.container},
                     {"pid", s.pid},
                     {"start", rfc3339(s.start_unix_ns)},
-                    {"durationMs", static_cast<double>(s.duration_ns / 1000) / 1000.0},
+                    // Microsecond precision, in milliseconds.
+                    {"durationMs", std::round(static_cast<double>(s.duration_ns) / 1e3) / 1e3},
                     {"thresholdMs", s.threshold_ns / 1'000'000},
                     {"ongoing", s.ongoing},
                     {"samples", s.samples},
