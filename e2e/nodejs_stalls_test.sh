@@ -72,7 +72,8 @@ for s, turn, cpu in zip(sorted(mine, key=lambda s: s["start"]), node_turns, cpu_
     print(f"stall: {s['durationMs']:.1f} ms (node's own {turn:.1f} ms), {s['samples']} samples "
           f"(node's CPU {cpu:.0f} ms), "
           f"top stack ({s['stacks'][0]['samples'] if s['stacks'] else 0}): {top[:3]}")
-    assert s["durationMs"] >= 200, f"duration {s['durationMs']} ms, but 200 ms were injected"
+    # Date.now() has whole milliseconds: a 200 ms busy loop may end a fraction early.
+    assert s["durationMs"] >= 198, f"duration {s['durationMs']} ms, but 200 ms were injected"
     assert abs(s["durationMs"] - turn) <= max(5, 0.05 * turn), \
         f"duration {s['durationMs']} ms, node's own account {turn} ms (5%)"
     if turn <= 220:  # a quiet machine: node saw about what was injected

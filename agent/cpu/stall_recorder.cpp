@@ -133,27 +133,31 @@ Status StallRecorder::start_locked() {
 }
 
 Status StallRecorder::watch(pid_t pid, const ContainerLabels& labels, uint64_t threshold_ns) {
+  const uint64_t called_ns = monotonic_ns();
   std::lock_guard lock(mu_);
   if (!skel_) RETURN_IF_ERROR(start_locked());
   const bool known = watched_.contains(pid);
-  sonde_stall_process proc{};
-  if (!known) {
-    // A process whose node publishes no usable layout is still sampled: native frames only.
-    if (auto slots = js_frames_->learn(pid)) {
-      proc = {slots->function, slots->context_or_frame_type, slots->bytecode_offset, 1};
-    }
-    auto key = static_cast<uint32_t>(pid);
-    if (bpf_map__update_elem(skel_->maps.stall_processes, &key, sizeof key, &proc, sizeof proc,
-                             BPF_ANY) != 0) {
-      return errno_error("stall sampler: watch pid " + std::to_string(pid), errno);
-    }
-  }
+  // The threshold first: a turn that ends while the layout is read below is still reported.
   auto key = static_cast<uint32_t>(pid);
   if (bpf_map_update_elem(options_.thresholds_map_fd, &key, &threshold_ns, BPF_ANY) != 0) {
     return errno_error("nodejs probes: set the stall threshold of pid " + std::to_string(pid),
                        errno);
   }
-  watched_[pid] = {labels, threshold_ns};
+  if (!known) {
+    // A process whose node publishes no usable layout is still sampled: native frames only.
+    sonde_stall_process proc{};
+    if (auto slots = js_frames_->learn(pid)) {
+      proc = {slots->function, slots->context_or_frame_type, slots->bytecode_offset, 1};
+    }
+    if (bpf_map__update_elem(skel_->maps.stall_processes, &key, sizeof key, &proc, sizeof proc,
+                             BPF_ANY) != 0) {
+      int e = errno;
+      bpf_map_delete_elem(options_.thresholds_map_fd, &key);
+      return errno_error("stall sampler: watch pid " + std::to_string(pid), e);
+    }
+  }
+  const uint64_t since = known ? watched_[pid].since_ns : called_ns;
+  watched_[pid] = {labels, threshold_ns, since};
   return ok_status();
 }
 
@@ -342,7 +346,7 @@ void StallRecorder::drain_locked() {
 void StallRecorder::report_locked(pid_t pid, uint64_t turn_ns, Turn& turn, uint64_t duration_ns,
                                   bool ongoing) {
   auto w = watched_.find(pid);
-  if (w == watched_.end()) return;
+  if (w == watched_.end() || turn_ns < w->second.since_ns) return;
   Stall stall;
   stall.labels = w->second.labels;
   stall.pid = pid;

@@ -20,6 +20,8 @@
 //     samples are dropped. A turn still running after StallRing::kOngoingAfterNs (10 s) is
 //     reported once, ongoing, and its end is not reported again. A long turn without a sample (the
 //     thread was off the CPU: a sync sleep or I/O) is reported with none.
+//   - A turn already running when its process was first watched is not reported: its samples
+//     would miss its start.
 //   - on_stall (cluster mode: a Kubernetes Event on the pod) is called for each stall added,
 //     on the recorder's thread.
 //
@@ -109,6 +111,7 @@ class StallRecorder final : public StallWatch {
   struct Watched {
     ContainerLabels labels;
     uint64_t threshold_ns = 0;
+    uint64_t since_ns = 0;  // CLOCK_MONOTONIC of the first watch(): earlier turns are not reported
   };
   struct StackKey {
     std::vector<uint64_t> user;
