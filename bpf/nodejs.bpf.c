@@ -21,6 +21,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "nodejs.h"
+#include "nodejs_stalls.h"
 #include "pidns.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -39,12 +40,48 @@ struct {
 
 static const __u64 block_bounds_ns[SONDE_LOOP_BLOCK_BOUNDS] = SONDE_LOOP_BLOCK_BOUNDS_NS;
 
+/* Long turns (nodejs_stalls.h): processes watched, by tgid, with their threshold in ns (set by
+ * user space). One lookup per turn of a tracked loop. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, SONDE_STALL_MAX_PROCESSES);
+  __type(key, __u32);
+  __type(value, __u64);
+} stall_thresholds SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, SONDE_STALL_EVENTS_BYTES);
+} stall_events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} stall_events_lost SEC(".maps");
+
+/* A turn of `d` ns that began at `start` ended: reported when tgid is watched and d reaches its
+ * threshold. */
+static __always_inline void stall_check(__u32 tgid, __u64 start, __u64 d, __u32 exited) {
+  __u64* threshold = bpf_map_lookup_elem(&stall_thresholds, &tgid);
+  if (!threshold || d < *threshold) return;
+  struct sonde_stall_event e = {
+      .tgid = tgid, .exited = exited, .start_ns = start, .duration_ns = d};
+  if (bpf_ringbuf_output(&stall_events, &e, sizeof e, 0) == 0) return;
+  __u32 zero = 0;
+  __u64* lost = bpf_map_lookup_elem(&stall_events_lost, &zero);
+  if (lost) *lost += 1;
+}
+
 /* A busy period that began at busy_since_ns ends now: into the sum and its histogram bucket.
  * Only the main thread writes its entry (user space writes it once, before tracking starts),
  * so plain increments suffice. */
-static __always_inline void busy_period_ends(struct sonde_loop_state* s, __u64 now) {
+static __always_inline void busy_period_ends(struct sonde_loop_state* s, __u64 now, __u32 tgid,
+                                             __u32 exited) {
   if (s->phase != SONDE_LOOP_BUSY || now <= s->busy_since_ns) return;
   __u64 d = now - s->busy_since_ns;
+  stall_check(tgid, s->busy_since_ns, d, exited);
   __u32 bucket = SONDE_LOOP_BLOCK_BOUNDS;
   for (__u32 i = 0; i < SONDE_LOOP_BLOCK_BOUNDS; i++) { /* constant bound: unrolled */
     if (d <= block_bounds_ns[i]) {
@@ -100,7 +137,7 @@ static __always_inline bool is_loop_wait(struct sonde_loop_state* s, int epfd) {
 static __always_inline void wait_begins(int epfd) {
   struct sonde_loop_state* s = main_thread_state(true);
   if (!s || s->phase == SONDE_LOOP_EXITED || !is_loop_wait(s, epfd)) return;
-  busy_period_ends(s, bpf_ktime_get_ns());
+  busy_period_ends(s, bpf_ktime_get_ns(), current_tgid_for_agent(), 0);
   s->phase = SONDE_LOOP_IDLE;
   s->waits += 1;
 }
@@ -237,7 +274,7 @@ int BPF_PROG(main_thread_exit, struct task_struct* task) {
   bpf_map_delete_elem(&starting, &tgid);
   struct sonde_loop_state* s = bpf_map_lookup_elem(&loops, &tgid);
   if (!s) return 0;
-  busy_period_ends(s, bpf_ktime_get_ns());
+  busy_period_ends(s, bpf_ktime_get_ns(), tgid, 1);
   s->phase = SONDE_LOOP_EXITED;
   return 0;
 }

@@ -44,6 +44,39 @@ Result<std::string> string_in(const Json& object, std::string_view key, std::str
   return v->get<std::string>();
 }
 
+// nodejsEventLoop: a policy's object, the config's true/false or object; stallThresholdMs (off
+// when absent) asks for the stack of each loop turn at least that long
+// (agent/cpu/stall_recorder.h).
+Parsed parse_nodejs(const Json& value, ParamsSource source, const std::string& path) {
+  const bool config = source == ParamsSource::kConfig;
+  if (config && value.is_boolean()) {
+    if (!value.get<bool>()) return std::optional<InstrumentationParams>();
+    return std::optional<InstrumentationParams>(Json::object());
+  }
+  if (!value.is_object()) {
+    return Error(path + (config ? ": must be true, false or a mapping" : ": must be an object"));
+  }
+  RETURN_IF_ERROR(check_keys(value, {"stallThresholdMs"}, path));
+  Json params = Json::object();
+  if (field(value, "stallThresholdMs") != nullptr) {
+    ASSIGN_OR_RETURN(const int64_t ms,
+                     integer_in(value, "stallThresholdMs", 0, NodejsParams::kMinStallThresholdMs,
+                                NodejsParams::kMaxStallThresholdMs, path));
+    params["stallThresholdMs"] = ms;
+  }
+  return std::optional<InstrumentationParams>(std::move(params));
+}
+
+// Two policies asking one process: the lower threshold (the stricter), and one when either
+// sets one.
+InstrumentationParams merge_nodejs(const InstrumentationParams& a, const InstrumentationParams& b) {
+  const uint32_t ta = nodejs_params(a).stall_threshold_ms;
+  const uint32_t tb = nodejs_params(b).stall_threshold_ms;
+  if (ta == 0) return b;
+  if (tb == 0) return a;
+  return ta <= tb ? a : b;
+}
+
 // The config's cpu also says whether it is on (`enabled`, default off) and where to push.
 Result<PyroscopeConfig> parse_pyroscope(const Json& object, const std::string& path) {
   if (!object.is_object()) return Error(path + ": must be a mapping");
@@ -91,8 +124,8 @@ InstrumentationParams merge_cpu(const InstrumentationParams& a, const Instrument
 }
 
 constexpr std::array<InstrumentationKind, kInstrumentationCount> kKinds = {{
-    {Instrumentation::kNodejsEventLoop, "nodejsEventLoop", "nodejs", true, parse_switch,
-     merge_first},
+    {Instrumentation::kNodejsEventLoop, "nodejsEventLoop", "nodejs", true, parse_nodejs,
+     merge_nodejs},
     {Instrumentation::kGoTls, "goTLS", "gotls", true, parse_switch, merge_first},
     {Instrumentation::kCpu, "cpu", "cpu", false, parse_cpu, merge_cpu},
 }};
@@ -177,6 +210,12 @@ Result<double> parse_max_overhead_percent(const nlohmann::json& value, const std
     return Error(path + ": must be 0.01..100, got " + value.dump());
   }
   return v;
+}
+
+NodejsParams nodejs_params(const InstrumentationParams& params) {
+  NodejsParams p;
+  p.stall_threshold_ms = params.value("stallThresholdMs", p.stall_threshold_ms);
+  return p;
 }
 
 }  // namespace sonde

@@ -98,4 +98,13 @@ struct CpuParams {
 };
 CpuParams cpu_params(const InstrumentationParams& params);
 
+// The Node.js kind's parameters, read back by its feature.
+struct NodejsParams {
+  static constexpr int64_t kMinStallThresholdMs = 10;
+  static constexpr int64_t kMaxStallThresholdMs = 60000;
+  // Report each loop turn at least this long with its stacks (/debug/nodejs/stalls); 0: off.
+  uint32_t stall_threshold_ms = 0;
+};
+NodejsParams nodejs_params(const InstrumentationParams& params);
+
 }  // namespace sonde

@@ -20,7 +20,7 @@ Controller::Controller(kube::ApiClient& client, ControllerOptions options, Opera
       metrics_(metrics),
       clock_(clock),
       queue_(clock),
-      events_(client_, "sonde-operator", options_.identity, clock_),
+      events_(client_, "sonde-operator", options_.identity, clock_, kPolicyEventLimits),
       index_(
           [this](const std::vector<std::string>& uids, bool nodes_changed) {
             // A node coming, going or turning stale changes every policy's "nodes reporting"
@@ -161,7 +161,8 @@ Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
     return written.error().wrap(std::string("write status of ") + crd::kind_name(kind) + " " + key);
   }
   metrics_.status_written();
-  for (const auto& event : events) metrics_.event_recorded(events_.record(*policy, event, acting));
+  for (const auto& event : events)
+    metrics_.event_recorded(events_.record(with_policy_type(*policy), event, acting));
   return Outcome::kWritten;
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "agent/cpu/cpu_feature.h"
+#include "agent/cpu/stall_recorder.h"
 #include "agent/gotls/gotls_feature.h"
 #include "agent/nodejs/nodejs_feature.h"
 #include "agent/procevents/process_events.h"
@@ -21,6 +22,15 @@ PartsFactory agent_parts(FeatureOptions options) {
       ASSIGN_OR_RETURN(auto f,
                        NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns, s.node));
       nodejs = f.get();
+      // Loads nothing until a selection sets stallThresholdMs.
+      cpu::StallRecorderOptions so;
+      so.loops_map_fd = nodejs->loops_map_fd();
+      so.thresholds_map_fd = nodejs->probes().stall_thresholds_fd();
+      so.events_map = nodejs->probes().stall_events_map();
+      so.events_lost = [nodejs] { return nodejs->probes().stall_events_lost(); };
+      so.proc_root = s.options.proc_root;
+      so.on_stall = options.on_stall;
+      nodejs->set_stall_watch(std::make_unique<cpu::StallRecorder>(std::move(so)));
       parts.wait_source = nodejs->wait_source();
       parts.wait_source_cost = nodejs->wait_source_cost();
       parts.features.push_back(std::move(f));

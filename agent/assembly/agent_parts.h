@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "agent/nodejs/loop_probes.h"
+#include "agent/nodejs/stall_ring.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/fd_budget.h"
 #include "common/instrumentation.h"
@@ -25,6 +27,9 @@ struct FeatureOptions {
   size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;
   // How long a Go TLS binary keeps its uprobes after its last process exits (SharedUprobes).
   uint64_t go_tls_keep_probes_seconds = kDefaultGoTlsKeepProbesSeconds;
+  // Called for each long event-loop turn recorded (cluster mode: an Event on the pod); on the
+  // stall recorder's thread. May be empty.
+  std::function<void(const Stall&)> on_stall;
   struct Cpu {
     uint32_t frequency_hz = 19;  // unless selections ask for more (the policies' cpu.frequencyHz)
     bool all_processes = false;  // sample every process, not only selected ones

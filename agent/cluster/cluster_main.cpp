@@ -14,6 +14,7 @@
 #include "agent/cluster/policy_selector.h"
 #include "agent/cluster/route_access.h"
 #include "agent/cluster/selection_metrics.h"
+#include "agent/cluster/stall_events.h"
 #include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/clock.h"
@@ -228,9 +229,14 @@ int cluster_main(int argc, char** argv) {
                {"pods_synced", pods.has_synced()}});
   }
 
+  // Before the runtime whose stall recorder posts to it, so it outlives it.
+  StallEvents stall_events(client, args->node_name,
+                           [&pods](const std::string& key) { return pods.get(key); });
+
   RuntimeOptions options;
   FeatureOptions features;
   apply_agent_flags(args->agent, options, features);
+  features.on_stall = [&stall_events](const Stall& stall) { stall_events.post(stall); };
   options.node_name = args->node_name;
   options.debug_guard = [&route_access](const HttpRequest& r) { return route_access.check(r); };
   features.load.values.fill(true);       // policies choose per container what is used
@@ -248,7 +254,7 @@ int cluster_main(int argc, char** argv) {
   }
   AgentRuntime& rt = **runtime;
   runtime_ptr.store(&rt);
-  rt.add_collector([&selector, &route_access, node = args->node_name] {
+  rt.add_collector([&selector, &route_access, &stall_events, node = args->node_name] {
     std::vector<prometheus::MetricFamily> out{policy_selection_family(selector.policies(), node)};
     const RouteAccess::Stats st = route_access.stats();
     auto requests = counter_family("sonde_agent_debug_requests_total",
@@ -265,8 +271,21 @@ int cluster_main(int argc, char** argv) {
                                   "TokenReviews and SubjectAccessReviews sent for /debug/ "
                                   "requests (decisions are cached 10 s).");
     add_sample(reviews, {}, static_cast<double>(st.reviews));
+    auto stalls = counter_family("sonde_agent_nodejs_stall_events_total",
+                                 "Kubernetes Events for Node.js stalls, by result: written, "
+                                 "rate_limited (one per pod per minute), failed, queue_full, "
+                                 "no_pod.");
+    const StallEvents::Stats se = stall_events.stats();
+    for (const auto& [result, n] : {std::pair{"written", se.written},
+                                    {"rate_limited", se.rate_limited},
+                                    {"failed", se.failed},
+                                    {"queue_full", se.queue_full},
+                                    {"no_pod", se.no_pod}}) {
+      add_sample(stalls, {{"result", result}}, static_cast<double>(n));
+    }
     out.push_back(std::move(requests));
     out.push_back(std::move(reviews));
+    out.push_back(std::move(stalls));
     return out;
   });
 

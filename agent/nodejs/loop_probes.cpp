@@ -144,6 +144,18 @@ int LoopProbes::loops_map_fd() const {
   return bpf_map__fd(skel_->maps.loops);
 }
 
+int LoopProbes::stall_thresholds_fd() const {
+  return bpf_map__fd(skel_->maps.stall_thresholds);
+}
+
+const bpf_map* LoopProbes::stall_events_map() const {
+  return skel_->maps.stall_events;
+}
+
+uint64_t LoopProbes::stall_events_lost() const {
+  return sum_percpu_counter(skel_->maps.stall_events_lost, 0);
+}
+
 const char* LoopProbes::wait_source() const {
   switch (source_) {
     case WaitSource::kFentry: return "fentry/do_epoll_wait";

@@ -29,6 +29,7 @@
 #include "nodejs.h"
 
 struct nodejs_bpf;
+struct bpf_map;
 
 namespace sonde::agent {
 
@@ -119,6 +120,13 @@ class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
   int loops_map_fd() const;
 
   Result<LoopReading> untrack(pid_t pid, uint64_t end_ns) override;
+
+  // Long turns (bpf/nodejs_stalls.h), for the stall recorder: the map of watched processes'
+  // thresholds (tgid -> ns), the ring buffer of long turns' ends, and how many ends it had no
+  // room for. Owned by this object.
+  int stall_thresholds_fd() const;
+  const bpf_map* stall_events_map() const;
+  uint64_t stall_events_lost() const;
 
  private:
   LoopProbes() = default;

@@ -4,6 +4,8 @@
 #include <map>
 #include <tuple>
 
+#include "common/log.h"
+
 namespace sonde::agent {
 
 Result<std::unique_ptr<NodejsFeature>> NodejsFeature::load(LoopProbes::WaitSource source,
@@ -19,7 +21,9 @@ FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& sel
   using State = ProcessOutcome::State;
   std::string why;
   switch (monitor_.consider(c, selection.labels, &why)) {
-    case EventLoopMonitor::Outcome::kTracked: return {State::kInstrumented, ""};
+    case EventLoopMonitor::Outcome::kTracked:
+      watch_stalls(c.info.pid, selection);
+      return {State::kInstrumented, ""};
     case EventLoopMonitor::Outcome::kNotNode:
       return {State::kSymbolsNotFound,
               "no Node.js symbols (napi_module_register) in " + c.info.exe};
@@ -32,6 +36,29 @@ FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& sel
     case EventLoopMonitor::Outcome::kLimitExceeded: return {State::kLimitExceeded, why};
   }
   return {State::kFailed, "unknown outcome"};
+}
+
+void NodejsFeature::watch_stalls(pid_t pid, const Selection& selection) {
+  if (!stalls_) return;
+  const auto& params = selection.instrumentations[kind()];
+  const uint32_t ms = params ? nodejs_params(*params).stall_threshold_ms : 0;
+  if (ms == 0) {
+    stalls_->forget(pid);
+    return;
+  }
+  if (Status st = stalls_->watch(pid, selection.labels, uint64_t{ms} * 1'000'000); !st.ok()) {
+    log::warn("long event-loop turns of this process are not recorded",
+              {{"pid", pid}, {"error", st.error().message()}});
+  }
+}
+
+void NodejsFeature::add_routes(MetricsServer& server) {
+  server.add_route("/debug/nodejs/stalls", [this](const HttpRequest& request) {
+    if (!stalls_) {
+      return HttpResponse{404, "text/plain", "no stall recorder on this agent\n", {}};
+    }
+    return stalls_->handle_request(request);
+  });
 }
 
 void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
@@ -113,6 +140,7 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   out.push_back(std::move(loops));
   out.push_back(std::move(binaries));
   out.push_back(std::move(lost));
+  if (stalls_) stalls_->collect(out);
 }
 
 }  // namespace sonde::agent

@@ -1,7 +1,11 @@
 // NodejsFeature: the Node.js event-loop feature behind the runtime's Feature seam — the kernel
 // probes (LoopProbes), the per-process bookkeeping (EventLoopMonitor) and the metric families
 // they export (container_nodejs_event_loop_blocked_time_seconds_total, sonde_agent_nodejs_*),
-// and with the libc-uprobes wait source the per-process hooks (LibcWaitHooks).
+// and with the libc-uprobes wait source the per-process hooks (LibcWaitHooks). With a StallWatch
+// (set_stall_watch), a process whose selection sets nodejsEventLoop.stallThresholdMs has the
+// stack of each loop turn at least that long recorded, served at GET /debug/nodejs/stalls; a
+// stall recorder that cannot start leaves the loop's accounting as it is (logged, the process
+// stays instrumented).
 #pragma once
 
 #include <memory>
@@ -10,6 +14,7 @@
 
 #include "agent/nodejs/event_loop_monitor.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/nodejs/stall_watch.h"
 #include "agent/runtime/feature.h"
 
 namespace sonde::agent {
@@ -30,11 +35,20 @@ class NodejsFeature final : public Feature {
     return std::nullopt;
   }
   FeatureResult instrument(const Candidate& candidate, const Selection& selection) override;
-  void release(pid_t pid, uint64_t end_ns) override { monitor_.exited(pid, end_ns); }
+  void release(pid_t pid, uint64_t end_ns) override {
+    if (stalls_) stalls_->forget(pid);
+    monitor_.exited(pid, end_ns);
+  }
   void sweep() override { monitor_.sweep(); }
   size_t tracked() const override { return monitor_.tracked(); }
   void collect(std::vector<prometheus::MetricFamily>& out) override;
-  void add_routes(MetricsServer&) override {}
+  void add_routes(MetricsServer& server) override;
+
+  // Where long turns are recorded (built by the composition root with this feature's maps);
+  // once, before the runtime starts.
+  void set_stall_watch(std::unique_ptr<StallWatch> stalls) { stalls_ = std::move(stalls); }
+  // The probes whose maps a stall recorder uses.
+  const LoopProbes& probes() const { return *probes_; }
 
   // Which kernel hook measures the waits (LoopProbes::wait_source()), and what it costs
   // processes not selected (LoopProbes::wait_source_cost_class()).
@@ -55,10 +69,14 @@ class NodejsFeature final : public Feature {
         monitor_(*probes_, cache, proc, grace_ns, monotonic_clock(), hooks_.get()),
         node_(std::move(node)) {}
 
+  // Watches or forgets pid's long turns as its selection's stallThresholdMs says.
+  void watch_stalls(pid_t pid, const Selection& selection);
+
   std::unique_ptr<LoopProbes> probes_;
   std::unique_ptr<LibcWaitHooks> hooks_;  // libc-uprobes only; after the probes it attaches
   EventLoopMonitor monitor_;              // after the probes and hooks it drives
   const std::string node_;
+  std::unique_ptr<StallWatch> stalls_;  // after the probes whose maps it uses; may be null
 };
 
 }  // namespace sonde::agent

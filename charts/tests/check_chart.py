@@ -186,7 +186,7 @@ def invariants(rendered, values_file):
                 fail(f'ClusterRole/{o["metadata"]["name"]}: grants {sorted(res)} cluster-wide '
                      f'although operator.watchNamespace={scope!r}')
     if scope:
-        for who, want_res in (("agent", {"profilingpolicies", "pods"}),
+        for who, want_res in (("agent", {"profilingpolicies", "pods", "events"}),
                               ("operator", {"profilingpolicies", "profilingpolicies/status", "events"})):
             roles = [o for o in kinds.get("Role", [])
                      if o["metadata"]["name"].endswith(f"-{who}-watch")

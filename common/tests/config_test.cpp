@@ -59,6 +59,49 @@ limits:
   EXPECT_EQ(cfg->max_overhead_percent, 2.5);
 }
 
+TEST(Config, NodejsStallThreshold) {
+  auto cfg =
+      parse_agent_config("instrumentations: {nodejsEventLoop: {stallThresholdMs: 100}}", "<test>");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message();
+  ASSERT_TRUE(cfg->instrumentations[Instrumentation::kNodejsEventLoop]);
+  EXPECT_EQ(
+      nodejs_params(*cfg->instrumentations[Instrumentation::kNodejsEventLoop]).stall_threshold_ms,
+      100u);
+  // `true` and an empty object turn the kind on with no stall recording.
+  for (const char* yaml :
+       {"instrumentations: {nodejsEventLoop: true}", "instrumentations: {nodejsEventLoop: {}}"}) {
+    auto c = parse_agent_config(yaml, "<test>");
+    ASSERT_TRUE(c.ok()) << yaml << ": " << c.error().message();
+    ASSERT_TRUE(c->instrumentations[Instrumentation::kNodejsEventLoop]) << yaml;
+    EXPECT_EQ(
+        nodejs_params(*c->instrumentations[Instrumentation::kNodejsEventLoop]).stall_threshold_ms,
+        0u)
+        << yaml;
+  }
+}
+
+TEST(Config, PoliciesMergeTheLowerStallThreshold) {
+  const auto& kind = kind_of(Instrumentation::kNodejsEventLoop);
+  auto parse = [&](const char* json) {
+    auto p = kind.parse(nlohmann::json::parse(json), ParamsSource::kPolicy, "spec.x");
+    EXPECT_TRUE(p.ok());
+    return **p;
+  };
+  const auto none = parse("{}");
+  const auto t200 = parse(R"({"stallThresholdMs": 200})");
+  const auto t50 = parse(R"({"stallThresholdMs": 50})");
+  EXPECT_EQ(nodejs_params(kind.merge(t200, t50)).stall_threshold_ms, 50u);
+  EXPECT_EQ(nodejs_params(kind.merge(t50, t200)).stall_threshold_ms, 50u);
+  EXPECT_EQ(nodejs_params(kind.merge(none, t200)).stall_threshold_ms, 200u);
+  EXPECT_EQ(nodejs_params(kind.merge(t200, none)).stall_threshold_ms, 200u);
+  EXPECT_EQ(nodejs_params(kind.merge(none, none)).stall_threshold_ms, 0u);
+  auto bad = kind.parse(nlohmann::json::parse(R"({"stallThresholdMs": 9})"), ParamsSource::kPolicy,
+                        "spec.instrumentations.nodejsEventLoop");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(),
+            "spec.instrumentations.nodejsEventLoop.stallThresholdMs: must be 10..60000, got 9");
+}
+
 struct BadCase {
   const char* yaml;
   const char* error;
@@ -79,6 +122,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"metricAddress: x", "f.yaml: metricAddress: unknown key"},
         BadCase{"instrumentations: {cpu: {frequencyHz: 5000}}",
                 "f.yaml: instrumentations.cpu.frequencyHz: must be 1..999, got 5000"},
+        BadCase{"instrumentations: {nodejsEventLoop: {stallThresholdMs: 5}}",
+                "f.yaml: instrumentations.nodejsEventLoop.stallThresholdMs: must be 10..60000, got "
+                "5"},
+        BadCase{"instrumentations: {nodejsEventLoop: {stallThresholdMs: 60001}}",
+                "f.yaml: instrumentations.nodejsEventLoop.stallThresholdMs: must be 10..60000, got "
+                "60001"},
+        BadCase{"instrumentations: {nodejsEventLoop: {stallThreshold: 100}}",
+                "f.yaml: instrumentations.nodejsEventLoop.stallThreshold: unknown key"},
+        BadCase{"instrumentations: {nodejsEventLoop: maybe}",
+                "f.yaml: instrumentations.nodejsEventLoop: must be true, false or a mapping"},
         BadCase{"instrumentations: {goTLS: maybe}",
                 "f.yaml: instrumentations.goTLS: must be true or false"},
         BadCase{"instrumentations: {cpu: true}", "f.yaml: instrumentations.cpu: must be a mapping"},

@@ -1,0 +1,78 @@
+// StallEvents: in cluster mode, a Kubernetes Event (Warning NodejsEventLoopStalled) on the pod of
+// each Node.js stall the agent records (agent/cpu/stall_recorder.h), saying how long the loop
+// was blocked, what it ran, and where the stacks are (/debug/nodejs/stalls on this node).
+//
+// Bounded so a pod that stalls all the time costs the API server little:
+//  - per pod, at most kLimits.burst Event, then one per kLimits.refill (kube::EventRecorder's
+//    token bucket; beyond it the stall is only in the ring and counted as rate_limited);
+//  - post() never blocks the recorder's thread: stalls wait in a queue of kQueue for the writer
+//    thread; a full queue drops the stall's Event (queue_full);
+//  - a message is at most kMaxMessageBytes.
+// A stall of a process without a pod (its labels name none, or the pod is not in the informer's
+// cache) has no Event (no_pod). Thread-safe; the destructor stops and joins the writer.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "agent/nodejs/stall_ring.h"
+#include "common/kube/event_recorder.h"
+
+namespace sonde::agent {
+
+class StallEvents {
+ public:
+  static constexpr kube::EventLimits kLimits{.aggregate_window = std::chrono::minutes(10),
+                                             .burst = 1,
+                                             .refill = std::chrono::minutes(1),
+                                             .max_objects = 10000};
+  static constexpr size_t kQueue = 64;
+  static constexpr size_t kMaxMessageBytes = 1024;
+  static constexpr const char* kReason = "NodejsEventLoopStalled";
+
+  // The pod `namespace/name` as the agent's pod informer has it, nullptr when unknown.
+  using PodLookup = std::function<std::shared_ptr<const kube::Json>(const std::string& key)>;
+
+  StallEvents(kube::ApiClient& client, std::string node, PodLookup pods,
+              const kube::Clock& clock = kube::real_clock());
+  ~StallEvents();
+  StallEvents(const StallEvents&) = delete;
+  StallEvents& operator=(const StallEvents&) = delete;
+
+  // Queues the Event of `stall` (returns at once).
+  void post(const Stall& stall);
+
+  // The Event's message for `stall` on `node` (exposed for tests).
+  static std::string message(const Stall& stall, const std::string& node);
+
+  struct Stats {
+    uint64_t written = 0;
+    uint64_t rate_limited = 0;
+    uint64_t failed = 0;
+    uint64_t queue_full = 0;
+    uint64_t no_pod = 0;
+  };
+  Stats stats() const;
+
+ private:
+  void run();
+
+  kube::EventRecorder recorder_;
+  const std::string node_;
+  const PodLookup pods_;
+  kube::StopSignal stop_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Stall> queue_;
+  bool stopping_ = false;
+  Stats stats_;
+  std::thread thread_;  // last: started after everything it uses
+};
+
+}  // namespace sonde::agent

@@ -1,0 +1,157 @@
+// StallRecorder: the stack of each long event-loop turn of watched Node.js processes, named in
+// JavaScript (agent/nodejs/stall_watch.h is what the Node.js feature sees of it).
+//
+// How (bpf/nodejs_stalls.h has the kernel half):
+//   - watch() puts the process's threshold in the Node.js probes' `stall_thresholds` map, so the
+//     end of a turn at least that long is one record in their `stall_events` ring buffer, with
+//     its exact start and duration; and it gives the process (with its V8 frame slots when its
+//     node publishes a usable layout, JsFrames) to the stall sampler.
+//   - The stall sampler is a second perf-event program on every CPU at SONDE_STALL_SAMPLE_HZ
+//     (199 Hz) that returns at once unless the interrupted task is a watched process's main
+//     thread whose loop is busy; then it counts the user stack and V8 walk under the turn.
+//     It is loaded and attached at the first watch(), never before: a node where no policy sets
+//     stallThresholdMs pays nothing. The CPU profiles' sampler keeps its own frequency.
+//   - A thread runs one round every kRoundInterval: it reads the loop state of the processes
+//     with samples pending, takes the end records, then drains the sampler's other generation
+//     into per-turn sample counts. A turn whose end record came is a stall: its stacks are
+//     symbolized (ELF symbols, perf maps, V8 heap names through JsFrames), the most sampled
+//     kept, and it enters the ring (StallRing). A turn seen in an earlier round that is no
+//     longer its loop's current one and had no end record was shorter than the threshold: its
+//     samples are dropped. A turn still running after StallRing::kOngoingAfterNs (10 s) is
+//     reported once, ongoing, and its end is not reported again. A long turn without a sample (the
+//     thread was off the CPU: a sync sleep or I/O) is reported with none.
+//   - A turn already running when its process was first watched is not reported: its samples
+//     would miss its start.
+//   - on_stall (cluster mode: a Kubernetes Event on the pod) is called for each stall added,
+//     on the recorder's thread.
+//
+// Bounded: pending turns (kMaxPendingTurns) and distinct stacks per turn (kMaxStacksPerTurn),
+// the kernel maps (nodejs_stalls.h), the ring (StallRing). What a bound refuses is counted
+// (drops(), sonde_agent_nodejs_stall_drops_total{reason}).
+//
+// Thread-safe. Destroy it before the Node.js probes whose maps it uses.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/cpu/js_frames.h"
+#include "agent/cpu/stack_symbolizer.h"
+#include "agent/kernel/bpf_helpers.h"
+#include "agent/nodejs/stall_ring.h"
+#include "agent/nodejs/stall_watch.h"
+#include "agent/symbolize/symbolizer_cache.h"
+#include "common/unique_fd.h"
+
+struct nodejs_stalls_bpf;
+struct bpf_link;
+struct bpf_map;
+
+namespace sonde::agent::cpu {
+
+struct StallRecorderOptions {
+  int loops_map_fd = -1;                  // LoopProbes::loops_map_fd()
+  int thresholds_map_fd = -1;             // LoopProbes::stall_thresholds_fd()
+  const bpf_map* events_map = nullptr;    // LoopProbes::stall_events_map()
+  std::function<uint64_t()> events_lost;  // LoopProbes::stall_events_lost()
+  std::string proc_root = "/proc";
+  std::string sys_root = "/sys";
+  std::function<void(const Stall&)> on_stall;  // may be empty
+  size_t symbolizer_cache_bytes = size_t{64} << 20;
+  // A turn still running this long is reported once, ongoing (tests shorten it).
+  uint64_t ongoing_after_ns = StallRing::kOngoingAfterNs;
+};
+
+class StallRecorder final : public StallWatch {
+ public:
+  static constexpr std::chrono::milliseconds kRoundInterval{100};
+  static constexpr size_t kMaxPendingTurns = 1024;
+  static constexpr size_t kMaxStacksPerTurn = 256;
+  static constexpr const char* kRoute = "/debug/nodejs/stalls";
+
+  explicit StallRecorder(StallRecorderOptions options);
+  ~StallRecorder() override;
+  StallRecorder(const StallRecorder&) = delete;
+  StallRecorder& operator=(const StallRecorder&) = delete;
+
+  Status watch(pid_t pid, const ContainerLabels& labels, uint64_t threshold_ns) override;
+  void forget(pid_t pid) override;
+  HttpResponse handle_request(const HttpRequest& request) override;
+  void collect(std::vector<prometheus::MetricFamily>& out) override;
+
+  const StallRing& ring() const { return ring_; }
+  // Whether the stall sampler is loaded and attached (after the first watch()).
+  bool sampling() const;
+
+  struct Drops {
+    uint64_t samples = 0;      // the kernel's count map was full
+    uint64_t stacks = 0;       // the kernel's user stack map was full
+    uint64_t v8_stacks = 0;    // the kernel's V8 stack map was full
+    uint64_t events = 0;       // the end-of-turn ring buffer was full: a stall went unreported
+    uint64_t turns = 0;        // kMaxPendingTurns: a turn's samples were not kept
+    uint64_t turn_stacks = 0;  // kMaxStacksPerTurn: samples of a turn kept without their stack
+    uint64_t evicted = 0;      // stalls pushed out of the full ring
+    uint64_t truncated = 0;    // stacks, frames or names cut by StallRing's bounds
+  };
+  Drops drops() const;
+  uint64_t stalls() const;
+
+ private:
+  struct Watched {
+    ContainerLabels labels;
+    uint64_t threshold_ns = 0;
+    uint64_t since_ns = 0;  // CLOCK_MONOTONIC of the first watch(): earlier turns are not reported
+  };
+  struct StackKey {
+    std::vector<uint64_t> user;
+    std::vector<V8Frame> v8;
+    bool operator<(const StackKey& o) const;
+  };
+  struct Turn {
+    std::map<StackKey, uint64_t> stacks;
+    uint64_t samples = 0;
+    bool judged_before = false;  // seen in an earlier round: may be judged now
+    bool reported = false;       // reported ongoing: later samples are not kept
+  };
+  struct End {
+    uint64_t duration_ns = 0;
+  };
+
+  Status start_locked();
+  void run(const std::stop_token& stop);
+  void round();  // requires mu_
+  void drain_locked();
+  void report_locked(pid_t pid, uint64_t turn_ns, Turn& turn, uint64_t duration_ns, bool ongoing);
+
+  const StallRecorderOptions options_;
+  symbolize::SymbolizerCache binaries_;
+  StallRing ring_;
+
+  mutable std::mutex mu_;
+  std::unique_ptr<nodejs_stalls_bpf, void (*)(nodejs_stalls_bpf*)> skel_{nullptr, nullptr};
+  std::vector<bpf_link*> links_;
+  std::unique_ptr<RingBufferReader> events_;
+  std::unique_ptr<StackSymbolizer> symbolizer_;
+  std::unique_ptr<JsFrames> js_frames_;
+  std::map<pid_t, Watched> watched_;
+  std::map<std::pair<pid_t, uint64_t>, Turn> turns_;
+  std::map<std::pair<pid_t, uint64_t>, End> ends_;  // from the ring buffer, this round
+  uint64_t turns_dropped_ = 0;
+  uint64_t turn_stacks_dropped_ = 0;
+  uint64_t stalls_ = 0;
+
+  std::jthread thread_;  // last: started after everything it uses, joined first
+};
+
+}  // namespace sonde::agent::cpu

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The stall sampler: what a Node.js main thread runs while its loop is busy (nodejs_stalls.h).
+ *
+ * A perf event per CPU at SONDE_STALL_SAMPLE_HZ runs `stall_sample` for whatever task is on the
+ * CPU. It returns at once unless that task is the main thread of a process watched for stalls
+ * (one hash lookup) whose loop is busy (one more); only then does it take the user stack and
+ * the V8 walk, counted under the turn (busy_since_ns). So the node's CPU profiles keep their
+ * frequency, and a busy loop of a watched process is sampled about ten times as often.
+ * Generations as in cpu_sampler.bpf.c: user space drains one while the kernel fills the other.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+#include "cpu_sampler.h"
+#include "nodejs.h"
+#include "nodejs_stalls.h"
+#include "pidns.bpf.h"
+#include "v8_walk.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Written by user space while running: the generation new samples go to. */
+volatile __u8 generation = 0;
+
+/* The Node.js probes' loop state (bpf/nodejs.bpf.c), made the same map with
+ * bpf_map__reuse_fd(). */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, SONDE_NODEJS_MAX_PROCESSES);
+  __type(key, __u32);
+  __type(value, struct sonde_loop_state);
+} loops SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, SONDE_STALL_MAX_PROCESSES);
+  __type(key, __u32);
+  __type(value, struct sonde_stall_process);
+} stall_processes SEC(".maps");
+
+struct stall_stack_map {
+  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
+  __uint(max_entries, SONDE_STALL_MAX_STACKS);
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, SONDE_CPU_MAX_FRAMES * sizeof(__u64));
+};
+struct stall_stack_map stall_stacks_0 SEC(".maps");
+struct stall_stack_map stall_stacks_1 SEC(".maps");
+
+struct stall_v8_map {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_STALL_MAX_V8_STACKS);
+  __type(key, __u64);
+  __type(value, struct sonde_v8_stack);
+};
+struct stall_v8_map stall_v8_0 SEC(".maps");
+struct stall_v8_map stall_v8_1 SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_STALL_MAX_KEYS);
+  __type(key, struct sonde_stall_key);
+  __type(value, __u64);
+} stall_counts SEC(".maps");
+
+/* The walk is built here: a sonde_v8_stack is too large for the BPF stack. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct sonde_v8_stack);
+} stall_scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, SONDE_STALL_DROP_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} stall_drops SEC(".maps");
+
+static __always_inline void count_drop(__u32 kind) {
+  __u64* n = bpf_map_lookup_elem(&stall_drops, &kind);
+  if (n) *n += 1;
+}
+
+static __always_inline __u64 record_v8(struct bpf_perf_event_data* ctx,
+                                       const struct sonde_stall_process* proc, __u8 gen) {
+  if (!proc->v8) return 0;
+  __u32 zero = 0;
+  struct sonde_v8_stack* st = bpf_map_lookup_elem(&stall_scratch, &zero);
+  if (!st) return 0;
+  struct sonde_v8_process slots = {proc->fp_function, proc->fp_context_or_frame_type,
+                                   proc->function_shared, 0};
+  __u64 hash = v8_walk(ctx, &slots, st);
+  if (hash == 0) return 0;
+  void* map = gen ? (void*)&stall_v8_1 : (void*)&stall_v8_0;
+  if (bpf_map_lookup_elem(map, &hash)) return hash;
+  long err = bpf_map_update_elem(map, &hash, st, BPF_NOEXIST);
+  if (err == 0 || err == -17 /* EEXIST */) return hash;
+  count_drop(SONDE_STALL_DROP_V8_STACK);
+  return 0;
+}
+
+SEC("perf_event")
+int stall_sample(struct bpf_perf_event_data* ctx) {
+  if (!current_is_main_thread()) return 0;
+  __u32 tgid = current_tgid_for_agent();
+  if (tgid == 0) return 0; /* idle, or outside the agent's pid namespace */
+  struct sonde_stall_process* proc = bpf_map_lookup_elem(&stall_processes, &tgid);
+  if (!proc) return 0;
+  struct sonde_loop_state* loop = bpf_map_lookup_elem(&loops, &tgid);
+  if (!loop || loop->phase != SONDE_LOOP_BUSY) return 0;
+
+  struct sonde_stall_key key;
+  __builtin_memset(&key, 0, sizeof key);
+  key.tgid = tgid;
+  key.turn_ns = loop->busy_since_ns;
+  key.generation = generation & 1;
+  long id = bpf_get_stackid(ctx, key.generation ? (void*)&stall_stacks_1 : (void*)&stall_stacks_0,
+                            BPF_F_USER_STACK);
+  if (id < 0) {
+    if (id != -14 /* EFAULT: no user stack */) count_drop(SONDE_STALL_DROP_STACK);
+    key.user_stack_id = -1;
+  } else {
+    key.user_stack_id = (__s32)id;
+  }
+  key.v8_stack = record_v8(ctx, proc, key.generation);
+
+  __u64* n = bpf_map_lookup_elem(&stall_counts, &key);
+  if (n) {
+    __sync_fetch_and_add(n, 1);
+    return 0;
+  }
+  __u64 one = 1;
+  if (bpf_map_update_elem(&stall_counts, &key, &one, BPF_NOEXIST) == 0) return 0;
+  n = bpf_map_lookup_elem(&stall_counts, &key);
+  if (n) {
+    __sync_fetch_and_add(n, 1);
+  } else {
+    count_drop(SONDE_STALL_DROP_KEY);
+  }
+  return 0;
+}

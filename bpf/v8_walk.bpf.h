@@ -1,0 +1,85 @@
+/* The frame-pointer walk of a Node.js process's user stack with each frame's V8 slots, for the
+ * perf-event programs that record V8 stacks (bpf/cpu_sampler.bpf.c, bpf/nodejs_stalls.bpf.c).
+ * Included by BPF sources only; the layout it fills is cpu_sampler.h's sonde_v8_stack.
+ */
+#ifndef SONDE_BPF_V8_WALK_BPF_H
+#define SONDE_BPF_V8_WALK_BPF_H
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+#include "cpu_sampler.h"
+
+/* The user registers of the sampled task: the event's own when it interrupted user mode, else
+ * the ones saved at the task's entry into the kernel. */
+static __always_inline void user_pc_fp(struct bpf_perf_event_data* ctx, __u64* pc, __u64* fp) {
+#if defined(__TARGET_ARCH_x86)
+  /* volatile: clang would narrow `cs & 3` to a 2-byte load, which the verifier rejects. */
+  if ((*(volatile __u64*)&ctx->regs.cs & 3) != 0) {
+    *pc = ctx->regs.ip;
+    *fp = ctx->regs.bp;
+    return;
+  }
+  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(bpf_get_current_task_btf());
+  *pc = BPF_CORE_READ(regs, ip);
+  *fp = BPF_CORE_READ(regs, bp);
+#elif defined(__TARGET_ARCH_arm64)
+  if ((*(volatile __u64*)&ctx->regs.pstate & 0xf) == 0) {
+    *pc = ctx->regs.pc;
+    *fp = ctx->regs.regs[29];
+    return;
+  }
+  struct pt_regs* regs = (struct pt_regs*)bpf_task_pt_regs(bpf_get_current_task_btf());
+  *pc = BPF_CORE_READ(regs, pc);
+  *fp = BPF_CORE_READ(regs, regs[29]);
+#else
+  *pc = 0;
+  *fp = 0;
+#endif
+}
+
+/* Walks the frame-pointer chain as the kernel's user stack walk does (pc, then [fp + 8] per
+ * frame), keeping each frame's V8 slots at the offsets `proc` gives, into `st`. Returns the
+ * walk's hash (never 0), or 0 when there was no frame. */
+static __always_inline __u64 v8_walk(struct bpf_perf_event_data* ctx,
+                                     const struct sonde_v8_process* proc,
+                                     struct sonde_v8_stack* st) {
+  __s64 off_function = proc->fp_function;
+  __s64 off_context = proc->fp_context_or_frame_type;
+  __s64 off_shared = proc->function_shared;
+  __u64 pc = 0;
+  __u64 fp = 0;
+  user_pc_fp(ctx, &pc, &fp);
+  __u64 hash = 0xcbf29ce484222325ULL; /* FNV-1a offset basis, mixed per 8-byte word */
+  __u32 n = 0;
+  /* Bounded by SONDE_V8_MAX_FRAMES: the verifier sees a constant trip count. */
+  for (__u32 i = 0; i < SONDE_V8_MAX_FRAMES; i++) {
+    if (pc == 0 || fp == 0) break;
+    struct sonde_v8_frame* f = &st->frame[i];
+    f->pc = pc;
+    f->function = 0;
+    f->context_or_type = 0;
+    f->shared = 0;
+    bpf_probe_read_user(&f->function, sizeof f->function, (void*)(fp + off_function));
+    bpf_probe_read_user(&f->context_or_type, sizeof f->context_or_type, (void*)(fp + off_context));
+    if (f->function != 0)
+      bpf_probe_read_user(&f->shared, sizeof f->shared, (void*)(f->function + off_shared));
+    hash = (hash ^ f->pc) * 0x100000001b3ULL;
+    hash = (hash ^ f->function) * 0x100000001b3ULL;
+    hash = (hash ^ f->context_or_type) * 0x100000001b3ULL;
+    hash = (hash ^ f->shared) * 0x100000001b3ULL;
+    n = i + 1;
+    __u64 next[2];
+    if (bpf_probe_read_user(next, sizeof next, (void*)fp) != 0) break;
+    if (next[0] <= fp) break; /* stacks grow down: a caller's frame lies above */
+    fp = next[0];
+    pc = next[1];
+  }
+  if (n == 0) return 0;
+  st->frames = n;
+  st->pad = 0;
+  hash = (hash ^ n) * 0x100000001b3ULL;
+  return hash ? hash : 1;
+}
+
+#endif
