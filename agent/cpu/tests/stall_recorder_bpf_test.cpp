@@ -37,6 +37,13 @@ class StallRecorderTest : public ::testing::Test {
     recorder_ = std::make_unique<StallRecorder>(std::move(o));
   }
   void watch(pid_t pid) {
+    // As the agent does: where the wait hook is per process (libc uprobes, the default without
+    // BPF trampolines), the process's C library is hooked first.
+    if (probes_->source() == LoopProbes::WaitSource::kLibcUprobes) {
+      hooks_ = std::make_unique<LibcWaitHooks>(*probes_, cache_);
+      auto hooked = hooks_->hook(pid, 0);
+      ASSERT_TRUE(hooked.ok()) << hooked.error().message();
+    }
     LoopProbes::Start track;
     track.any_epfd = true;  // every main-thread epoll wait is the loop's: no symbols needed
     ASSERT_TRUE(probes_->track(pid, track).ok());
@@ -60,6 +67,8 @@ class StallRecorderTest : public ::testing::Test {
   }
 
   std::unique_ptr<LoopProbes> probes_;
+  symbols::ProbeTargetCache cache_;
+  std::unique_ptr<LibcWaitHooks> hooks_;  // after the probes it attaches
   std::atomic<int> posted_{0};
   std::unique_ptr<StallRecorder> recorder_;  // before the probes whose maps it uses
 };

@@ -174,12 +174,17 @@ class V8FramesTest : public ::testing::Test {
             jit = jit || !in_node(f.pc);
           }
           if (name->script == kScript && !defined.contains(name->function)) ++t.wrong;
+          // The perf map lists compiled code only: a node-internal function that ran only in
+          // the interpreter, named without a line (its source is external), is not in it, so
+          // it is printed, not counted either way. The script's own functions are held to the
+          // `defined` set above whatever the tier.
+          const bool unverifiable = name->script.starts_with("node:") && name->line == 0;
           if (truth_names && !name->script.empty() &&
               !truth_names->contains(name->function + " " + name->script + ":" +
                                      std::to_string(name->line))) {
-            std::cout << "not in the perf map: " << name->function << " " << name->script << ":"
-                      << name->line << "\n";
-            ++t.wrong;
+            std::cout << "not in the perf map" << (unverifiable ? " (unverifiable)" : "") << ": "
+                      << name->function << " " << name->script << ":" << name->line << "\n";
+            if (!unverifiable) ++t.wrong;
           }
           if (name->function == "burnBlocking" &&
               (name->script != kScript || name->line != truth)) {
