@@ -101,10 +101,11 @@ within "$(awk -v a="${second:-0}" -v b="${first:-0}" 'BEGIN { print a - b }')" 0
   fail "after the restart the counter went from $first to $second; want +0.3 s"
 
 # One binary for all these processes, measured in precise mode (the default loop's epoll fd read
-# from the process's memory), with no uprobe on it.
+# from the process's memory), with no uprobe on it; Debian's node 20 publishes the V8 layout
+# CPU profiles name JavaScript frames with.
 binaries="$(curl -sf "http://127.0.0.1:$port/metrics" | grep '^sonde_agent_nodejs_binaries{' || true)"
-grep -q '^sonde_agent_nodejs_binaries{binary="/usr/bin/node",build_id="[0-9a-f]*",mode="precise"}' \
-  <<<"$binaries" || fail "want /usr/bin/node in precise mode, got: $binaries"
+grep -q '^sonde_agent_nodejs_binaries{binary="/usr/bin/node",build_id="[0-9a-f]*",mode="precise",js_frames="supported"}' \
+  <<<"$binaries" || fail "want /usr/bin/node in precise mode, js_frames supported, got: $binaries"
 # Which hook measured, and its cost to processes not selected: auto is fentry or the per-process
 # libc uprobes (nothing), the syscall tracepoints only when asked (every system call).
 metrics="$(curl -sf "http://127.0.0.1:$port/metrics")"

@@ -8,6 +8,7 @@
 
 #include "agent/symbols/elf_file.h"
 #include "agent/v8/process_memory.h"
+#include "agent/v8/v8_layout.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "nodejs.h"
@@ -184,16 +185,33 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
     return Outcome::kFailed;
   }
 
+  const std::string key = binary.identity().to_string();
+  // Whether CPU profiles can name this binary's JavaScript frames: read once per binary (its
+  // v8dbg_* symbols and their values in this process), outside the lock. Only the inspection
+  // worker adds binaries, so two reads of one new binary do not happen.
+  std::string js_frames;
+  {
+    std::lock_guard lock(mu_);
+    if (auto known = binaries_.find(key); known != binaries_.end()) {
+      js_frames = known->second.js_frames;
+    }
+  }
+  if (js_frames.empty()) {
+    auto layout = v8::read_process_v8_layout(proc_.root(), pid);
+    js_frames = layout.ok() ? "supported" : v8::unsupported_reason(layout.error());
+  }
+
   std::lock_guard lock(mu_);
   processes_[pid] = Process{c.info.start_time, labels, binary.identity(), {}};
   containers_.started(labels);
   auto [b, inserted] = binaries_.try_emplace(
-      binary.identity().to_string(), Binary{c.info.exe, binary.identity().digest_hex(), mode, 0});
+      key, Binary{c.info.exe, binary.identity().digest_hex(), mode, js_frames, 0});
   b->second.processes++;
   if (inserted) {
-    log::info(
-        "instrumenting Node.js binary",
-        {{"binary", c.info.exe}, {"build_id", b->second.build_id}, {"mode", loop_mode_name(mode)}});
+    log::info("instrumenting Node.js binary", {{"binary", c.info.exe},
+                                               {"build_id", b->second.build_id},
+                                               {"mode", loop_mode_name(mode)},
+                                               {"js_frames", js_frames}});
   }
   log::debug("tracking Node.js process", {{"pid", pid}, {"container", labels.container}});
   return Outcome::kTracked;
@@ -256,7 +274,7 @@ std::vector<EventLoopMonitor::BinaryInfo> EventLoopMonitor::binaries() const {
   std::lock_guard lock(mu_);
   std::vector<BinaryInfo> out;
   for (const auto& [key, b] : binaries_) {
-    out.push_back({b.path, b.build_id, b.mode, b.processes});
+    out.push_back({b.path, b.build_id, b.mode, b.js_frames, b.processes});
   }
   return out;
 }

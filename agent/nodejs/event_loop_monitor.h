@@ -104,6 +104,9 @@ class EventLoopMonitor {
     std::string path;      // as first seen
     std::string build_id;  // BinaryIdentity digest (hex): tells two binaries at one path apart
     LoopMode mode;
+    // Whether CPU profiles can name its JavaScript frames from the V8 heap: "supported" or
+    // "unsupported: <reason>" (v8::unsupported_reason, a fixed set), read once per binary.
+    std::string js_frames;
     size_t processes;
   };
   std::vector<BinaryInfo> binaries() const;
@@ -138,6 +141,7 @@ class EventLoopMonitor {
     std::string path;
     std::string build_id;
     LoopMode mode;
+    std::string js_frames;
     size_t processes = 0;
   };
 

@@ -97,15 +97,17 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   }
   auto binaries = gauge_family("sonde_agent_nodejs_binaries",
                                "Instrumented Node.js binaries: processes per binary (path as "
-                               "first seen, build id) and measurement mode (precise, "
-                               "epoll-only).");
-  std::map<std::tuple<std::string, std::string, std::string>, size_t> by_labels;
+                               "first seen, build id), measurement mode (precise, epoll-only) "
+                               "and whether CPU profiles name its JavaScript frames (js_frames: "
+                               "supported, or unsupported: <reason>).");
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, size_t> by_labels;
   for (const auto& b : monitor_.binaries()) {
-    by_labels[{b.path, b.build_id, loop_mode_name(b.mode)}] += b.processes;
+    by_labels[{b.path, b.build_id, loop_mode_name(b.mode), b.js_frames}] += b.processes;
   }
   for (const auto& [l, n] : by_labels) {
-    const auto& [path, build_id, mode] = l;
-    add_sample(binaries, {{"binary", path}, {"build_id", build_id}, {"mode", mode}},
+    const auto& [path, build_id, mode, js_frames] = l;
+    add_sample(binaries,
+               {{"binary", path}, {"build_id", build_id}, {"mode", mode}, {"js_frames", js_frames}},
                static_cast<double>(n));
   }
   auto lost = counter_family("sonde_agent_nodejs_states_lost_total",
