@@ -22,7 +22,6 @@
 #include "nodejs.h"
 
 namespace sonde::agent::cpu {
-namespace {
 
 Result<std::vector<int>> online_cpus(const std::string& sys_root) {
   std::string path = sys_root + "/devices/system/cpu/online";
@@ -42,30 +41,12 @@ Result<UniqueFd> open_clock_event(int cpu, uint32_t frequency_hz) {
   attr.sample_freq = frequency_hz;
   long fd = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
   if (fd < 0) {
-    return errno_error("cpu sampler: perf_event_open (cpu-clock) on CPU " + std::to_string(cpu) +
+    return errno_error("perf_event_open (cpu-clock) on CPU " + std::to_string(cpu) +
                            " (needs CAP_PERFMON; run 'sonde-agent doctor')",
                        errno);
   }
   return UniqueFd(static_cast<int>(fd));
 }
-
-// Every key of a BPF map, collected before any is deleted (deleting during get_next_key
-// iteration restarts it).
-template <typename Key>
-std::vector<Key> map_keys(int fd, size_t limit) {
-  std::vector<Key> keys;
-  Key key{};
-  Key next{};
-  const Key* prev = nullptr;
-  while (keys.size() < limit && bpf_map_get_next_key(fd, prev, &next) == 0) {
-    keys.push_back(next);
-    key = next;
-    prev = &key;
-  }
-  return keys;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<CpuSampler>> CpuSampler::start(const SamplerOptions& options) {
   if (options.frequency_hz < 1 || options.frequency_hz > kMaxFrequencyHz) {
@@ -96,7 +77,9 @@ Result<std::unique_ptr<CpuSampler>> CpuSampler::start(const SamplerOptions& opti
   }
 
   for (int cpu : cpus) {
-    ASSIGN_OR_RETURN(UniqueFd event, open_clock_event(cpu, options.frequency_hz));
+    auto opened = open_clock_event(cpu, options.frequency_hz);
+    if (!opened.ok()) return opened.error().wrap("cpu sampler");
+    UniqueFd event = std::move(opened).value();
     bpf_link* link = bpf_program__attach_perf_event(skel->progs.sample, event.get());
     if (!link) {
       return errno_error("cpu sampler: attach to the perf event of CPU " + std::to_string(cpu),

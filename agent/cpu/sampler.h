@@ -113,4 +113,9 @@ class CpuSampler {
   size_t selected_pids_ = 0;
 };
 
+// The CPUs online (sys_root/devices/system/cpu/online), for a perf event on each.
+Result<std::vector<int>> online_cpus(const std::string& sys_root);
+// A cpu-clock perf event on `cpu` at `frequency_hz`, for a BPF program to attach to.
+Result<UniqueFd> open_clock_event(int cpu, uint32_t frequency_hz);
+
 }  // namespace sonde::agent::cpu

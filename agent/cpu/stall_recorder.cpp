@@ -2,9 +2,6 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <linux/perf_event.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,9 +10,8 @@
 #include <ctime>
 #include <tuple>
 
+#include "agent/cpu/sampler.h"
 #include "agent/runtime/clock.h"
-#include "agent/symbolize/perf_ksymbol_events.h"
-#include "common/files.h"
 #include "common/log.h"
 #include "cpu_sampler.h"
 #include "nodejs.h"
@@ -67,9 +63,9 @@ bool StallRecorder::sampling() const {
 }
 
 Status StallRecorder::start_locked() {
-  auto text = read_file(options_.sys_root + "/devices/system/cpu/online");
-  if (!text.ok()) return text.error().wrap("stall sampler: cannot read the online CPUs");
-  ASSIGN_OR_RETURN(std::vector<int> cpus, symbolize::parse_cpu_list(*text));
+  auto online = online_cpus(options_.sys_root);
+  if (!online.ok()) return online.error().wrap("stall sampler");
+  const std::vector<int> cpus = std::move(online).value();
 
   std::unique_ptr<nodejs_stalls_bpf, void (*)(nodejs_stalls_bpf*)> skel{nodejs_stalls_bpf__open(),
                                                                         nodejs_stalls_bpf__destroy};
@@ -86,29 +82,19 @@ Status StallRecorder::start_locked() {
     for (bpf_link* l : links) bpf_link__destroy(l);
   };
   for (int cpu : cpus) {
-    perf_event_attr attr{};
-    attr.size = sizeof attr;
-    attr.type = PERF_TYPE_SOFTWARE;
-    attr.config = PERF_COUNT_SW_CPU_CLOCK;
-    attr.freq = 1;
-    attr.sample_freq = SONDE_STALL_SAMPLE_HZ;
-    long fd = syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-    if (fd < 0) {
-      int e = errno;
+    auto event = open_clock_event(cpu, SONDE_STALL_SAMPLE_HZ);
+    if (!event.ok()) {
       cleanup();
-      return errno_error("stall sampler: perf_event_open (cpu-clock) on CPU " +
-                             std::to_string(cpu) + " (needs CAP_PERFMON)",
-                         e);
+      return event.error().wrap("stall sampler");
     }
-    // The link owns the perf event from here (closed with it).
-    bpf_link* link = bpf_program__attach_perf_event(skel->progs.stall_sample, static_cast<int>(fd));
+    bpf_link* link = bpf_program__attach_perf_event(skel->progs.stall_sample, event->get());
     if (!link) {
       int e = errno;
-      close(static_cast<int>(fd));
       cleanup();
       return errno_error("stall sampler: attach to the perf event of CPU " + std::to_string(cpu),
                          e);
     }
+    event->release();  // the link owns the perf event from here (closed with it)
     links.push_back(link);
   }
   auto events = RingBufferReader::open(
@@ -263,16 +249,7 @@ void StallRecorder::drain_locked() {
   const int stacks_fd = bpf_map__fd(old ? skel->maps.stall_stacks_1 : skel->maps.stall_stacks_0);
   const int v8_fd = bpf_map__fd(old ? skel->maps.stall_v8_1 : skel->maps.stall_v8_0);
 
-  std::vector<sonde_stall_key> keys;
-  sonde_stall_key key{};
-  sonde_stall_key next{};
-  const sonde_stall_key* prev = nullptr;
-  while (keys.size() < SONDE_STALL_MAX_KEYS && bpf_map_get_next_key(counts_fd, prev, &next) == 0) {
-    keys.push_back(next);
-    key = next;
-    prev = &key;
-  }
-  for (const auto& k : keys) {
+  for (const auto& k : map_keys<sonde_stall_key>(counts_fd, SONDE_STALL_MAX_KEYS)) {
     if (k.generation != old) continue;
     uint64_t count = 0;
     if (bpf_map_lookup_elem(counts_fd, &k, &count) != 0) continue;
@@ -319,28 +296,12 @@ void StallRecorder::drain_locked() {
       turn_stacks_dropped_ += count;
     }
   }
-  for (int fd : {stacks_fd}) {
-    std::vector<uint32_t> ids;
-    uint32_t id = 0;
-    uint32_t nid = 0;
-    const uint32_t* p = nullptr;
-    while (ids.size() < SONDE_STALL_MAX_STACKS && bpf_map_get_next_key(fd, p, &nid) == 0) {
-      ids.push_back(nid);
-      id = nid;
-      p = &id;
-    }
-    for (uint32_t i : ids) bpf_map_delete_elem(fd, &i);
+  for (uint32_t id : map_keys<uint32_t>(stacks_fd, SONDE_STALL_MAX_STACKS)) {
+    bpf_map_delete_elem(stacks_fd, &id);
   }
-  std::vector<uint64_t> hashes;
-  uint64_t h = 0;
-  uint64_t nh = 0;
-  const uint64_t* ph = nullptr;
-  while (hashes.size() < SONDE_STALL_MAX_V8_STACKS && bpf_map_get_next_key(v8_fd, ph, &nh) == 0) {
-    hashes.push_back(nh);
-    h = nh;
-    ph = &h;
+  for (uint64_t hash : map_keys<uint64_t>(v8_fd, SONDE_STALL_MAX_V8_STACKS)) {
+    bpf_map_delete_elem(v8_fd, &hash);
   }
-  for (uint64_t x : hashes) bpf_map_delete_elem(v8_fd, &x);
 }
 
 void StallRecorder::report_locked(pid_t pid, uint64_t turn_ns, Turn& turn, uint64_t duration_ns,

@@ -1,11 +1,14 @@
 // Small kernel-handle helpers shared by the agent's BPF features.
 #pragma once
 
+#include <bpf/bpf.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -54,6 +57,22 @@ void configure_pid_namespace(Rodata* rodata) {
 
 // The sum over CPUs of a u64 in a BPF_MAP_TYPE_PERCPU_ARRAY (0 when the lookup fails).
 uint64_t sum_percpu_counter(const bpf_map* map, uint32_t key);
+
+// Every key of the BPF map `fd` (at most `limit`), collected before any is deleted (deleting
+// during get_next_key iteration restarts it).
+template <typename Key>
+std::vector<Key> map_keys(int fd, size_t limit) {
+  std::vector<Key> keys;
+  Key key{};
+  Key next{};
+  const Key* prev = nullptr;
+  while (keys.size() < limit && bpf_map_get_next_key(fd, prev, &next) == 0) {
+    keys.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  return keys;
+}
 
 // A BPF ring buffer's consumer: poll() hands every available record to the callback, on the
 // polling thread. Records shorter than the struct a feature expects are the feature's to skip.
