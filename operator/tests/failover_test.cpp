@@ -11,6 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "common/kube/resource.h"
 #include "operator/tests/operator_fixture.h"
 
@@ -35,8 +38,8 @@ int free_port() {
 
 class OperatorProcess {
  public:
-  OperatorProcess(const std::string& identity, const std::string& kubeconfig) {
-    const std::string log = ::testing::TempDir() + "operator-" + identity + ".log";
+  OperatorProcess(const std::string& identity, const std::string& kubeconfig)
+      : log_(::testing::TempDir() + "operator-" + identity + ".log") {
     std::vector<std::string> args = {SONDE_OPERATOR_BINARY,
                                      "--kubeconfig=" + kubeconfig,
                                      "--leader-election-identity=" + identity,
@@ -49,7 +52,7 @@ class OperatorProcess {
     argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(),
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&actions);
@@ -68,8 +71,14 @@ class OperatorProcess {
     pid_ = -1;
     return status;
   }
+  // What the process wrote to stderr: its log, and a sanitizer's report if one fired.
+  std::string log() const {
+    std::ifstream in(log_);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
 
  private:
+  std::string log_;
   pid_t pid_ = -1;
 };
 
@@ -138,7 +147,9 @@ TEST(FailoverTest, OnlyTheLeaderWritesAndTheOtherTakesOverWithinTheLease) {
 
   // A graceful stop releases the lease at once.
   const int exit_status = b.signal_and_wait(SIGTERM);
-  EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0);
+  EXPECT_TRUE(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0)
+      << "wait status " << exit_status << "; op-b's stderr:\n"
+      << b.log();
   EXPECT_EQ(holder(), "");
 }
 
