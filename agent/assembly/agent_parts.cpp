@@ -8,6 +8,7 @@
 #include "agent/gotls/gotls_feature.h"
 #include "agent/nodejs/nodejs_feature.h"
 #include "agent/procevents/process_events.h"
+#include "agent/symbolize/symbolizer_cache.h"
 
 namespace sonde::agent {
 
@@ -18,6 +19,8 @@ PartsFactory agent_parts(FeatureOptions options) {
     const auto grace_ns = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(s.options.series_grace).count());
     NodejsFeature* nodejs = nullptr;  // its wait hook and loops map
+    // One copy of each binary's symbol tables for the stall recorder and the CPU profiler.
+    auto binaries = std::make_shared<symbolize::SymbolizerCache>();
     if (options.load[Instrumentation::kNodejsEventLoop]) {
       ASSIGN_OR_RETURN(auto f,
                        NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns, s.node));
@@ -30,6 +33,7 @@ PartsFactory agent_parts(FeatureOptions options) {
       so.events_lost = [nodejs] { return nodejs->probes().stall_events_lost(); };
       so.proc_root = s.options.proc_root;
       so.on_stall = options.on_stall;
+      so.binaries = binaries;
       nodejs->set_stall_watch(std::make_unique<cpu::StallRecorder>(std::move(so)));
       parts.wait_source = nodejs->wait_source();
       parts.wait_source_cost = nodejs->wait_source_cost();
@@ -50,6 +54,7 @@ PartsFactory agent_parts(FeatureOptions options) {
       o.proc_root = s.options.proc_root;
       o.node_name = s.node;
       o.series_grace = s.options.series_grace;
+      o.binaries = binaries;
       ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope,
                                                  options.cpu.by_cgroup));
       parts.features.push_back(std::move(f));

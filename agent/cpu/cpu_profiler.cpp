@@ -51,8 +51,8 @@ Result<std::unique_ptr<CpuProfiler>> CpuProfiler::start(const ProfilerOptions& o
     log::warn("cpu profiles: kernel frames stay unnamed", {{"error", kernel.error().message()}});
   }
   self->symbolizer_ =
-      std::make_unique<StackSymbolizer>(options.proc_root, self->binaries_, self->kernel_.get());
-  self->js_frames_ = std::make_unique<JsFrames>(options.proc_root);
+      std::make_unique<StackSymbolizer>(options.proc_root, *self->binaries_, self->kernel_.get());
+  self->js_frames_ = std::make_unique<JsFrames>(options.proc_root, options.js_name_cache_bytes);
   self->thread_ = std::jthread([p = self.get()](const std::stop_token& stop) { p->run(stop); });
   return self;
 }
@@ -219,6 +219,14 @@ Status CpuProfiler::drain() {
     node_processes_ = js_frames_->node_processes();
   }
   if (subscriptions_.empty()) return ok_status();
+  // Naming below may grow the JavaScript name caches (or empty some to fit their budget).
+  struct PublishCacheBytes {
+    CpuProfiler& self;
+    ~PublishCacheBytes() {
+      std::lock_guard lock(self.mu_);
+      self.js_cache_bytes_ = self.js_frames_->cache_bytes();
+    }
+  } publish{*this};
   for (size_t i = 0; i < raw.size(); ++i) {
     std::vector<Location> stack;
     bool symbolized = false;
@@ -313,7 +321,7 @@ std::vector<prometheus::MetricFamily> CpuProfiler::metrics() const {
   }
   // Map reads only: no need to wait for a drain in progress.
   CpuSampler::Drops d = sampler_->drops();
-  symbolize::SymbolizerCache::Stats cache = binaries_.stats();
+  symbolize::SymbolizerCache::Stats cache = binaries_->stats();
   auto dropped = counter_family(
       "sonde_cpu_profile_dropped_samples_total",
       "CPU samples lost in the kernel, by reason (key_map_full: the "
@@ -331,6 +339,10 @@ std::vector<prometheus::MetricFamily> CpuProfiler::metrics() const {
   auto binaries = gauge_family("sonde_cpu_profile_symbolizer_binaries",
                                "Binaries whose symbol tables are kept for profiles");
   add_sample(binaries, {{"node", options_.node_name}}, static_cast<double>(cache.entries));
+  auto js_cache = gauge_family(
+      "sonde_cpu_profile_js_name_cache_bytes",
+      "Heap bytes of the JavaScript function names and script line tables kept for naming "
+      "node processes' frames (all processes together, within a fixed budget)");
   auto js = counter_family(
       "container_cpu_profile_js_frames_total",
       "JavaScript frames in profiled samples (each counted once per sample), by whether the "
@@ -358,9 +370,10 @@ std::vector<prometheus::MetricFamily> CpuProfiler::metrics() const {
       add_sample(nodes, {{"js_frames", status}, {"node", options_.node_name}},
                  static_cast<double>(n));
     }
+    add_sample(js_cache, {{"node", options_.node_name}}, static_cast<double>(js_cache_bytes_));
   }
-  return {std::move(samples),  std::move(dropped), std::move(bytes),
-          std::move(binaries), std::move(js),      std::move(nodes)};
+  return {std::move(samples), std::move(dropped), std::move(bytes),   std::move(binaries),
+          std::move(js),      std::move(nodes),   std::move(js_cache)};
 }
 
 CpuProfiler::Stats CpuProfiler::stats() const {
@@ -370,10 +383,13 @@ CpuProfiler::Stats CpuProfiler::stats() const {
     s.drains = drains_;
     s.samples = samples_;
   }
-  s.binaries = binaries_.stats();
+  s.binaries = binaries_->stats();
   s.drops = sampler_->drops();
   std::lock_guard drain_lock(drain_mu_);
   s.processes = symbolizer_->processes();
+  s.js_name_cache_bytes = js_frames_->cache_bytes();
+  s.js_name_cache_clears = js_frames_->cache_clears();
+  s.js_node_processes = js_frames_->node_processes()["supported"];
   return s;
 }
 

@@ -58,7 +58,11 @@ struct ProfilerOptions {
   // How long a container's series stay after its last selection is released (its processes
   // ended, its pod left): then they leave /metrics, as every feature's container series do.
   std::chrono::nanoseconds series_grace = std::chrono::minutes(5);
-  size_t symbolizer_cache_bytes = symbolize::SymbolizerCache::kDefaultBudgetBytes;
+  // The symbol tables of profiled binaries, shared with whoever else symbolizes stacks of the
+  // same processes (the stall recorder); null: a cache of its own (its default budget).
+  std::shared_ptr<symbolize::SymbolizerCache> binaries;
+  // The budget of every node process's JavaScript name caches together (JsFrames).
+  size_t js_name_cache_bytes = JsFrames::kDefaultCacheBudgetBytes;
 };
 
 // Which samples a profile keeps; unset fields match everything.
@@ -117,6 +121,9 @@ class CpuProfiler {
     symbolize::SymbolizerCache::Stats binaries;
     size_t processes = 0;  // processes whose mappings are kept
     CpuSampler::Drops drops;
+    size_t js_name_cache_bytes = 0;     // JsFrames::cache_bytes()
+    uint64_t js_name_cache_clears = 0;  // JsFrames::cache_clears()
+    size_t js_node_processes = 0;       // processes whose JavaScript frames it can name
   };
   Stats stats() const;
 
@@ -130,7 +137,9 @@ class CpuProfiler {
   };
 
   explicit CpuProfiler(const ProfilerOptions& options)
-      : options_(options), binaries_(options.symbolizer_cache_bytes) {}
+      : options_(options),
+        binaries_(options.binaries ? options.binaries
+                                   : std::make_shared<symbolize::SymbolizerCache>()) {}
   void run(const std::stop_token& stop);
   // Runs `sub` for `duration`: the shared part of collect() and collect_per_owner().
   Status subscribe_and_wait(Subscription& sub, std::chrono::milliseconds duration);
@@ -144,7 +153,7 @@ class CpuProfiler {
   ContainerLabels labels_of(pid_t pid, uint64_t cgroup_id) const;  // requires mu_
 
   const ProfilerOptions options_;
-  symbolize::SymbolizerCache binaries_;
+  const std::shared_ptr<symbolize::SymbolizerCache> binaries_;
   std::unique_ptr<symbolize::LiveKernelSymbols> kernel_;
 
   // Kernel maps and symbolization: one drain at a time.
@@ -171,6 +180,7 @@ class CpuProfiler {
   std::map<ContainerLabels, uint64_t> samples_total_;
   std::map<ContainerLabels, JsFrames::Counts> js_frames_total_;  // weighted by sample counts
   std::map<std::string, uint64_t> node_processes_;               // JsFrames::node_processes()
+  size_t js_cache_bytes_ = 0;                                    // JsFrames::cache_bytes()
   uint64_t drains_ = 0;
   uint64_t samples_ = 0;
 

@@ -1,6 +1,7 @@
 #include "agent/cpu/js_frames.h"
 
 #include <charconv>
+#include <iterator>
 
 #include "common/log.h"
 
@@ -31,13 +32,9 @@ bool unnamed_jit(const Location& loc) {
 std::optional<V8FrameSlots> JsFrames::learn(pid_t pid, uint64_t started) {
   if (auto it = processes_.find(pid); it != processes_.end()) {
     if (it->second->start_time == started) return std::nullopt;
-    lru_.erase(it->second);
-    processes_.erase(it);
+    erase(it->second);
   }
-  if (processes_.size() >= kMaxProcesses) {
-    processes_.erase(lru_.back().pid);
-    lru_.pop_back();
-  }
+  if (processes_.size() >= kMaxProcesses) erase(std::prev(lru_.end()));
   Process p;
   p.pid = pid;
   p.start_time = started;
@@ -63,10 +60,23 @@ std::optional<V8FrameSlots> JsFrames::learn(pid_t pid, uint64_t started) {
 }
 
 void JsFrames::forget(pid_t pid) {
-  auto it = processes_.find(pid);
-  if (it == processes_.end()) return;
-  lru_.erase(it->second);
-  processes_.erase(it);
+  if (auto it = processes_.find(pid); it != processes_.end()) erase(it->second);
+}
+
+void JsFrames::erase(Lru::iterator it) {
+  if (it->namer) cache_bytes_ -= it->namer->cache_bytes();
+  processes_.erase(it->pid);
+  lru_.erase(it);
+}
+
+void JsFrames::fit_budget() {
+  // The most recently used process (the one just named) is emptied last.
+  for (auto it = lru_.rbegin(); cache_bytes_ > cache_budget_ && it != lru_.rend(); ++it) {
+    if (!it->namer || it->namer->cache_bytes() == 0) continue;
+    cache_bytes_ -= it->namer->cache_bytes();
+    it->namer->clear_caches();
+    ++cache_clears_;
+  }
 }
 
 JsFrames::Counts JsFrames::name(const RawSample& s, std::vector<Location>& stack) {
@@ -77,6 +87,8 @@ JsFrames::Counts JsFrames::name(const RawSample& s, std::vector<Location>& stack
   v8::V8Namer& namer = *it->second->namer;
   const size_t user_at = s.kernel.size();
   if (stack.size() != user_at + s.user.size()) return counts;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  const size_t cached_before = namer.cache_bytes();
   for (size_t i = 0; i < s.v8.size() && i < s.user.size(); ++i) {
     const V8Frame& f = s.v8[i];
     if (s.user[i] != f.pc) break;  // the walks parted: no frame below is trusted
@@ -92,6 +104,8 @@ JsFrames::Counts JsFrames::name(const RawSample& s, std::vector<Location>& stack
     ++counts.named;
     loc.lines = {Line{js->function, js->script, js->line}};
   }
+  cache_bytes_ = cache_bytes_ - cached_before + namer.cache_bytes();
+  if (cache_bytes_ > cache_budget_) fit_budget();
   return counts;
 }
 

@@ -16,8 +16,12 @@
 // "[js] 0x<pc>". A frame whose context slot holds a frame-type marker is not JavaScript and is
 // left alone. See v8::V8Namer for the checks and per-frame read bounds.
 //
-// Bounded: at most kMaxProcesses processes (least recently learned dropped first), each with one
-// V8Namer (its caches bounded there). Not thread-safe: the profiler's drain uses it.
+// Bounded: at most kMaxProcesses processes (the least recently used dropped first), each with
+// one V8Namer, whose caches all share one budget of `cache_budget_bytes`: past it, the caches
+// of the least recently used processes are emptied (counted in cache_clears()) until the total
+// fits again, so a node full of processes with large scripts costs the budget, not ~82 MiB
+// each (V8Namer's own bounds). A process whose caches were emptied is named from the heap
+// again: more reads, the same names. Not thread-safe: the profiler's drain uses it.
 #pragma once
 
 #include <sys/types.h>
@@ -42,8 +46,10 @@ namespace sonde::agent::cpu {
 class JsFrames {
  public:
   static constexpr size_t kMaxProcesses = 4096;
+  static constexpr size_t kDefaultCacheBudgetBytes = size_t{32} << 20;
 
-  explicit JsFrames(std::string proc_root) : proc_root_(std::move(proc_root)) {}
+  explicit JsFrames(std::string proc_root, size_t cache_budget_bytes = kDefaultCacheBudgetBytes)
+      : proc_root_(std::move(proc_root)), cache_budget_(cache_budget_bytes) {}
 
   // Learns pid if it is new (or a reused pid: `start_time`, from StackSymbolizer::start_time,
   // differs from the one it was learned with). Returns the frame slots to watch when pid just
@@ -64,6 +70,11 @@ class JsFrames {
   std::map<std::string, uint64_t> node_processes() const;
   // Heap-read outcomes summed over the processes kept.
   v8::V8Namer::Stats stats() const;
+  // What the processes' name caches hold now (V8Namer::cache_bytes()), at most the budget once
+  // a name() call returns.
+  size_t cache_bytes() const { return cache_bytes_; }
+  // Processes whose caches were emptied to keep the total within the budget.
+  uint64_t cache_clears() const { return cache_clears_; }
 
  private:
   struct Process {
@@ -74,9 +85,18 @@ class JsFrames {
     std::unique_ptr<v8::V8Namer> namer;
   };
 
+  using Lru = std::list<Process>;
+  // Drops a process and its caches' share of cache_bytes_.
+  void erase(Lru::iterator it);
+  // Empties the least recently used processes' caches until the total fits the budget.
+  void fit_budget();
+
   std::string proc_root_;
-  std::list<Process> lru_;  // most recently learned first
-  std::unordered_map<pid_t, std::list<Process>::iterator> processes_;
+  const size_t cache_budget_;
+  size_t cache_bytes_ = 0;  // sum of the namers' cache_bytes()
+  uint64_t cache_clears_ = 0;
+  Lru lru_;  // most recently used (learned or named) first
+  std::unordered_map<pid_t, Lru::iterator> processes_;
 };
 
 }  // namespace sonde::agent::cpu

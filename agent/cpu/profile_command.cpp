@@ -109,11 +109,12 @@ int profile_main(int argc, char** argv) {
   (void)std::fprintf(
       stderr,
       "sonde-agent profile: %llu samples, %zu distinct stacks; lost in the kernel: %llu "
-      "samples, %llu stacks; symbol tables kept: %zu binaries, %zu bytes\n",
+      "samples, %llu stacks; symbol tables kept: %zu binaries, %zu bytes; JavaScript names "
+      "kept: %zu bytes for %zu node processes\n",
       static_cast<unsigned long long>((*profile)->total_samples()), (*profile)->distinct_stacks(),
       static_cast<unsigned long long>(stats.drops.samples),
       static_cast<unsigned long long>(stats.drops.stacks), stats.binaries.entries,
-      stats.binaries.bytes);
+      stats.binaries.bytes, stats.js_name_cache_bytes, stats.js_node_processes);
   return 0;
 }
 

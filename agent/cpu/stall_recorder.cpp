@@ -47,7 +47,9 @@ bool StallRecorder::StackKey::operator<(const StackKey& o) const {
 }
 
 StallRecorder::StallRecorder(StallRecorderOptions options)
-    : options_(std::move(options)), binaries_(options_.symbolizer_cache_bytes) {}
+    : options_(std::move(options)),
+      binaries_(options_.binaries ? options_.binaries
+                                  : std::make_shared<symbolize::SymbolizerCache>()) {}
 
 StallRecorder::~StallRecorder() {
   if (thread_.joinable()) {
@@ -111,8 +113,8 @@ Status StallRecorder::start_locked() {
   events_ = std::move(events).value();
   skel_ = std::move(skel);
   links_ = std::move(links);
-  symbolizer_ = std::make_unique<StackSymbolizer>(options_.proc_root, binaries_, nullptr);
-  js_frames_ = std::make_unique<JsFrames>(options_.proc_root);
+  symbolizer_ = std::make_unique<StackSymbolizer>(options_.proc_root, *binaries_, nullptr);
+  js_frames_ = std::make_unique<JsFrames>(options_.proc_root, kJsNameCacheBytes);
   thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
   log::info("nodejs stall sampler started", {{"frequency_hz", SONDE_STALL_SAMPLE_HZ}});
   return ok_status();

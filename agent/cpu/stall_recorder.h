@@ -68,7 +68,9 @@ struct StallRecorderOptions {
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
   std::function<void(const Stall&)> on_stall;  // may be empty
-  size_t symbolizer_cache_bytes = size_t{64} << 20;
+  // Symbol tables, shared with the CPU profiler when it runs (ProfilerOptions::binaries); null:
+  // a cache of its own.
+  std::shared_ptr<symbolize::SymbolizerCache> binaries;
   // A turn still running this long is reported once, ongoing (tests shorten it).
   uint64_t ongoing_after_ns = StallRing::kOngoingAfterNs;
 };
@@ -78,6 +80,8 @@ class StallRecorder final : public StallWatch {
   static constexpr std::chrono::milliseconds kRoundInterval{100};
   static constexpr size_t kMaxPendingTurns = 1024;
   static constexpr size_t kMaxStacksPerTurn = 256;
+  // Its JavaScript name caches' budget (JsFrames): it names stalls' samples only.
+  static constexpr size_t kJsNameCacheBytes = size_t{8} << 20;
   static constexpr const char* kRoute = "/debug/nodejs/stalls";
 
   explicit StallRecorder(StallRecorderOptions options);
@@ -135,7 +139,7 @@ class StallRecorder final : public StallWatch {
   void report_locked(pid_t pid, uint64_t turn_ns, Turn& turn, uint64_t duration_ns, bool ongoing);
 
   const StallRecorderOptions options_;
-  symbolize::SymbolizerCache binaries_;
+  const std::shared_ptr<symbolize::SymbolizerCache> binaries_;
   StallRing ring_;
 
   mutable std::mutex mu_;

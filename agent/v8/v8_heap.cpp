@@ -29,6 +29,15 @@ bool has_word(const std::string& text, const std::string& word) {
   return false;
 }
 
+// A string's heap allocation (none while it fits the small-string buffer).
+size_t heap_bytes(const std::string& s) {
+  return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;
+}
+
+// One hash-map node: the entry, its key, the next pointer and the cached hash.
+template <typename Entry>
+constexpr size_t kNodeBytes = sizeof(Entry) + 3 * sizeof(uint64_t);
+
 void append_utf8(std::string& out, uint16_t c) {
   if (c < 0x80) {
     out.push_back(static_cast<char>(c));
@@ -206,7 +215,12 @@ V8Namer::CachedScript* V8Namer::script(uint64_t script_tagged) {
   if (!field(script_tagged, l_.script_source, source)) return nullptr;
   auto it = scripts_.find(script_tagged);
   if (it != scripts_.end() && it->second.source == source) return &it->second;
-  if (scripts_.size() >= kMaxCachedScripts) scripts_.clear();
+  if (it != scripts_.end()) {
+    script_bytes_ -= entry_bytes(it->second);
+  } else if (scripts_.size() >= kMaxCachedScripts) {
+    scripts_.clear();
+    script_bytes_ = 0;
+  }
   CachedScript s;
   s.source = source;
   uint64_t name = 0;
@@ -237,8 +251,10 @@ V8Namer::CachedScript* V8Namer::script(uint64_t script_tagged) {
       }
     }
     s.has_lines = ok;
-    if (!ok) s.line_ends.clear();
+    if (!ok) s.line_ends = {};
+    s.line_ends.shrink_to_fit();
   }
+  script_bytes_ += entry_bytes(s);
   return &(scripts_[script_tagged] = std::move(s));
 }
 
@@ -339,12 +355,32 @@ std::optional<JsFunctionName> V8Namer::resolve(uint64_t function, uint64_t sampl
   }
   if (out.line == 0) ++stats_.no_line;
   out.function = name.empty() ? "(anonymous)" : name;
-  if (functions_.size() >= kMaxCachedFunctions && !functions_.contains(function)) {
+  auto cached = functions_.find(function);
+  if (cached != functions_.end()) {
+    function_bytes_ -= entry_bytes(cached->second);
+  } else if (functions_.size() >= kMaxCachedFunctions) {
     functions_.clear();
+    function_bytes_ = 0;
   }
   CachedFunction& slot = functions_[function];
   slot = {sfi, nosi, script_word, out};
+  function_bytes_ += entry_bytes(slot);
   return out;
+}
+
+size_t V8Namer::entry_bytes(const CachedFunction& f) {
+  return kNodeBytes<CachedFunction> + heap_bytes(f.name.function) + heap_bytes(f.name.script);
+}
+
+size_t V8Namer::entry_bytes(const CachedScript& s) {
+  return kNodeBytes<CachedScript> + heap_bytes(s.name) + s.line_ends.capacity() * sizeof(uint32_t);
+}
+
+void V8Namer::clear_caches() {
+  functions_.clear();
+  scripts_.clear();
+  function_bytes_ = 0;
+  script_bytes_ = 0;
 }
 
 std::optional<JsFunctionName> V8Namer::name(uint64_t function, uint64_t context_or_type,

@@ -27,7 +27,8 @@
 // (once per script, cached). The caches hold at most kMaxCachedFunctions functions and
 // kMaxCachedScripts scripts (cleared when full), so memory per process is bounded by roughly
 // kMaxCachedFunctions * (kMaxNameBytes + kMaxPathBytes) plus kMaxCachedScripts line tables of at
-// most kMaxLines entries.
+// most kMaxLines entries (~82 MiB at worst); cache_bytes() is what they hold now, which lets a
+// caller naming many processes hold them all to one budget (clear_caches()).
 //
 // Not thread-safe: one thread (the profiler's drain) uses it.
 #pragma once
@@ -83,6 +84,10 @@ class V8Namer {
   const Stats& stats() const { return stats_; }
   const V8Layout& layout() const { return l_; }
   size_t cached_functions() const { return functions_.size(); }
+  // The heap bytes the caches hold (entries, strings, line tables; hash-table slack aside).
+  size_t cache_bytes() const { return function_bytes_ + script_bytes_; }
+  // Empties the caches: later frames are named from the heap again (and cached anew).
+  void clear_caches();
 
  private:
   struct CachedFunction {
@@ -128,6 +133,8 @@ class V8Namer {
                          const std::vector<std::pair<int64_t, int64_t>>& starts);
   std::optional<JsFunctionName> resolve(uint64_t function, uint64_t sampled_shared,
                                         CachedFunction& entry);
+  static size_t entry_bytes(const CachedFunction& f);
+  static size_t entry_bytes(const CachedScript& s);
 
   V8Layout l_;
   const Memory& memory_;
@@ -135,6 +142,8 @@ class V8Namer {
   Stats stats_;
   std::unordered_map<uint64_t, CachedFunction> functions_;
   std::unordered_map<uint64_t, CachedScript> scripts_;
+  size_t function_bytes_ = 0;  // of functions_' entries (entry_bytes)
+  size_t script_bytes_ = 0;    // of scripts_' entries
 };
 
 }  // namespace sonde::agent::v8

@@ -440,6 +440,15 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoopNamedWithoutPerfMap) {
                          "node=\"test-node\"} 1"),
             std::string::npos)
       << metrics;
+  const CpuProfiler::Stats stats = profiler_->stats();
+  std::printf("JavaScript name caches: %zu bytes for one node process\n",
+              stats.js_name_cache_bytes);
+  EXPECT_GT(stats.js_name_cache_bytes, 0u);
+  EXPECT_EQ(stats.js_name_cache_clears, 0u);
+  EXPECT_NE(metrics.find("sonde_cpu_profile_js_name_cache_bytes{node=\"test-node\"} " +
+                         std::to_string(stats.js_name_cache_bytes)),
+            std::string::npos)
+      << metrics;
 
   ASSERT_TRUE(profiler_->release_pid(child.pid()).ok());
   const uint64_t drains = profiler_->stats().drains;
@@ -453,6 +462,28 @@ TEST_F(CpuProfilerTest, BlockedNodeJsLoopNamedWithoutPerfMap) {
     if (!gone && i == 99) ADD_FAILURE() << after;
   }
   EXPECT_TRUE(gone);
+}
+
+// With a name-cache budget too small for one entry, every frame is named from the heap, and
+// named the same: the budget costs reads, never names.
+TEST_F(CpuProfilerTest, ANameCacheBudgetTooSmallForOneEntryKeepsTheNames) {
+  ProfilerOptions options;
+  options.js_name_cache_bytes = 1;
+  start(options);
+  ChildProcess child({"/usr/bin/node", SONDE_CPU_TEST_DIR "/js_burn.js"});
+  ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
+  ASSERT_TRUE(profiler_->select_pid(child.pid(), {"test", "tight", "main"}).ok());
+  std::this_thread::sleep_for(milliseconds(1500));  // one drain learns the process
+  Decoded d = profile("seconds=3&pod=tight");
+  const int64_t named = d.with("burnBlocking", true);
+  const CpuProfiler::Stats stats = profiler_->stats();
+  std::printf("budget 1 byte: %lld of %lld samples in burnBlocking; caches emptied %llu times\n",
+              static_cast<long long>(named), static_cast<long long>(d.total()),
+              static_cast<unsigned long long>(stats.js_name_cache_clears));
+  EXPECT_GE(d.total(), 50);
+  EXPECT_GE(named * 10, d.total() * 8);
+  EXPECT_GT(stats.js_name_cache_clears, 0u);
+  EXPECT_EQ(stats.js_name_cache_bytes, 0u);
 }
 
 // Naming JavaScript frames only reads node (bpf_probe_read_user in the sampler,

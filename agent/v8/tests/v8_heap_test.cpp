@@ -36,6 +36,38 @@ TEST(V8NamerTest, NamesAFunctionWithItsScriptAndLine) {
   EXPECT_LE(heap.reads, 8u);
 }
 
+TEST(V8NamerTest, CacheBytesCountWhatIsKeptAndEmptiedCachesNameTheSameAgain) {
+  SyntheticHeap heap;
+  // A path past the small-string buffer, and a source of 3 lines: both are kept.
+  const std::string path = "/srv/app/node_modules/some-package/lib/index.js";
+  const uint64_t script = heap.script(heap.string(path), heap.string(kSource));
+  const uint64_t fn =
+      heap.function(heap.sfi(heap.scope_info(heap.string("burn"), kParen, kEnd), script));
+  V8Namer namer(node20_layout(), heap);
+  EXPECT_EQ(namer.cache_bytes(), 0u);
+  auto first = namer.name(fn, heap.alloc(8), heap.shared_of(fn));
+  ASSERT_TRUE(first);
+  const size_t kept = namer.cache_bytes();
+  // The path is held twice (the script's entry and the function's name), the line table once.
+  EXPECT_GE(kept, 2 * path.size() + 3 * sizeof(uint32_t));
+  EXPECT_LT(kept, 2048u);
+  // Naming it again from the cache keeps the same bytes.
+  ASSERT_TRUE(namer.name(fn, heap.alloc(8), heap.shared_of(fn)));
+  EXPECT_EQ(namer.cache_bytes(), kept);
+  EXPECT_EQ(namer.stats().cache_hits, 1u);
+
+  namer.clear_caches();
+  EXPECT_EQ(namer.cache_bytes(), 0u);
+  EXPECT_EQ(namer.cached_functions(), 0u);
+  auto again = namer.name(fn, heap.alloc(8), heap.shared_of(fn));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(namer.stats().cache_hits, 1u);  // read from the heap, not the cache
+  EXPECT_EQ(again->function, first->function);
+  EXPECT_EQ(again->script, first->script);
+  EXPECT_EQ(again->line, first->line);
+  EXPECT_EQ(namer.cache_bytes(), kept);
+}
+
 TEST(V8NamerTest, AStringNameNeedsNoSourceAndAnEmptyOneIsAnonymous) {
   SyntheticHeap heap;
   const uint64_t script = heap.script(heap.string("/app/y.js"), heap.string(""));
