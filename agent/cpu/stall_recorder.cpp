@@ -61,14 +61,10 @@ StallRecorder::~StallRecorder() {
 
 bool StallRecorder::sampling() const {
   std::lock_guard lock(mu_);
-  return skel_ != nullptr;
+  return !links_.empty();
 }
 
 Status StallRecorder::start_locked() {
-  auto online = online_cpus(options_.sys_root);
-  if (!online.ok()) return online.error().wrap("stall sampler");
-  const std::vector<int> cpus = std::move(online).value();
-
   std::unique_ptr<nodejs_stalls_bpf, void (*)(nodejs_stalls_bpf*)> skel{nodejs_stalls_bpf__open(),
                                                                         nodejs_stalls_bpf__destroy};
   if (!skel) return errno_error("stall sampler: open BPF object", errno);
@@ -79,17 +75,36 @@ Status StallRecorder::start_locked() {
   if (int err = nodejs_stalls_bpf__load(skel.get()); err) {
     return errno_error("stall sampler: load BPF program (run 'sonde-agent doctor')", -err);
   }
+  auto events = RingBufferReader::open(
+      options_.events_map, "nodejs stall events", [this](std::span<const uint8_t> record) {
+        if (record.size() < sizeof(sonde_stall_event)) return;
+        sonde_stall_event e{};
+        std::memcpy(&e, record.data(), sizeof e);
+        ends_[{static_cast<pid_t>(e.tgid), e.start_ns}] = End{e.duration_ns};
+      });
+  if (!events.ok()) return events.error();
+  events_ = std::move(events).value();
+  skel_ = std::move(skel);
+  symbolizer_ = std::make_unique<StackSymbolizer>(options_.proc_root, *binaries_, nullptr);
+  js_frames_ = std::make_unique<JsFrames>(options_.proc_root, kJsNameCacheBytes);
+  thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
+  return ok_status();
+}
+
+Status StallRecorder::attach_locked() {
+  auto cpus = online_cpus(options_.sys_root);
+  if (!cpus.ok()) return cpus.error().wrap("stall sampler");
   std::vector<bpf_link*> links;
   auto cleanup = [&] {
     for (bpf_link* l : links) bpf_link__destroy(l);
   };
-  for (int cpu : cpus) {
+  for (int cpu : *cpus) {
     auto event = open_clock_event(cpu, SONDE_STALL_SAMPLE_HZ);
     if (!event.ok()) {
       cleanup();
       return event.error().wrap("stall sampler");
     }
-    bpf_link* link = bpf_program__attach_perf_event(skel->progs.stall_sample, event->get());
+    bpf_link* link = bpf_program__attach_perf_event(skel_->progs.stall_sample, event->get());
     if (!link) {
       int e = errno;
       cleanup();
@@ -99,31 +114,22 @@ Status StallRecorder::start_locked() {
     event->release();  // the link owns the perf event from here (closed with it)
     links.push_back(link);
   }
-  auto events = RingBufferReader::open(
-      options_.events_map, "nodejs stall events", [this](std::span<const uint8_t> record) {
-        if (record.size() < sizeof(sonde_stall_event)) return;
-        sonde_stall_event e{};
-        std::memcpy(&e, record.data(), sizeof e);
-        ends_[{static_cast<pid_t>(e.tgid), e.start_ns}] = End{e.duration_ns};
-      });
-  if (!events.ok()) {
-    cleanup();
-    return events.error();
-  }
-  events_ = std::move(events).value();
-  skel_ = std::move(skel);
   links_ = std::move(links);
-  symbolizer_ = std::make_unique<StackSymbolizer>(options_.proc_root, *binaries_, nullptr);
-  js_frames_ = std::make_unique<JsFrames>(options_.proc_root, kJsNameCacheBytes);
-  thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
   log::info("nodejs stall sampler started", {{"frequency_hz", SONDE_STALL_SAMPLE_HZ}});
   return ok_status();
+}
+
+void StallRecorder::detach_locked() {
+  for (bpf_link* link : links_) bpf_link__destroy(link);
+  links_.clear();
+  log::info("nodejs stall sampler stopped: no process is watched");
 }
 
 Status StallRecorder::watch(pid_t pid, const ContainerLabels& labels, uint64_t threshold_ns) {
   const uint64_t called_ns = monotonic_ns();
   std::lock_guard lock(mu_);
   if (!skel_) RETURN_IF_ERROR(start_locked());
+  if (links_.empty()) RETURN_IF_ERROR(attach_locked());
   const bool known = watched_.contains(pid);
   // The threshold first: a turn that ends while the layout is read below is still reported.
   auto key = static_cast<uint32_t>(pid);
@@ -162,6 +168,7 @@ void StallRecorder::forget(pid_t pid) {
   std::erase_if(ends_, [&](const auto& e) { return e.first.first == pid; });
   symbolizer_->forget(pid);
   js_frames_->forget(pid);
+  if (watched_.empty()) detach_locked();
 }
 
 void StallRecorder::run(const std::stop_token& stop) {

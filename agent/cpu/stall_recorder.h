@@ -9,8 +9,10 @@
 //   - The stall sampler is a second perf-event program on every CPU at SONDE_STALL_SAMPLE_HZ
 //     (199 Hz) that returns at once unless the interrupted task is a watched process's main
 //     thread whose loop is busy; then it counts the user stack and V8 walk under the turn.
-//     It is loaded and attached at the first watch(), never before: a node where no policy sets
-//     stallThresholdMs pays nothing. The CPU profiles' sampler keeps its own frequency.
+//     It is loaded at the first watch(), never before: a node where no policy sets
+//     stallThresholdMs pays nothing. Its perf events are attached while a process is watched
+//     and closed when the last one is forgotten, so a node whose stall thresholds were all
+//     removed stops paying the interrupts. The CPU profiles' sampler keeps its own frequency.
 //   - A thread runs one round every kRoundInterval: it reads the loop state of the processes
 //     with samples pending, takes the end records, then drains the sampler's other generation
 //     into per-turn sample counts. A turn whose end record came is a stall: its stacks are
@@ -95,7 +97,7 @@ class StallRecorder final : public StallWatch {
   void collect(std::vector<prometheus::MetricFamily>& out) override;
 
   const StallRing& ring() const { return ring_; }
-  // Whether the stall sampler is loaded and attached (after the first watch()).
+  // Whether the stall sampler's perf events are attached: while a process is watched.
   bool sampling() const;
 
   struct Drops {
@@ -132,7 +134,11 @@ class StallRecorder final : public StallWatch {
     uint64_t duration_ns = 0;
   };
 
+  // Loads the program, opens the end-of-turn ring and starts the thread: once.
   Status start_locked();
+  // Opens and attaches the per-CPU perf events (links_), or closes them.
+  Status attach_locked();
+  void detach_locked();
   void run(const std::stop_token& stop);
   void round();  // requires mu_
   void drain_locked();

@@ -98,6 +98,13 @@ TEST_F(StallRecorderTest, ALoopStuckForGoodIsReportedOnceOngoing) {
   }
   EXPECT_TRUE(named) << s["stacks"][0].dump();
   EXPECT_EQ(posted_.load(), 1);
+
+  // The last watched process forgotten, the sampler's perf events are closed; a new watch
+  // opens them again.
+  recorder_->forget(child.pid());
+  EXPECT_FALSE(recorder_->sampling());
+  watch(child.pid());
+  EXPECT_TRUE(recorder_->sampling());
 }
 
 TEST_F(StallRecorderTest, ATurnOffTheCpuIsReportedWithItsDuration) {
