@@ -14,7 +14,7 @@ using kube::Json;
 using kube::ObjectPtr;
 
 Controller::Controller(kube::ApiClient& client, ControllerOptions options, OperatorMetrics& metrics,
-                       const kube::Clock& clock)
+                       const Clock& clock)
     : client_(client),
       options_(std::move(options)),
       metrics_(metrics),
@@ -98,17 +98,17 @@ bool Controller::synced() const {
          leases_->has_synced() && index_.synced();
 }
 
-bool Controller::wait_for_sync(kube::Duration timeout) const {
+bool Controller::wait_for_sync(Duration timeout) const {
   const auto deadline = clock_.now() + timeout;
   if (!index_.wait_for_sync(timeout)) return false;
-  if (!leases_->wait_for_sync(std::max(kube::Duration::zero(), deadline - clock_.now()))) {
+  if (!leases_->wait_for_sync(std::max(Duration::zero(), deadline - clock_.now()))) {
     return false;
   }
-  if (!policies_->wait_for_sync(std::max(kube::Duration::zero(), deadline - clock_.now()))) {
+  if (!policies_->wait_for_sync(std::max(Duration::zero(), deadline - clock_.now()))) {
     return false;
   }
-  return !cluster_policies_ || cluster_policies_->wait_for_sync(
-                                   std::max(kube::Duration::zero(), deadline - clock_.now()));
+  return !cluster_policies_ ||
+         cluster_policies_->wait_for_sync(std::max(Duration::zero(), deadline - clock_.now()));
 }
 
 std::vector<ObjectPtr> Controller::all_policies() const {
@@ -141,7 +141,7 @@ Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
   if (policy == nullptr) return Outcome::kDeleted;
   std::vector<NodeEntry> entries = index_.entries_for(kube::uid_of(*policy));
   size_t stale = 0;
-  if (options_.report_ttl > kube::Duration::zero()) {
+  if (options_.report_ttl > Duration::zero()) {
     const auto stale_nodes = index_.stale_nodes(clock_.wall_now() - options_.report_ttl);
     stale = stale_nodes.size();
     std::erase_if(entries, [&](const NodeEntry& e) { return stale_nodes.count(e.node) != 0; });
@@ -167,7 +167,7 @@ Result<Controller::Outcome> Controller::reconcile(const std::string& key) {
 }
 
 std::string Controller::health_problem() const {
-  const kube::SteadyTime now = clock_.now();
+  const SteadyTime now = clock_.now();
   std::lock_guard lock(busy_mu_);
   for (const auto& [worker, busy] : busy_) {
     if (now - busy.second > options_.stuck_after) {
@@ -222,10 +222,10 @@ void Controller::run_workers(kube::StopSignal& stop) {
       while (auto key = queue_.get()) process(i, *key);
     });
   }
-  if (options_.report_ttl > kube::Duration::zero()) {
+  if (options_.report_ttl > Duration::zero()) {
     workers.emplace_back([this, &stop] {
-      const kube::Duration period =
-          std::max<kube::Duration>(options_.report_ttl / 4, std::chrono::milliseconds(100));
+      const Duration period =
+          std::max<Duration>(options_.report_ttl / 4, std::chrono::milliseconds(100));
       while (stop.sleep_for(clock_, period)) enqueue_all_policies();
     });
   }
@@ -257,7 +257,7 @@ std::vector<PolicySeries> Controller::policy_series() const {
 NodeReportSeries Controller::node_report_series() const {
   NodeReportSeries out;
   out.reports = static_cast<double>(index_.nodes());
-  if (options_.report_ttl > kube::Duration::zero()) {
+  if (options_.report_ttl > Duration::zero()) {
     for (const auto& node : index_.stale_nodes(clock_.wall_now() - options_.report_ttl)) {
       out.stale_nodes.push_back(node);
     }

@@ -47,24 +47,24 @@ struct ControllerOptions {
   // may be gone): its entries are ignored and the policy is not Ready. Zero disables the
   // check. Policies are re-evaluated every report_ttl / 4 so Leases going stale are noticed
   // without an event.
-  kube::Duration report_ttl = std::chrono::minutes(3);
+  Duration report_ttl = std::chrono::minutes(3);
   kube::ReflectorOptions reflector;  // selectors/namespace fields are filled in per informer
   // A worker busy with one policy for longer than this is stuck: health_problem() says so.
   // A reconcile's calls are bounded by the client's timeouts and retries (the status write at
   // most 5 attempts of 30 s with backoff, about 4.5 min; the Events 10 s).
-  kube::Duration stuck_after = std::chrono::minutes(5);
+  Duration stuck_after = std::chrono::minutes(5);
   std::string identity = "sonde-operator";  // this replica, as Events' reportingInstance
 };
 
 class Controller {
  public:
   Controller(kube::ApiClient& client, ControllerOptions options, OperatorMetrics& metrics,
-             const kube::Clock& clock = kube::real_clock());
+             const Clock& clock = real_clock());
   ~Controller();
 
   void start();
   bool synced() const;
-  bool wait_for_sync(kube::Duration timeout) const;
+  bool wait_for_sync(Duration timeout) const;
 
   // Waits for both caches to sync, then reconciles until `stop` fires. Blocks.
   void run_workers(kube::StopSignal& stop);
@@ -92,12 +92,12 @@ class Controller {
   kube::ApiClient& client_;
   const ControllerOptions options_;
   OperatorMetrics& metrics_;
-  const kube::Clock& clock_;
+  const Clock& clock_;
   kube::WorkQueue queue_;
   EventRecorder events_;
   std::atomic<kube::StopSignal*> acting_{nullptr};  // the workers' stop while they run
   mutable std::mutex busy_mu_;
-  std::map<int, std::pair<std::string, kube::SteadyTime>> busy_;  // worker -> key, since
+  std::map<int, std::pair<std::string, SteadyTime>> busy_;  // worker -> key, since
   ReportIndex index_;
   std::unique_ptr<kube::Informer> policies_;
   std::unique_ptr<kube::Informer> cluster_policies_;  // null when scoped to a namespace

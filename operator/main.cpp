@@ -68,7 +68,7 @@ int run(const op::OperatorOptions& options) {
   lease_options.stop = nullptr;
   lease_options.retry.max_attempts = 1;
   lease_options.request_timeout =
-      std::max<kube::Duration>(std::chrono::milliseconds(500), options.renew_deadline / 2);
+      std::max<Duration>(std::chrono::milliseconds(500), options.renew_deadline / 2);
   kube::ApiClient lease_client(*config, lease_options);
 
   op::OperatorMetrics metrics;
@@ -133,7 +133,7 @@ int run(const op::OperatorOptions& options) {
     stop.stop();
   } else {
     lead();
-    stop.sleep_for(kube::real_clock(), std::chrono::hours(24 * 365 * 100));
+    stop.sleep_for(real_clock(), std::chrono::hours(24 * 365 * 100));
   }
   if (workers.joinable()) workers.join();
   done.store(true);

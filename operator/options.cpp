@@ -6,8 +6,7 @@ namespace sonde::op {
 namespace {
 
 // A duration flag: checked by parse_duration, stored in `out`.
-void add_duration(CLI::App& app, const std::string& name, kube::Duration& out,
-                  const std::string& help) {
+void add_duration(CLI::App& app, const std::string& name, Duration& out, const std::string& help) {
   app.add_option_function<std::string>(
          name, [&out](const std::string& v) { out = *parse_duration(v); }, help)
       ->check(CLI::Validator(
@@ -20,7 +19,7 @@ void add_duration(CLI::App& app, const std::string& name, kube::Duration& out,
 
 }  // namespace
 
-Result<kube::Duration> parse_duration(const std::string& text) {
+Result<Duration> parse_duration(const std::string& text) {
   int64_t value = 0;
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
@@ -28,10 +27,10 @@ Result<kube::Duration> parse_duration(const std::string& text) {
     return Error("invalid duration \"" + text + "\" (use e.g. 15s, 500ms)");
   }
   const std::string unit(ptr, end);
-  if (unit == "ms") return kube::Duration(std::chrono::milliseconds(value));
-  if (unit == "s") return kube::Duration(std::chrono::seconds(value));
-  if (unit == "m") return kube::Duration(std::chrono::minutes(value));
-  if (unit == "h") return kube::Duration(std::chrono::hours(value));
+  if (unit == "ms") return Duration(std::chrono::milliseconds(value));
+  if (unit == "s") return Duration(std::chrono::seconds(value));
+  if (unit == "m") return Duration(std::chrono::minutes(value));
+  if (unit == "h") return Duration(std::chrono::hours(value));
   return Error("invalid duration \"" + text + "\" (units: ms, s, m, h)");
 }
 

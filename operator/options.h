@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/cli.h"
-#include "common/kube/clock.h"
+#include "common/clock.h"
 #include "common/result.h"
 
 namespace sonde::op {
@@ -16,15 +16,15 @@ struct OperatorOptions {
   std::string report_namespace;  // empty: the operator's own namespace
   std::string metrics_address = "0.0.0.0:8080";
   int workers = 2;
-  kube::Duration report_ttl = std::chrono::minutes(3);
+  Duration report_ttl = std::chrono::minutes(3);
   cli::LogFlags log;
   bool leader_elect = true;
   std::string leader_election_id = "sonde-operator";  // the Lease's name
   std::string leader_election_namespace;              // empty: the operator's namespace
   std::string identity;                               // empty: hostname_pid
-  kube::Duration lease_duration = std::chrono::seconds(15);
-  kube::Duration renew_deadline = std::chrono::seconds(10);
-  kube::Duration retry_period = std::chrono::seconds(2);
+  Duration lease_duration = std::chrono::seconds(15);
+  Duration renew_deadline = std::chrono::seconds(10);
+  Duration retry_period = std::chrono::seconds(2);
 };
 
 // Declares every flag of sonde-operator on `app`, parsed into `options`.
@@ -34,6 +34,6 @@ void add_operator_flags(CLI::App& app, OperatorOptions& options);
 Result<OperatorOptions> parse_options(const std::vector<std::string>& args);
 
 // "15s", "500ms", "2m", "1h".
-Result<kube::Duration> parse_duration(const std::string& text);
+Result<Duration> parse_duration(const std::string& text);
 
 }  // namespace sonde::op

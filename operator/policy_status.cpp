@@ -44,7 +44,7 @@ Json condition(const Json& previous_status, const std::string& type, bool status
 
 }  // namespace
 
-std::string format_rfc3339(kube::WallTime t) {
+std::string format_rfc3339(WallTime t) {
   const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
   std::tm utc{};
   gmtime_r(&seconds, &utc);

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/crd/profiling_policy.h"
-#include "common/kube/clock.h"
 #include "common/kube/resource.h"
 #include "operator/report_index.h"
 
@@ -41,6 +41,6 @@ kube::Json compute_status(const kube::Json& policy, const std::vector<NodeEntry>
                           crd::PolicyKind kind = crd::PolicyKind::kNamespaced);
 
 // RFC 3339, seconds precision, UTC.
-std::string format_rfc3339(kube::WallTime t);
+std::string format_rfc3339(WallTime t);
 
 }  // namespace sonde::op

@@ -9,7 +9,7 @@ namespace sonde::op {
 
 using kube::Json;
 
-std::optional<kube::WallTime> parse_rfc3339(const std::string& text) {
+std::optional<WallTime> parse_rfc3339(const std::string& text) {
   std::tm tm{};
   const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (rest == nullptr) return std::nullopt;
@@ -50,7 +50,7 @@ ReportIndex::Node ReportIndex::digest(const Json& report) {
   return node;
 }
 
-bool ReportIndex::stale_locked(const std::string& node, kube::WallTime cutoff) const {
+bool ReportIndex::stale_locked(const std::string& node, WallTime cutoff) const {
   auto hb = heartbeats_.find(node);
   return hb == heartbeats_.end() || hb->second < cutoff;
 }
@@ -147,18 +147,18 @@ void ReportIndex::apply(kube::WatchEvent::Type type, Json object) {
   notify(changed, nodes_changed);
 }
 
-void ReportIndex::set_heartbeat(const std::string& node, std::optional<kube::WallTime> renewed) {
+void ReportIndex::set_heartbeat(const std::string& node, std::optional<WallTime> renewed) {
   bool nodes_changed = false;
   {
     std::lock_guard lock(mu_);
-    const kube::WallTime cutoff = clock_.wall_now() - ttl_;
+    const WallTime cutoff = clock_.wall_now() - ttl_;
     const bool was_stale = stale_locked(node, cutoff);
     if (renewed) {
       heartbeats_[node] = *renewed;
     } else {
       heartbeats_.erase(node);
     }
-    nodes_changed = ttl_ > kube::Duration::zero() && by_node_.count(node) != 0 &&
+    nodes_changed = ttl_ > Duration::zero() && by_node_.count(node) != 0 &&
                     was_stale != stale_locked(node, cutoff);
   }
   notify({}, nodes_changed);
@@ -169,7 +169,7 @@ bool ReportIndex::synced() const {
   return synced_;
 }
 
-bool ReportIndex::wait_for_sync(kube::Duration timeout) const {
+bool ReportIndex::wait_for_sync(Duration timeout) const {
   std::unique_lock lock(mu_);
   return synced_cv_.wait_for(lock, timeout, [this] { return synced_; });
 }
@@ -186,7 +186,7 @@ std::vector<NodeEntry> ReportIndex::entries_for(const std::string& policy_uid) c
   return out;
 }
 
-std::set<std::string> ReportIndex::stale_nodes(kube::WallTime cutoff) const {
+std::set<std::string> ReportIndex::stale_nodes(WallTime cutoff) const {
   std::lock_guard lock(mu_);
   std::set<std::string> out;
   for (const auto& [node, state] : by_node_) {

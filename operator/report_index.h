@@ -25,15 +25,15 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/crd/node_report.h"
-#include "common/kube/clock.h"
 #include "common/kube/reflector.h"
 #include "common/kube/resource.h"
 
 namespace sonde::op {
 
 // Parses RFC 3339 ("2026-01-02T03:04:05Z", fractional seconds and offsets allowed).
-std::optional<kube::WallTime> parse_rfc3339(const std::string& text);
+std::optional<WallTime> parse_rfc3339(const std::string& text);
 
 struct NodeEntry {
   std::string node;
@@ -48,8 +48,8 @@ class ReportIndex final : public kube::ReflectorSink {
 
   // `ttl`: a node whose heartbeat is older than this is stale; when one turns stale or fresh
   // (as far as set_heartbeat() tells), nodes_changed is reported. Zero: nodes are never stale.
-  explicit ReportIndex(ChangeHandler on_change = {}, kube::Duration ttl = {},
-                       const kube::Clock& clock = kube::real_clock())
+  explicit ReportIndex(ChangeHandler on_change = {}, Duration ttl = {},
+                       const Clock& clock = real_clock())
       : on_change_(std::move(on_change)), ttl_(ttl), clock_(clock) {}
 
   // Reports are parsed as list pages arrive; the previous state stays in use until
@@ -61,17 +61,17 @@ class ReportIndex final : public kube::ReflectorSink {
   void apply(kube::WatchEvent::Type type, kube::Json object) override;
 
   // The node's Lease renewTime; nullopt when the Lease is gone or has none.
-  void set_heartbeat(const std::string& node, std::optional<kube::WallTime> renewed);
+  void set_heartbeat(const std::string& node, std::optional<WallTime> renewed);
 
   // True once the first list has been applied.
   bool synced() const;
-  bool wait_for_sync(kube::Duration timeout) const;
+  bool wait_for_sync(Duration timeout) const;
 
   std::vector<NodeEntry> entries_for(const std::string& policy_uid) const;
   // Nodes that have a report, i.e. agents the operator expects to hear from.
   size_t nodes() const;
   // Nodes with a report whose heartbeat is missing or before `cutoff`.
-  std::set<std::string> stale_nodes(kube::WallTime cutoff) const;
+  std::set<std::string> stale_nodes(WallTime cutoff) const;
 
  private:
   struct Node {
@@ -82,22 +82,22 @@ class ReportIndex final : public kube::ReflectorSink {
   };
 
   static Node digest(const kube::Json& report);
-  bool stale_locked(const std::string& node, kube::WallTime cutoff) const;
+  bool stale_locked(const std::string& node, WallTime cutoff) const;
   // Sets (or with `node` null, removes) a node's report; appends changed uids.
   void set_node_locked(const std::string& name, Node* node, std::vector<std::string>& changed,
                        bool& nodes_changed);
   void notify(const std::vector<std::string>& changed, bool nodes_changed) const;
 
   ChangeHandler on_change_;
-  const kube::Duration ttl_;
-  const kube::Clock& clock_;
+  const Duration ttl_;
+  const Clock& clock_;
   // The list being received (reflector thread only).
   std::map<std::string, Node> listing_;
   mutable std::mutex mu_;
   mutable std::condition_variable synced_cv_;
   bool synced_ = false;
   std::map<std::string, Node> by_node_;
-  std::map<std::string, kube::WallTime> heartbeats_;
+  std::map<std::string, WallTime> heartbeats_;
   std::map<std::string, std::set<std::string>> by_policy_;  // policy uid -> nodes
   std::map<std::string, std::string> unreadable_warned_;    // node -> the error last logged
 };

@@ -45,8 +45,8 @@
 #include <vector>
 
 #include "agent/kernel/bpf_helpers.h"
-#include "agent/runtime/clock.h"
 #include "agent/symbols/binary_identity.h"
+#include "common/clock.h"
 #include "common/result.h"
 
 namespace sonde::agent {
@@ -69,7 +69,7 @@ class SharedUprobes {
   };
 
   // `linger_ns`: how long an attachment left without users is kept (0: detached at once).
-  explicit SharedUprobes(uint64_t linger_ns = 0, const Clock& clock = monotonic_clock());
+  explicit SharedUprobes(uint64_t linger_ns = 0, const Clock& clock = real_clock());
   // Detaches everything, in use or not, before returning.
   ~SharedUprobes();
   SharedUprobes(const SharedUprobes&) = delete;

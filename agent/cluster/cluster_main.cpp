@@ -17,9 +17,9 @@
 #include "agent/cluster/stall_events.h"
 #include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
-#include "agent/runtime/clock.h"
 #include "agent/runtime/health.h"
 #include "common/cli.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/kube/api_client.h"
 #include "common/kube/client_config.h"
@@ -247,7 +247,7 @@ int cluster_main(int argc, char** argv) {
   features.cpu.by_cgroup = true;
   features.cpu.pyroscope = args->pyroscope;
   auto runtime =
-      AgentRuntime::start(options, selector, agent_parts(std::move(features)), monotonic_clock());
+      AgentRuntime::start(options, selector, agent_parts(std::move(features)), real_clock());
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});
     return 1;

@@ -148,7 +148,7 @@ crd::NodeReportStatus report_status(const AgentFacts& facts,
 
 NodeReportWriter::NodeReportWriter(kube::ApiClient& client, std::string node, std::string ns,
                                    StatusSource source, ReportWriterOptions options,
-                                   const kube::Clock& clock)
+                                   const Clock& clock)
     : client_(client),
       node_(std::move(node)),
       ns_(std::move(ns)),
@@ -243,8 +243,8 @@ void NodeReportWriter::run(kube::StopSignal& stop) {
   // One backoff per object: a report the server refuses must not starve the Lease.
   struct Task {
     kube::Backoff backoff{{std::chrono::seconds(1), std::chrono::seconds(30), 2.0, 1.0}};
-    kube::SteadyTime next_attempt{};
-    bool retry(kube::SteadyTime now, const Status& st, const char* what) {
+    SteadyTime next_attempt{};
+    bool retry(SteadyTime now, const Status& st, const char* what) {
       if (st.ok()) {
         backoff.reset();
         return true;
@@ -260,8 +260,8 @@ void NodeReportWriter::run(kube::StopSignal& stop) {
   };
   Task report, lease;
   std::optional<crd::NodeReportStatus> last;  // the status last written
-  kube::SteadyTime last_write{};
-  kube::SteadyTime last_renewal{};
+  SteadyTime last_write{};
+  SteadyTime last_renewal{};
   bool renewed = false;
   while (!stop.stopped()) {
     if (health_) health_->beat(loop_check_);

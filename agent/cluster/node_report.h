@@ -13,9 +13,9 @@
 #include "agent/cluster/policy_selector.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/health.h"
+#include "common/clock.h"
 #include "common/crd/node_report.h"
 #include "common/kube/api_client.h"
-#include "common/kube/clock.h"
 #include "common/kube/stop_signal.h"
 
 namespace sonde::agent {
@@ -46,14 +46,14 @@ crd::NodeReportStatus report_status(const AgentFacts& facts, std::vector<crd::Po
 
 struct ReportWriterOptions {
   // How often the status is rebuilt and compared with the last one written.
-  kube::Duration poll = std::chrono::seconds(1);
+  Duration poll = std::chrono::seconds(1);
   // The shortest time between two report writes: a burst of changes (a rollout replacing the
   // node's pods) becomes one write per interval, not one per pod.
-  kube::Duration min_interval = std::chrono::seconds(10);
+  Duration min_interval = std::chrono::seconds(10);
   // The node Lease, renewed every renew_interval, is valid for lease_duration (the kubelet's
   // node lease: 10 s and 40 s).
-  kube::Duration renew_interval = std::chrono::seconds(10);
-  kube::Duration lease_duration = std::chrono::seconds(40);
+  Duration renew_interval = std::chrono::seconds(10);
+  Duration lease_duration = std::chrono::seconds(40);
 };
 
 // Keeps this node's report and Lease current. The report is created, then replaced (PUT with
@@ -70,7 +70,7 @@ class NodeReportWriter {
   using StatusSource = std::function<crd::NodeReportStatus()>;
 
   NodeReportWriter(kube::ApiClient& client, std::string node, std::string ns, StatusSource source,
-                   ReportWriterOptions options = {}, const kube::Clock& clock = kube::real_clock());
+                   ReportWriterOptions options = {}, const Clock& clock = real_clock());
 
   void run(kube::StopSignal& stop);
 
@@ -104,11 +104,11 @@ class NodeReportWriter {
   const std::string ns_;
   const StatusSource source_;
   const ReportWriterOptions options_;
-  const kube::Clock& clock_;
+  const Clock& clock_;
   std::string node_uid_;
   bool node_uid_warned_ = false;
   bool node_uid_asked_ = false;
-  kube::SteadyTime node_uid_asked_at_{};
+  SteadyTime node_uid_asked_at_{};
   std::string report_rv_;
   std::string lease_rv_;
   std::atomic<uint64_t> writes_{0};

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "agent/metrics/metrics_server.h"
-#include "agent/runtime/clock.h"
+#include "common/clock.h"
 #include "common/kube/api_client.h"
 #include "common/result.h"
 
@@ -62,7 +62,7 @@ class RouteAccess {
     uint64_t ttl_ns = 10'000'000'000;
     size_t max_entries = 1024;
   };
-  RouteAccess(AccessReviewer& reviewer, Options options, const Clock& clock = monotonic_clock());
+  RouteAccess(AccessReviewer& reviewer, Options options, const Clock& clock = real_clock());
 
   // nullopt: allowed; otherwise the answer to send instead of the route's.
   std::optional<HttpResponse> check(const HttpRequest& request);
@@ -100,14 +100,14 @@ class RouteAccess {
 // and subjectaccessreviews). Each call is bounded by `timeout`.
 class ApiReviewer final : public AccessReviewer {
  public:
-  explicit ApiReviewer(kube::ApiClient& api, kube::Duration timeout = std::chrono::seconds(5))
+  explicit ApiReviewer(kube::ApiClient& api, Duration timeout = std::chrono::seconds(5))
       : api_(api), timeout_(timeout) {}
   Result<TokenVerdict> review_token(const std::string& token, const std::string& audience) override;
   Result<bool> may_read_profiles(const User& user, const std::string& ns) override;
 
  private:
   kube::ApiClient& api_;
-  kube::Duration timeout_;
+  Duration timeout_;
 };
 
 // SHA-256 of text, in hex.

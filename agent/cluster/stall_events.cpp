@@ -5,7 +5,7 @@
 namespace sonde::agent {
 
 StallEvents::StallEvents(kube::ApiClient& client, std::string node, PodLookup pods,
-                         const kube::Clock& clock)
+                         const Clock& clock)
     : recorder_(client, "sonde-agent", node, clock, kLimits),
       node_(std::move(node)),
       pods_(std::move(pods)),

@@ -40,7 +40,7 @@ class StallEvents {
   using PodLookup = std::function<std::shared_ptr<const kube::Json>(const std::string& key)>;
 
   StallEvents(kube::ApiClient& client, std::string node, PodLookup pods,
-              const kube::Clock& clock = kube::real_clock());
+              const Clock& clock = real_clock());
   ~StallEvents();
   StallEvents(const StallEvents&) = delete;
   StallEvents& operator=(const StallEvents&) = delete;

@@ -5,7 +5,7 @@
 #include <ctime>
 #include <unordered_set>
 
-#include "agent/runtime/clock.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 namespace sonde::agent::cpu {
@@ -165,11 +165,11 @@ void CpuProfiler::released_locked(const ContainerLabels& labels) {
   if (it == selections_.end()) return;
   if (--it->second > 0) return;
   selections_.erase(it);
-  unselected_since_[labels] = monotonic_ns();
+  unselected_since_[labels] = options_.clock->now_ns();
 }
 
 void CpuProfiler::expire_series_locked() {
-  const uint64_t now = monotonic_ns();
+  const uint64_t now = options_.clock->now_ns();
   const auto grace = static_cast<uint64_t>(options_.series_grace.count());
   std::erase_if(unselected_since_, [&](const auto& entry) {
     if (now < entry.second + grace) return false;

@@ -42,6 +42,7 @@
 #include "agent/runtime/container_totals.h"
 #include "agent/symbolize/live_kernel_symbols.h"
 #include "agent/symbolize/symbolizer_cache.h"
+#include "common/clock.h"
 #include "common/result.h"
 
 namespace sonde::agent::cpu {
@@ -58,6 +59,7 @@ struct ProfilerOptions {
   // How long a container's series stay after its last selection is released (its processes
   // ended, its pod left): then they leave /metrics, as every feature's container series do.
   std::chrono::nanoseconds series_grace = std::chrono::minutes(5);
+  const Clock* clock = &real_clock();  // what series_grace is measured on
   // The symbol tables of profiled binaries, shared with whoever else symbolizes stacks of the
   // same processes (the stall recorder); null: a cache of its own (its default budget).
   std::shared_ptr<symbolize::SymbolizerCache> binaries;

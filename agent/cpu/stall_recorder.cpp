@@ -11,7 +11,7 @@
 #include <tuple>
 
 #include "agent/cpu/sampler.h"
-#include "agent/runtime/clock.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "cpu_sampler.h"
 #include "nodejs.h"

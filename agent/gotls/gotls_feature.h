@@ -89,7 +89,7 @@ class GoTlsFeature final : public Feature {
   const std::string node_;
   const std::string proc_root_;
   const uint64_t grace_ns_;
-  const Clock& clock_ = monotonic_clock();   // every time this feature and its monitor read
+  const Clock& clock_ = real_clock();        // every time this feature and its monitor read
   std::optional<UprobeHitCosts> hit_costs_;  // measured at load, unless the kernel refused
   std::optional<std::string> cgroup2_root_;  // where the cgroup v2 hierarchy is, if any
 

@@ -27,7 +27,7 @@
 #include <string_view>
 
 #include "agent/kernel/uprobe_cost.h"
-#include "agent/runtime/clock.h"
+#include "common/clock.h"
 #include "common/result.h"
 #include "gotls.h"
 

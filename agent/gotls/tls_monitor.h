@@ -59,10 +59,10 @@
 #include "agent/discovery/candidate.h"
 #include "agent/discovery/proc_reader.h"
 #include "agent/gotls/tls_probes.h"
-#include "agent/runtime/clock.h"
 #include "agent/runtime/container_totals.h"
 #include "agent/runtime/fd_budget.h"
 #include "agent/symbols/probe_target_cache.h"
+#include "common/clock.h"
 
 namespace sonde::agent {
 
@@ -89,7 +89,7 @@ class TlsMonitor {
   using Budget = TlsMonitorBudget;
   TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache, SharedUprobes& uprobes,
              const ProcReader& proc, uint64_t grace_ns = kDefaultSeriesGraceNs,
-             const Clock& clock = monotonic_clock(), Budget budget = {});
+             const Clock& clock = real_clock(), Budget budget = {});
   static constexpr uint64_t kDefaultSeriesGraceNs = 300'000'000'000;
 
   // The symbols consider() looks up (see EventLoopMonitor::symbol_names()).

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "agent/kernel/bpf_helpers.h"
-#include "agent/runtime/clock.h"
+#include "common/clock.h"
 #include "uprobe_cost.skel.h"
 
 #if defined(__x86_64__)

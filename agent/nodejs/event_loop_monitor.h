@@ -54,9 +54,9 @@
 #include "agent/discovery/proc_reader.h"
 #include "agent/nodejs/libc_wait_hooks.h"
 #include "agent/nodejs/loop_probes.h"
-#include "agent/runtime/clock.h"
 #include "agent/runtime/container_totals.h"
 #include "agent/symbols/probe_target_cache.h"
+#include "common/clock.h"
 
 namespace sonde::agent {
 
@@ -70,7 +70,7 @@ class EventLoopMonitor {
   // `hooks`: the per-process wait hooks of the libc-uprobes source; nullptr for the kernel-wide
   // sources (nothing to attach per process).
   EventLoopMonitor(LoopAccounting& probes, symbols::ProbeTargetCache& cache, const ProcReader& proc,
-                   uint64_t grace_ns, const Clock& clock = monotonic_clock(),
+                   uint64_t grace_ns, const Clock& clock = real_clock(),
                    LibcWaitHooks* hooks = nullptr);
 
   // The symbols consider() looks up, so a caller can resolve every feature's names in one

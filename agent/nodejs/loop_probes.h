@@ -23,8 +23,8 @@
 #include <string>
 
 #include "agent/nodejs/libc_wait_hooks.h"
-#include "agent/runtime/clock.h"
 #include "agent/runtime/container_totals.h"
+#include "common/clock.h"
 #include "common/result.h"
 #include "nodejs.h"
 

@@ -66,7 +66,7 @@ class NodejsFeature final : public Feature {
         hooks_(probes_->source() == LoopProbes::WaitSource::kLibcUprobes
                    ? std::make_unique<LibcWaitHooks>(*probes_, cache, proc.root())
                    : nullptr),
-        monitor_(*probes_, cache, proc, grace_ns, monotonic_clock(), hooks_.get()),
+        monitor_(*probes_, cache, proc, grace_ns, real_clock(), hooks_.get()),
         node_(std::move(node)) {}
 
   // Watches or forgets pid's long turns as its selection's stallThresholdMs says.

@@ -32,10 +32,10 @@
 #include "agent/discovery/proc_reader.h"
 #include "agent/metrics/metrics_server.h"
 #include "agent/procevents/process_events.h"
-#include "agent/runtime/clock.h"
 #include "agent/runtime/feature.h"
 #include "agent/runtime/health.h"
 #include "agent/symbols/probe_target_cache.h"
+#include "common/clock.h"
 #include "common/result.h"
 #include "common/signals.h"
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/runtime/clock.h"
+#include "common/clock.h"
 
 namespace sonde::agent {
 
@@ -37,7 +37,7 @@ class HealthRegistry {
   enum class Probe { kLiveness, kReadiness };
 
   // `clock` must outlive the registry.
-  explicit HealthRegistry(const Clock& clock = monotonic_clock());
+  explicit HealthRegistry(const Clock& clock = real_clock());
 
   // A heartbeat check (stale_after > 0) or a problem-only check (stale_after zero). `silence`
   // names a missed heartbeat in the answer ("no heartbeat", "Lease not renewed").

@@ -104,7 +104,7 @@ int standalone_main(int argc, char** argv) {
   }
   ConfigSelector selector(cfg);
   auto runtime =
-      AgentRuntime::start(options, selector, agent_parts(std::move(features)), monotonic_clock());
+      AgentRuntime::start(options, selector, agent_parts(std::move(features)), real_clock());
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});
     return 1;

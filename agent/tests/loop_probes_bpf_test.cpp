@@ -278,7 +278,7 @@ TEST_P(LoopProbesTest, BlockDurationsLandInTheirBucket) {
 TEST_P(LoopProbesTest, SelectedAfterExecCountsNoStartUpTime) {
   symbols::ProbeTargetCache cache(16);
   ProcReader proc;
-  EventLoopMonitor monitor(*probes_, cache, proc, 60'000'000'000, monotonic_clock(), hooks_.get());
+  EventLoopMonitor monitor(*probes_, cache, proc, 60'000'000'000, real_clock(), hooks_.get());
   auto consider = [&](pid_t pid, const ContainerLabels& labels) {
     auto info = proc.read(pid);
     ASSERT_TRUE(info.ok()) << info.error().message();

@@ -7,8 +7,8 @@
 #include <future>
 #include <thread>
 
-#include "agent/runtime/tests/fake_clock.h"
 #include "agent/tests/counting_attachment.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::agent {
 namespace {
@@ -58,7 +58,7 @@ class SharedUprobesTest : public ::testing::Test {
     return uprobes_.acquire(requests, path, pid);
   }
 
-  testing::FakeClock clock_;
+  ::sonde::testing::ManualClock clock_;
   SharedUprobes uprobes_;
   std::vector<std::string> paths_;
   std::atomic<int> live_ = 0;
@@ -195,7 +195,7 @@ TEST_F(LingeringSharedUprobesTest, AnIdleAttachmentIsKeptAndTakenOverWithoutAnAt
   EXPECT_EQ(live_, 2) << "detached although the linger has not passed";
   EXPECT_EQ(uprobes_.idle_binaries(), 1u);
 
-  clock_.now += kLinger - 1;
+  clock_.advance_ns(kLinger - 1);
   uprobes_.expire();
   uprobes_.flush();
   EXPECT_EQ(live_, 2);
@@ -204,13 +204,13 @@ TEST_F(LingeringSharedUprobesTest, AnIdleAttachmentIsKeptAndTakenOverWithoutAnAt
   EXPECT_EQ(uprobes_.idle_binaries(), 0u);
 
   // Idle again: the linger counts from the last release, not the first.
-  clock_.now += kLinger;
+  clock_.advance_ns(kLinger);
   uprobes_.release(2);
-  clock_.now += kLinger - 1;
+  clock_.advance_ns(kLinger - 1);
   uprobes_.expire();
   uprobes_.flush();
   EXPECT_EQ(live_, 2);
-  clock_.now += 1;
+  clock_.advance_ns(1);
   uprobes_.expire();
   uprobes_.flush();
   EXPECT_EQ(live_, 0);
@@ -224,9 +224,9 @@ TEST_F(LingeringSharedUprobesTest, EvictionDetachesTheBinaryIdleTheLongestFirst)
     auto pid = static_cast<pid_t>(inode);
     ASSERT_TRUE(acquire({key(inode, "read"), key(inode, "write")}, "p", pid, attach_fn()).ok());
   }
-  clock_.now += 1;
+  clock_.advance_ns(1);
   uprobes_.release(8);
-  clock_.now += 1;
+  clock_.advance_ns(1);
   uprobes_.release(7);
   EXPECT_EQ(uprobes_.idle_binaries(), 2u);
 

@@ -158,7 +158,7 @@ void set_node_owner(Json& metadata, const std::string& node, const std::string& 
 }
 
 // RFC 3339 with microseconds (metav1.MicroTime).
-std::string micro_time(kube::WallTime time) {
+std::string micro_time(WallTime time) {
   const auto since_epoch = time.time_since_epoch();
   const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(since_epoch - seconds);
@@ -304,7 +304,7 @@ std::string node_lease_name(const std::string& node) {
 }
 
 Json node_lease_object(const std::string& node, const std::string& ns, const std::string& node_uid,
-                       kube::Duration lease_duration, kube::WallTime renewed) {
+                       Duration lease_duration, WallTime renewed) {
   Json metadata = {
       {"name", node_lease_name(node)}, {"namespace", ns}, {"labels", {{kNodeLeaseLabel, "true"}}}};
   set_node_owner(metadata, node, node_uid);

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "common/kube/clock.h"
+#include "common/clock.h"
 #include "common/kube/resource.h"
 #include "common/result.h"
 
@@ -108,6 +108,6 @@ inline constexpr const char* kNodeLeaseLabel = "sonde.dev/node-lease";
 // The Lease object renewed at `renewed` (MicroTime, as the kubelet writes it); `node_uid`
 // empty leaves out the ownerReference to the Node.
 Json node_lease_object(const std::string& node, const std::string& ns, const std::string& node_uid,
-                       kube::Duration lease_duration, kube::WallTime renewed);
+                       Duration lease_duration, WallTime renewed);
 
 }  // namespace sonde::crd

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <random>
 
-#include "common/kube/clock.h"
+#include "common/clock.h"
 
 namespace sonde::kube {
 

@@ -17,8 +17,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/clock.h"
 #include "common/kube/api_client.h"
-#include "common/kube/clock.h"
 
 namespace sonde::kube {
 

@@ -23,8 +23,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/clock.h"
 #include "common/kube/api_client.h"
-#include "common/kube/clock.h"
 #include "common/kube/stop_signal.h"
 
 namespace sonde::kube {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/kube/clock.h"
+#include "common/clock.h"
 
 namespace sonde::kube {
 

@@ -32,9 +32,9 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/kube/api_client.h"
 #include "common/kube/backoff.h"
-#include "common/kube/clock.h"
 #include "common/kube/stop_signal.h"
 
 namespace sonde::kube {

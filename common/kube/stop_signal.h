@@ -12,7 +12,7 @@
 #include <map>
 #include <mutex>
 
-#include "common/kube/clock.h"
+#include "common/clock.h"
 
 namespace sonde::kube {
 

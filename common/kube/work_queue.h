@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "common/kube/clock.h"
+#include "common/clock.h"
 #include "common/kube/rate_limiter.h"
 
 namespace sonde::kube {

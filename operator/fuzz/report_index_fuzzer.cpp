@@ -17,9 +17,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   index.list_item(report);
   index.end_list("1");
   index.apply(sonde::kube::WatchEvent::Type::kModified, report);
-  index.set_heartbeat("n1", sonde::kube::WallTime{});
+  index.set_heartbeat("n1", sonde::WallTime{});
   for (const auto& uid : {std::string("u1"), std::string("")}) (void)index.entries_for(uid);
-  (void)index.stale_nodes(sonde::kube::WallTime{});
+  (void)index.stale_nodes(sonde::WallTime{});
   index.apply(sonde::kube::WatchEvent::Type::kDeleted, report);
   return 0;
 }

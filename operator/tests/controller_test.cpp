@@ -70,7 +70,7 @@ class ControllerTest : public ::testing::Test {
     put_lease(node, std::chrono::system_clock::now());
     put_object(client_, kProfilingNodeReports, make_report(node, std::move(entries)));
   }
-  void put_lease(const std::string& node, kube::WallTime renewed) {
+  void put_lease(const std::string& node, WallTime renewed) {
     put_object(client_, kube::kLeases, make_node_lease(node, renewed));
   }
   std::string create_policy(const std::string& name) {

@@ -58,7 +58,7 @@ inline Json report_entry(const std::string& uid, int64_t generation, int matched
 }
 
 // The node Lease an agent renews (crds/README.md), renewed at `renewed`.
-inline Json make_node_lease(const std::string& node, kube::WallTime renewed) {
+inline Json make_node_lease(const std::string& node, WallTime renewed) {
   const std::string time = format_rfc3339(renewed);
   return {{"apiVersion", "coordination.k8s.io/v1"},
           {"kind", "Lease"},

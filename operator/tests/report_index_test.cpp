@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "common/kube/testing/manual_clock.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::op {
 namespace {
@@ -79,12 +79,12 @@ TEST(ReportIndexTest, ParsesRfc3339) {
 }
 
 TEST(ReportIndexTest, StalenessComesFromTheNodeLeases) {
-  kube::testing::ManualClock clock;
+  ::sonde::testing::ManualClock clock;
   int node_changes = 0;
   ReportIndex index([&](const std::vector<std::string>&,
                         bool nodes_changed) { node_changes += nodes_changed ? 1 : 0; },
                     std::chrono::minutes(3), clock);
-  const kube::WallTime now = clock.wall_now();
+  const WallTime now = clock.wall_now();
   index.replace({report("n1", "r1", Json::array()), report("n2", "r2", Json::array()),
                  report("n3", "r3", Json::array())},
                 "r3");

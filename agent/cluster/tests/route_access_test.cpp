@@ -8,12 +8,12 @@
 #include <condition_variable>
 #include <thread>
 
-#include "agent/runtime/tests/fake_clock.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::agent {
 namespace {
 
-using testing::FakeClock;
+using ::sonde::testing::ManualClock;
 
 // Tokens "alice" (may read namespace "a"), "admin" (everything); any other is not authenticated.
 class ScriptedReviewer final : public AccessReviewer {
@@ -61,7 +61,7 @@ int status_of(const std::optional<HttpResponse>& r) {
 
 TEST(RouteAccessTest, ATokenReadsTheNamespacesItsUserMayAndNothingElse) {
   ScriptedReviewer reviewer;
-  FakeClock clock;
+  ::sonde::testing::ManualClock clock;
   RouteAccess access(reviewer, {.audience = "sonde"}, clock);
   EXPECT_EQ(status_of(access.check(profile("alice", "a"))), 200);
   EXPECT_EQ(reviewer.last_audience, "sonde");
@@ -87,14 +87,14 @@ TEST(RouteAccessTest, ATokenReadsTheNamespacesItsUserMayAndNothingElse) {
 
 TEST(RouteAccessTest, DecisionsAreCachedForTheirTtlAndBounded) {
   ScriptedReviewer reviewer;
-  FakeClock clock;
+  ::sonde::testing::ManualClock clock;
   RouteAccess access(reviewer, {.ttl_ns = 1000, .max_entries = 2}, clock);
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(status_of(access.check(profile("alice", "a"))), 200);
     EXPECT_EQ(status_of(access.check(profile("forged"))), 401);
   }
   EXPECT_EQ(reviewer.token_reviews, 2);  // one per token, then from the cache
-  clock.now += 1000;                     // expired
+  clock.advance_ns(1000);                // expired
   EXPECT_EQ(status_of(access.check(profile("alice", "a"))), 200);
   EXPECT_EQ(reviewer.token_reviews, 3);
   // At most two decisions: a third pushes out the oldest ("forged").
@@ -107,7 +107,7 @@ TEST(RouteAccessTest, DecisionsAreCachedForTheirTtlAndBounded) {
 TEST(RouteAccessTest, AnApiServerThatCannotAnswerIsA503NeverAnOpenDoorAndIsNotCached) {
   ScriptedReviewer reviewer;
   reviewer.down = true;
-  FakeClock clock;
+  ::sonde::testing::ManualClock clock;
   RouteAccess access(reviewer, {}, clock);
   auto r = access.check(profile("admin"));
   ASSERT_EQ(status_of(r), 503);
@@ -120,7 +120,7 @@ TEST(RouteAccessTest, AnApiServerThatCannotAnswerIsA503NeverAnOpenDoorAndIsNotCa
 TEST(RouteAccessTest, AFloodOfUnknownTokensCostsAtMostKMaxInFlightReviewsAtATime) {
   ScriptedReviewer reviewer;
   reviewer.held = true;
-  FakeClock clock;
+  ::sonde::testing::ManualClock clock;
   RouteAccess access(reviewer, {}, clock);
   std::vector<std::thread> reviewing;
   std::atomic<int> unauthenticated = 0;

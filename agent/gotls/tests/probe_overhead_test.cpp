@@ -8,8 +8,8 @@
 #include <string>
 
 #include "agent/discovery/proc_reader.h"
-#include "agent/runtime/tests/fake_clock.h"
 #include "common/files.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::agent {
 namespace {
@@ -33,12 +33,12 @@ TEST(ProbeOverheadTest, CostIsHitsTimesTheMeasuredCostOfTheirKind) {
 
 // Drives one key: each step advances the clock by `interval` and adds `probe`/`own` seconds.
 struct Driver {
-  testing::FakeClock clock;
+  ::sonde::testing::ManualClock clock;
   Window window{clock};
   double probe = 0, own = 0;
   bool step(double add_probe, double add_own, std::optional<double> max = 1.0,
             uint64_t interval = 10 * kSecond) {
-    clock.now += interval;
+    clock.advance_ns(interval);
     probe += add_probe;
     own += add_own;
     return window.observe("c", probe, own, max);

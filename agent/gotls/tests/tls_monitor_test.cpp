@@ -16,14 +16,14 @@
 #include <set>
 #include <span>
 
-#include "agent/runtime/tests/fake_clock.h"
 #include "agent/symbols/tests/temp_dir.h"
 #include "agent/tests/counting_attachment.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::agent {
 namespace {
 
-using testing::FakeClock;
+using ::sonde::testing::ManualClock;
 
 // The kernel's per-process counts as a table the test writes.
 class FakeCounters final : public TlsCounters {
@@ -154,7 +154,7 @@ class TlsMonitorTest : public ::testing::Test {
   ProcReader proc_{proc_dir_.path().string()};
   symbols::ProbeTargetCache cache_{64};
   SharedUprobes uprobes_;
-  FakeClock clock_;
+  ::sonde::testing::ManualClock clock_;
   FakeCounters kernel_;
   TlsMonitor monitor_{kernel_, cache_, uprobes_, proc_, kGrace, clock_};
   std::unique_ptr<symbols::OpenBinary> binary_;
@@ -266,9 +266,9 @@ TEST_F(TlsMonitorTest, ForgetsAContainerAGracePeriodAfterItsLastProcess) {
   monitor_.sweep();  // vanished without an exit event
   EXPECT_EQ(monitor_.tracked(), 0u);
   EXPECT_EQ(requests(kApi), 1u);
-  clock_.now += kGrace - 1;
+  clock_.advance_ns(kGrace - 1);
   EXPECT_EQ(requests(kApi), 1u);
-  clock_.now += 1;
+  clock_.advance_ns(1);
   EXPECT_EQ(requests(kApi), UINT64_MAX);
 }
 
@@ -562,7 +562,7 @@ TEST_F(TlsMonitorTest, KeepsABinarysProbesAfterItsLastExitAndEvictsTheOldestForA
   EXPECT_EQ(monitor.idle_binaries(), 0u);
   monitor.exited(101);
 
-  clock_.now += 1'000'000'000;
+  clock_.advance_ns(1'000'000'000);
   ASSERT_EQ(monitor.consider(process_of(second, "/srv/second", 200, 7), kApi),
             TlsMonitor::Outcome::kTracked)
       << "one instrumented or kept binary, one slot left";
@@ -593,7 +593,7 @@ TEST_F(TlsMonitorTest, KeepsABinarysProbesAfterItsLastExitAndEvictsTheOldestForA
   monitor.exited(300);
 
   // The linger expires at a sweep.
-  clock_.now += kLinger;
+  clock_.advance_ns(kLinger);
   monitor.sweep();
   uprobes.flush();
   EXPECT_EQ(kernel_.attachments, 0);

@@ -11,14 +11,14 @@
 #include <map>
 #include <set>
 
-#include "agent/runtime/tests/fake_clock.h"
 #include "agent/tests/child_process.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::agent {
 namespace {
 
 using sonde::testing::ChildProcess;
-using testing::FakeClock;
+using ::sonde::testing::ManualClock;
 
 // The kernel's accounting as a table the test writes.
 class FakeLoops final : public LoopAccounting {
@@ -91,7 +91,7 @@ class EventLoopMonitorTest : public ::testing::Test {
 
   ProcReader proc_;
   symbols::ProbeTargetCache cache_{64};
-  FakeClock clock_;
+  ::sonde::testing::ManualClock clock_;
   FakeLoops loops_;
   EventLoopMonitor monitor_{loops_, cache_, proc_, kGrace, clock_};
   std::unique_ptr<ChildProcess> child_;
@@ -128,7 +128,7 @@ TEST_F(EventLoopMonitorTest, ACounterNeverGoesBackwardsWhenTheKernelStateIsLost)
   EXPECT_EQ(event_loops(kWeb), 0);  // still a process, no longer a measured loop
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), 5.0);
   EXPECT_EQ(monitor_.states_lost(), 1u);  // counted once
-  monitor_.exited(pid, clock_.now);       // untrack fails: the last value read is what folds
+  monitor_.exited(pid, clock_.now_ns());  // untrack fails: the last value read is what folds
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), 5.0);
 }
 
@@ -137,13 +137,13 @@ TEST_F(EventLoopMonitorTest, FoldsAtExitAndForgetsTheContainerAfterTheGrace) {
   ASSERT_EQ(monitor_.consider(candidate(true), kWeb), EventLoopMonitor::Outcome::kTracked);
   loops_.blocked[pid] = 2'000'000'000;
   EXPECT_EQ(event_loops(kWeb), 1);
-  monitor_.exited(pid, clock_.now);
+  monitor_.exited(pid, clock_.now_ns());
   EXPECT_EQ(monitor_.tracked(), 0u);
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), 2.0);
   EXPECT_EQ(event_loops(kWeb), 0);  // the series stays through the grace, at 0 loops
-  clock_.now += kGrace - 1;
+  clock_.advance_ns(kGrace - 1);
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), 2.0);
-  clock_.now += 1;
+  clock_.advance_ns(1);
   EXPECT_DOUBLE_EQ(blocked_seconds(kWeb), -1);  // gone from /metrics
   EXPECT_TRUE(monitor_.binaries().empty());
 }

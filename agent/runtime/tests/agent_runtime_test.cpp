@@ -22,9 +22,9 @@
 #include <set>
 #include <thread>
 
-#include "agent/runtime/tests/fake_clock.h"
 #include "agent/tests/child_process.h"
 #include "agent/tests/http_get.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::agent {
 namespace {
@@ -304,7 +304,7 @@ class AgentRuntimeTest : public ::testing::Test {
   FakeFeature& b() { return *features_[1]; }
   FakeFeature& c() { return *features_[2]; }
 
-  testing::FakeClock clock_;
+  ::sonde::testing::ManualClock clock_;
   FakeSelector selector_;
   StopSignals stop_;
   std::unique_ptr<AgentRuntime> runtime_;
@@ -484,8 +484,8 @@ TEST_F(AgentRuntimeTest, ReselectionInstrumentsTheNewlySelectedAndReleasesTheDes
   EXPECT_FALSE(outcome(p2.pid()));  // nothing asked the runtime to look again
 
   // p1 keeps b only; p2 becomes selected.
-  clock_.now += 7;
-  const uint64_t at = clock_.now;
+  clock_.advance_ns(7);
+  const uint64_t at = clock_.now_ns();
   selector_.set(p1.pid(), selection(false, true, false));
   selector_.set(p2.pid(), selection(true, false, false));
   runtime_->request_reselect();
@@ -526,13 +526,13 @@ TEST_F(AgentRuntimeTest, EveryFeatureIsSweptAtTheSweepInterval) {
   start();
   run();
   settle();
-  clock_.now += kSweepIntervalNs - 1;
+  clock_.advance_ns(kSweepIntervalNs - 1);
   settle();
   for (FakeFeature* f : features_) EXPECT_EQ(f->sweeps(), 0) << f->name();
-  clock_.now += 1;
+  clock_.advance_ns(1);
   ASSERT_TRUE(eventually([&] { return c().sweeps() == 1; }));
   for (FakeFeature* f : features_) EXPECT_EQ(f->sweeps(), 1) << f->name();
-  clock_.now += kSweepIntervalNs;
+  clock_.advance_ns(kSweepIntervalNs);
   ASSERT_TRUE(eventually([&] { return c().sweeps() == 2; }));
   EXPECT_EQ(a().sweeps(), 2);
 }
@@ -554,7 +554,7 @@ TEST_F(AgentRuntimeTest, AFeaturesRevisionsAfterASweepReplaceItsStateInTheOutcom
   c().revise(p.pid() + 100000, {State::kOverheadExceeded, "nobody"});
   settle();
   EXPECT_EQ(outcome(p.pid())->states[c().kind()], State::kInstrumented) << "not before a sweep";
-  clock_.now += kSweepIntervalNs;
+  clock_.advance_ns(kSweepIntervalNs);
   ASSERT_TRUE(
       eventually([&] { return outcome(p.pid())->states[c().kind()] == State::kOverheadExceeded; }));
   EXPECT_EQ(outcome(p.pid())->message, "probes detached: 43% (limit 1%)");

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "agent/runtime/tests/fake_clock.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::agent {
 namespace {
@@ -17,7 +17,7 @@ constexpr uint64_t kSecond = 1'000'000'000;
 
 class HealthRegistryTest : public ::testing::Test {
  protected:
-  testing::FakeClock clock;
+  ::sonde::testing::ManualClock clock;
   HealthRegistry health{clock};
 };
 
@@ -31,9 +31,9 @@ TEST_F(HealthRegistryTest, NoChecksIsHealthy) {
 TEST_F(HealthRegistryTest, AHeartbeatGoesStaleAfterItsBoundAndRecovers) {
   auto loop = health.add("event-loop", Probe::kLiveness, seconds(30));
   health.add("other", Probe::kLiveness, seconds(30));
-  clock.now += 29 * kSecond;
+  clock.advance_ns(29 * kSecond);
   health.beat(loop);
-  clock.now += 30 * kSecond;  // "other" beat never: its bound runs from registration
+  clock.advance_ns(30 * kSecond);  // "other" beat never: its bound runs from registration
   auto live = health.check(Probe::kLiveness);
   EXPECT_FALSE(live.ok);
   EXPECT_NE(live.body.find("[+]event-loop ok"), std::string::npos) << live.body;
@@ -41,7 +41,7 @@ TEST_F(HealthRegistryTest, AHeartbeatGoesStaleAfterItsBoundAndRecovers) {
       << live.body;
   EXPECT_FALSE(health.check(Probe::kReadiness).ok) << "not alive is not ready";
 
-  clock.now += 2 * kSecond;  // the event loop's last beat is now 32 s old
+  clock.advance_ns(2 * kSecond);  // the event loop's last beat is now 32 s old
   live = health.check(Probe::kLiveness);
   EXPECT_NE(live.body.find("[-]event-loop: no heartbeat for 32.0 s"), std::string::npos)
       << live.body;
@@ -53,9 +53,9 @@ TEST_F(HealthRegistryTest, AHeartbeatGoesStaleAfterItsBoundAndRecovers) {
 TEST_F(HealthRegistryTest, ABeatExactlyAtTheBoundIsAlive) {
   auto loop = health.add("loop", Probe::kLiveness, seconds(10));
   health.beat(loop);
-  clock.now += 10 * kSecond;
+  clock.advance_ns(10 * kSecond);
   EXPECT_TRUE(health.check(Probe::kLiveness).ok);
-  clock.now += 1;
+  clock.advance_ns(1);
   EXPECT_FALSE(health.check(Probe::kLiveness).ok);
 }
 
@@ -63,7 +63,7 @@ TEST_F(HealthRegistryTest, ABeatExactlyAtTheBoundIsAlive) {
 // node Lease the API server does not take.
 TEST_F(HealthRegistryTest, ReadinessChecksDoNotFailLiveness) {
   auto lease = health.add("node-lease", Probe::kReadiness, seconds(40), "Lease not renewed");
-  clock.now += 41 * kSecond;
+  clock.advance_ns(41 * kSecond);
   EXPECT_TRUE(health.check(Probe::kLiveness).ok);
   EXPECT_EQ(health.check(Probe::kLiveness).body.find("node-lease"), std::string::npos);
   auto ready = health.check(Probe::kReadiness);
@@ -79,12 +79,12 @@ TEST_F(HealthRegistryTest, ReadinessChecksDoNotFailLiveness) {
 // that time, a different problem is still the same failure.
 TEST_F(HealthRegistryTest, AProblemFailsUntilClearedAndKeepsItsStart) {
   auto inspection = health.add("inspection", Probe::kLiveness);
-  clock.now += 100 * kSecond;
+  clock.advance_ns(100 * kSecond);
   EXPECT_TRUE(health.check(Probe::kLiveness).ok) << "no heartbeat expected";
   health.set_problem(inspection, "every worker hung");
-  clock.now += 5 * kSecond;
+  clock.advance_ns(5 * kSecond);
   health.set_problem(inspection, "every worker hung");
-  clock.now += 5 * kSecond;
+  clock.advance_ns(5 * kSecond);
   auto live = health.check(Probe::kLiveness);
   EXPECT_FALSE(live.ok);
   EXPECT_NE(live.body.find("[-]inspection: every worker hung (for 10.0 s)"), std::string::npos)
@@ -106,7 +106,7 @@ TEST_F(HealthRegistryTest, AGateFailsUntilItPassesOnce) {
         return synced.load();
       },
       "policies and pods not listed yet");
-  clock.now += 3 * kSecond;
+  clock.advance_ns(3 * kSecond);
   auto ready = health.check(Probe::kReadiness);
   EXPECT_FALSE(ready.ok);
   EXPECT_NE(ready.body.find("[-]informers: policies and pods not listed yet (for 3.0 s)"),
@@ -124,11 +124,11 @@ TEST_F(HealthRegistryTest, AGateFailsUntilItPassesOnce) {
 // A wait that began before its gate could be registered (the informers start before the runtime
 // that holds the registry) is told from its own start.
 TEST_F(HealthRegistryTest, AGateCountsFromWhenTheWaitBegan) {
-  const uint64_t began = clock.now;
-  clock.now += 30 * kSecond;
+  const uint64_t began = clock.now_ns();
+  clock.advance_ns(30 * kSecond);
   health.add_gate(
       "informers", Probe::kReadiness, [] { return false; }, "not listed yet", began);
-  clock.now += 2 * kSecond;
+  clock.advance_ns(2 * kSecond);
   EXPECT_NE(health.check(Probe::kReadiness).body.find("[-]informers: not listed yet (for 32.0 s)"),
             std::string::npos)
       << health.check(Probe::kReadiness).body;

@@ -158,7 +158,7 @@ TEST(NodeReportTest, ReportObjectCarriesTheNodeAndItsOwner) {
 
 TEST(NodeReportTest, TheNodeLeaseHasTheKubeletsShape) {
   const auto lease = node_lease_object("node-a", "sonde-system", "nuid", std::chrono::seconds(40),
-                                       kube::WallTime(std::chrono::microseconds(1795942800123456)));
+                                       WallTime(std::chrono::microseconds(1795942800123456)));
   EXPECT_EQ(lease["metadata"]["name"], "sonde-node-node-a");
   EXPECT_EQ(lease["metadata"]["labels"]["sonde.dev/node-lease"], "true");
   EXPECT_EQ(lease["metadata"]["ownerReferences"][0]["uid"], "nuid");

@@ -7,11 +7,13 @@
 #include <atomic>
 #include <thread>
 
-#include "common/kube/testing/manual_clock.h"
 #include "common/kube/tests/fake_fixture.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::kube::testing {
 namespace {
+
+using ::sonde::testing::ManualClock;
 
 LeaderElectionConfig config_for(const std::string& identity) {
   LeaderElectionConfig config;

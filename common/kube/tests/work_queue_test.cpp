@@ -7,14 +7,14 @@
 #include <set>
 #include <thread>
 
-#include "common/kube/testing/manual_clock.h"
+#include "common/testing/manual_clock.h"
 
 namespace sonde::kube {
 namespace {
 
+using ::sonde::testing::ManualClock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using testing::ManualClock;
 
 TEST(WorkQueueTest, NeverHoldsAnItemTwice) {
   ManualClock clock;

@@ -1,6 +1,8 @@
-#include "common/kube/clock.h"
+#include "common/clock.h"
 
-namespace sonde::kube {
+#include <ctime>
+
+namespace sonde {
 namespace {
 
 class RealClock final : public Clock {
@@ -20,4 +22,10 @@ const Clock& real_clock() {
   return clock;
 }
 
-}  // namespace sonde::kube
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace sonde
