@@ -123,12 +123,7 @@ static __always_inline __u64 record_v8_stack(struct bpf_perf_event_data* ctx, __
   if (!st) return 0;
   __u64 hash = v8_walk(ctx, proc, st);
   if (hash == 0) return 0;
-  void* map = gen ? (void*)&v8_stacks_1 : (void*)&v8_stacks_0;
-  /* Equal hashes are the same walk (64-bit FNV; user space still checks each pc against the
-   * user stack): an existing entry is kept. */
-  if (bpf_map_lookup_elem(map, &hash)) return hash;
-  long err = bpf_map_update_elem(map, &hash, st, BPF_NOEXIST);
-  if (err == 0 || err == -17 /* EEXIST */) return hash;
+  if (store_v8_walk(gen ? (void*)&v8_stacks_1 : (void*)&v8_stacks_0, hash, st) == 0) return hash;
   count_drop(SONDE_CPU_DROP_V8_STACK);
   return 0;
 }
@@ -162,19 +157,6 @@ int sample(struct bpf_perf_event_data* ctx) {
     if (loop && loop->phase == SONDE_LOOP_BUSY) key.blocked = 1;
   }
 
-  __u64* n = bpf_map_lookup_elem(&counts, &key);
-  if (n) {
-    __sync_fetch_and_add(n, 1);
-    return 0;
-  }
-  __u64 one = 1;
-  /* BPF_NOEXIST: another CPU may have inserted the key meanwhile; then add to its count. */
-  if (bpf_map_update_elem(&counts, &key, &one, BPF_NOEXIST) == 0) return 0;
-  n = bpf_map_lookup_elem(&counts, &key);
-  if (n) {
-    __sync_fetch_and_add(n, 1);
-  } else {
-    count_drop(SONDE_CPU_DROP_KEY);
-  }
+  if (count_sample(&counts, &key) != 0) count_drop(SONDE_CPU_DROP_KEY);
   return 0;
 }

@@ -95,10 +95,7 @@ static __always_inline __u64 record_v8(struct bpf_perf_event_data* ctx,
                                    proc->function_shared, 0};
   __u64 hash = v8_walk(ctx, &slots, st);
   if (hash == 0) return 0;
-  void* map = gen ? (void*)&stall_v8_1 : (void*)&stall_v8_0;
-  if (bpf_map_lookup_elem(map, &hash)) return hash;
-  long err = bpf_map_update_elem(map, &hash, st, BPF_NOEXIST);
-  if (err == 0 || err == -17 /* EEXIST */) return hash;
+  if (store_v8_walk(gen ? (void*)&stall_v8_1 : (void*)&stall_v8_0, hash, st) == 0) return hash;
   count_drop(SONDE_STALL_DROP_V8_STACK);
   return 0;
 }
@@ -128,18 +125,6 @@ int stall_sample(struct bpf_perf_event_data* ctx) {
   }
   key.v8_stack = record_v8(ctx, proc, key.generation);
 
-  __u64* n = bpf_map_lookup_elem(&stall_counts, &key);
-  if (n) {
-    __sync_fetch_and_add(n, 1);
-    return 0;
-  }
-  __u64 one = 1;
-  if (bpf_map_update_elem(&stall_counts, &key, &one, BPF_NOEXIST) == 0) return 0;
-  n = bpf_map_lookup_elem(&stall_counts, &key);
-  if (n) {
-    __sync_fetch_and_add(n, 1);
-  } else {
-    count_drop(SONDE_STALL_DROP_KEY);
-  }
+  if (count_sample(&stall_counts, &key) != 0) count_drop(SONDE_STALL_DROP_KEY);
   return 0;
 }

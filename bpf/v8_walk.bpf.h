@@ -1,5 +1,6 @@
-/* The frame-pointer walk of a Node.js process's user stack with each frame's V8 slots, for the
- * perf-event programs that record V8 stacks (bpf/cpu_sampler.bpf.c, bpf/nodejs_stalls.bpf.c).
+/* What the two perf-event programs that record V8 stacks (bpf/cpu_sampler.bpf.c,
+ * bpf/nodejs_stalls.bpf.c) share: the frame-pointer walk of a Node.js process's user stack with
+ * each frame's V8 slots, storing a walk under its hash, and counting a sample under its key.
  * Included by BPF sources only; the layout it fills is cpu_sampler.h's sonde_v8_stack.
  */
 #ifndef SONDE_BPF_V8_WALK_BPF_H
@@ -80,6 +81,32 @@ static __always_inline __u64 v8_walk(struct bpf_perf_event_data* ctx,
   st->pad = 0;
   hash = (hash ^ n) * 0x100000001b3ULL;
   return hash ? hash : 1;
+}
+
+/* Stores walk `st` under `hash` in `map` (a hash map of sonde_v8_stack). Equal hashes are the
+ * same walk (64-bit FNV; user space still checks each pc against the user stack), so an entry
+ * already there is kept. Returns 0, or -1 when the map has no room (the caller counts a drop). */
+static __always_inline int store_v8_walk(void* map, __u64 hash, const struct sonde_v8_stack* st) {
+  if (bpf_map_lookup_elem(map, &hash)) return 0;
+  long err = bpf_map_update_elem(map, &hash, st, BPF_NOEXIST);
+  return err == 0 || err == -17 /* EEXIST */ ? 0 : -1;
+}
+
+/* Adds one to the __u64 count under `key` in `map`, inserting it at 1. Another CPU may insert
+ * the same key between the lookup and the insert (BPF_NOEXIST fails): then its entry is counted.
+ * Returns 0, or -1 when the map has no room (the caller counts a drop). */
+static __always_inline int count_sample(void* map, const void* key) {
+  __u64* n = bpf_map_lookup_elem(map, key);
+  if (n) {
+    __sync_fetch_and_add(n, 1);
+    return 0;
+  }
+  __u64 one = 1;
+  if (bpf_map_update_elem(map, key, &one, BPF_NOEXIST) == 0) return 0;
+  n = bpf_map_lookup_elem(map, key);
+  if (!n) return -1;
+  __sync_fetch_and_add(n, 1);
+  return 0;
 }
 
 #endif
