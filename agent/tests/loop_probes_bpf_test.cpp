@@ -21,6 +21,7 @@ namespace {
 
 using sonde::testing::ChildProcess;
 using sonde::testing::command_output;
+using sonde::testing::readelf_file_offset;
 using std::chrono::milliseconds;
 using Source = LoopProbes::WaitSource;
 
@@ -474,34 +475,6 @@ TEST(LibcUprobesTest, MuslEpollLoopBlockedTime) {
     EXPECT_EQ(r.long_blocks, static_cast<uint64_t>(kBlocks - 1));
   }
 #endif
-}
-
-// The file offset of a dynamic function symbol of `lib`, from binutils (readelf): its value
-// through the PT_LOAD segment that holds it; 0 when absent.
-uint64_t readelf_file_offset(const std::string& lib, const std::string& name) {
-  uint64_t value = 0;
-  std::istringstream syms(command_output("readelf --dyn-syms -W " + lib));
-  std::string line;
-  while (std::getline(syms, line)) {
-    std::istringstream f(line);
-    std::string num, v, size, type, bind, vis, ndx, sym;
-    f >> num >> v >> size >> type >> bind >> vis >> ndx >> sym;
-    if (type == "FUNC" && ndx != "UND" && (sym == name || sym.starts_with(name + "@"))) {
-      value = std::stoull(v, nullptr, 16);
-      break;
-    }
-  }
-  if (value == 0) return 0;
-  std::istringstream segs(command_output("readelf -lW " + lib));
-  while (std::getline(segs, line)) {
-    std::istringstream f(line);
-    std::string type, off, vaddr, paddr, filesz, memsz;
-    f >> type >> off >> vaddr >> paddr >> filesz >> memsz;
-    if (type != "LOAD") continue;
-    uint64_t o = std::stoull(off, nullptr, 16), va = std::stoull(vaddr, nullptr, 16);
-    if (value >= va && value < va + std::stoull(filesz, nullptr, 16)) return value - va + o;
-  }
-  return 0;
 }
 
 // `n` bytes at file offset `off` of `lib` as process `pid` sees them now (/proc/<pid>/mem at

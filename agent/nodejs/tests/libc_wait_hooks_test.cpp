@@ -24,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using sonde::testing::ChildProcess;
 using sonde::testing::command_output;
+using sonde::testing::readelf_file_offset;
 using Failure = LibcWaitHooks::Failure;
 
 class FakeAttacher final : public WaitProbeAttacher {
@@ -47,34 +48,6 @@ class FakeAttacher final : public WaitProbeAttacher {
   std::vector<UprobeSite> entry_sites, return_sites;
   std::string last_path;
 };
-
-// The file offset of a dynamic symbol of `lib`, from binutils: its value through the PT_LOAD
-// segment that holds it.
-uint64_t readelf_file_offset(const std::string& lib, const std::string& name) {
-  uint64_t value = 0;
-  std::istringstream syms(command_output("readelf --dyn-syms -W " + lib));
-  std::string line;
-  while (std::getline(syms, line)) {
-    std::istringstream f(line);
-    std::string num, v, size, type, bind, vis, ndx, sym;
-    f >> num >> v >> size >> type >> bind >> vis >> ndx >> sym;
-    if (type == "FUNC" && ndx != "UND" && (sym == name || sym.starts_with(name + "@"))) {
-      value = std::stoull(v, nullptr, 16);
-      break;
-    }
-  }
-  if (value == 0) return 0;
-  std::istringstream segs(command_output("readelf -lW " + lib));
-  while (std::getline(segs, line)) {
-    std::istringstream f(line);
-    std::string type, off, vaddr, paddr, filesz, memsz;
-    f >> type >> off >> vaddr >> paddr >> filesz >> memsz;
-    if (type != "LOAD") continue;
-    uint64_t o = std::stoull(off, nullptr, 16), va = std::stoull(vaddr, nullptr, 16);
-    if (value >= va && value < va + std::stoull(filesz, nullptr, 16)) return value - va + o;
-  }
-  return 0;
-}
 
 // objdump's instruction at file offset `off` of `lib` (its vaddr equals its file offset in
 // these libraries' text segments; checked by the caller against readelf's symbol offsets).
