@@ -292,6 +292,66 @@ TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
   EXPECT_EQ(probes_->http2().connections(), 0u);
 }
 
+// Requests still open when their process exits are counted at the exit (tls_probes.h): a Go
+// client over HTTP/2 (one connection) and HTTP/1.1 (a connection each) exits 0 with 5 requests
+// unanswered (status_class 0, "unknown") and 3 whose status 201 came but not the body (2xx, as
+// HTTP/1.x counts a response by its status line), after a HEAD answered 200. Then the server
+// is killed with the same requests open on its side.
+TEST_F(TlsProbesBpfTest, RequestsOpenWhenTheProcessExitsAreCountedAtTheExit) {
+  for (const bool h2 : {true, false}) {
+    SCOPED_TRACE(h2 ? "HTTP/2" : "HTTP/1.1");
+    std::vector<std::string> server_args = {SONDE_GOTLS_WORKLOAD, "server"};
+    if (h2) server_args.insert(server_args.begin() + 1, "-h2");
+    ChildProcess server(server_args);
+    ASSERT_TRUE(server.wait_for_line("listening", 20s));
+    const std::string port = server.last_line().substr(std::string("listening ").size());
+    ProcReader proc;
+    symbols::ProbeTargetCache cache;
+    SharedUprobes uprobes;
+    TlsMonitor monitor(*probes_, cache, uprobes, proc);
+    auto info = proc.read(server.pid());
+    ASSERT_TRUE(info.ok()) << info.error().message();
+    auto candidate = open_candidate(proc, *info, true);
+    ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+    ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+
+    std::vector<std::string> client_args = {SONDE_GOTLS_WORKLOAD, "abandon", port, "5", "3"};
+    if (h2) client_args.insert(client_args.begin() + 1, "-h2");
+    ChildProcess client(client_args);
+    ASSERT_TRUE(client.wait_for_line("abandoned", 30s)) << "client did not finish";
+    const int status = client.wait();
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    const auto client_counts = probes_->take(static_cast<uint32_t>(client.pid()));
+    kill(server.pid(), SIGKILL);
+    server.wait();
+    const auto server_counts = probes_->take(static_cast<uint32_t>(server.pid()));
+
+    for (const auto* counts : {&client_counts, &server_counts}) {
+      const bool client_side = counts == &client_counts;
+      SCOPED_TRACE(client_side ? "client" : "server");
+      std::map<std::pair<int, int>, uint64_t> by;  // (method, status_class) -> requests
+      uint64_t unknown_ns = 0;
+      for (const auto& [k, s] : counts->requests) {
+        if (k.protocol == SONDE_TLS_HTTP2) continue;  // the connection, by its preface
+        EXPECT_EQ(k.protocol, h2 ? SONDE_TLS_HTTP2_STREAM : SONDE_TLS_HTTP1);
+        EXPECT_EQ(k.direction, client_side ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER);
+        by[{k.method, k.status_class}] += s.count;
+        if (k.status_class == 0) unknown_ns += s.duration_sum_ns;
+      }
+      EXPECT_EQ((by[{SONDE_HTTP_HEAD, 2}]), 1u);
+      EXPECT_EQ((by[{SONDE_HTTP_GET, 0}]), 5u) << "unanswered: unknown";
+      EXPECT_EQ((by[{SONDE_HTTP_GET, 2}]), 3u) << "the status came, the body did not";
+      EXPECT_EQ(by.size(), 3u);
+      // Each unanswered request was open for the client's 300 ms wait at least, and less than
+      // the server's 3 s hold.
+      EXPECT_GE(unknown_ns, 5 * 300'000'000ULL);
+      EXPECT_LT(unknown_ns, 5 * 3'000'000'000ULL);
+    }
+    EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
+    EXPECT_EQ(probes_->http2().connections(), 0u);
+  }
+}
+
 // Runs the workload's h2raw client (FRAMES connection WINDOW_UPDATEs per Write, WRITES Writes,
 // then, after the ring buffer is drained, one more) against its -h2 server, the client's binary
 // instrumented before it connects: it waits for a go-ahead file this creates once every probe is
