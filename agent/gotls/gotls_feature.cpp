@@ -385,6 +385,13 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                                "them (short-lived programs), counted for their container from "
                                "the kernel's counts.");
   add_sample(unseen, {}, static_cast<double>(monitor_->exited_unseen()));
+  auto attach_delay = histogram_family(
+      "sonde_agent_gotls_attach_delay_seconds",
+      "Time from a process's exec to its binary's Go TLS probes attached, for processes whose "
+      "binary was attached for them (not attached before, or detached since). Calls the process "
+      "makes before are not counted.");
+  const auto delays = monitor_->attach_delays();
+  add_histogram(attach_delay, {}, AttachDelays::kBoundsSeconds, delays.counts, delays.sum_seconds);
   const Http2Tracker& tracker = probes_->http2();
   const auto h2 = tracker.stats();
   auto h2_conns = counter_family(
@@ -408,7 +415,7 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   for (auto* f : {&requests,    &hits,      &probe_cpu, &http2,        &durations, &read,
                   &written,     &processes, &binaries,  &full,         &discarded, &filter,
                   &attachments, &attaches,  &by_policy, &instrumented, &left_out,  &hit_cost,
-                  &detaches,    &evicted,   &unseen,    &h2_conns,     &h2_live}) {
+                  &detaches,    &evicted,   &unseen,    &h2_conns,     &h2_live,   &attach_delay}) {
     out.push_back(std::move(*f));
   }
 }
