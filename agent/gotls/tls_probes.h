@@ -19,7 +19,8 @@
 // in its final counts. User space reads the counts of a process (counts(), HTTP/1.x and HTTP/2
 // merged) and takes them when it exits (take()), which also frees every map entry and tracked
 // connection of that process. A request still waiting for its response then (HTTP/1.x: its
-// exchange entry; HTTP/2: an open stream) is counted as ended at the exit, status_class
+// exchange entry; HTTP/2: an open stream) is counted as ended at take() (the exit, or the agent
+// no longer counting a live process), status_class
 // "unknown" unless a final status came (http2_tracker.h), and a loss the kernel had not reported
 // yet gives its HTTP/2 connection up as lost. Failed inserts into a full map are counted per map
 // (full()).
