@@ -454,6 +454,54 @@ TEST_F(TlsProbesBpfTest, AFullRingBufferLosesItsConnectionsAndSaysSo) {
   EXPECT_GE(probes_->http2().stats().lost, 1u);
 }
 
+// The kernel reports a direction it gave up (the ring buffer full) at the connection's next call
+// in that direction. A client that floods, then exits (killed here, after the drain, before
+// another Write) never makes one: its exit folds the loss in (TlsProbes::take() reads the
+// direction's kernel state), so its connection is counted lost then, not left as followed.
+TEST_F(TlsProbesBpfTest, ALossTheKernelHadNotReportedYetIsCountedAtTheExit) {
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  const std::string port = server.last_line().substr(std::string("listening ").size());
+  char dir[] = "/tmp/sonde-gotls-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string go = std::string(dir) + "/go";
+  ChildProcess client({SONDE_GOTLS_WORKLOAD, "h2raw", go, port, "4000", "25"});
+  const std::string workload = std::filesystem::canonical(SONDE_GOTLS_WORKLOAD).string();
+  for (int i = 0; i < 500; ++i) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink("/proc/" + std::to_string(client.pid()) + "/exe", ec)
+            .string() == workload) {
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(*probes_, cache, uprobes, proc);
+  auto info = proc.read(client.pid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  auto candidate = open_candidate(proc, *info, true);
+  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+  ASSERT_EQ(monitor.consider(*candidate, {"", "", "client"}), TlsMonitor::Outcome::kTracked);
+  std::ofstream(go).close();
+  const bool written = client.wait_for_line("written", 30s);
+  probes_->drain();
+  std::this_thread::sleep_for(200ms);
+  probes_->drain();
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(written);
+  ASSERT_GE(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
+  const auto before = probes_->http2().stats();
+  const size_t followed_before = probes_->http2().connections();
+  kill(client.pid(), SIGKILL);
+  client.wait();
+  probes_->take(static_cast<uint32_t>(client.pid()));
+  EXPECT_EQ(followed_before - probes_->http2().connections(), 1u)
+      << "the client's connection was still followed: its loss not reported before the exit";
+  EXPECT_EQ(probes_->http2().stats().lost, before.lost + 1);
+}
+
 // Kernels without bpf_loop (before 5.17) load the *_h1 programs: HTTP/1.x still counted exactly,
 // an HTTP/2 connection counted by its preface, none of its streams. Forced here on a kernel that
 // has bpf_loop, so the programs those kernels get are verified and run.
