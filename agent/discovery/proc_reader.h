@@ -23,6 +23,9 @@ struct ProcessInfo {
   std::string comm;
   std::string exe;           // readlink of /proc/<pid>/exe, in the process's mount namespace
   std::string container_id;  // 64 hex digits, empty when not in a container
+  // When its exec was seen (the exec event's CLOCK_MONOTONIC ns); 0 when found by a /proc scan.
+  // Not read from /proc: set by whoever saw the exec.
+  uint64_t exec_ns = 0;
 };
 
 // The syscall a thread is blocked in, from /proc/<pid>/task/<tid>/syscall.

@@ -16,7 +16,8 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
                                                          const ProcReader& proc, uint64_t grace_ns,
                                                          std::string node, bool filter_by_cgroup,
                                                          bool perform_ret, size_t max_binaries,
-                                                         uint64_t keep_probes_ns) {
+                                                         uint64_t keep_probes_ns,
+                                                         bool attach_warmup) {
   ASSIGN_OR_RETURN(auto probes, TlsProbes::load(perform_ret));
   if (!probes->follows_http2()) {
     log::warn(
@@ -46,6 +47,20 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
   f->monitor_ = std::make_unique<TlsMonitor>(
       *f->probes_, cache, f->uprobes_, proc, grace_ns, f->clock_,
       TlsMonitor::Budget{.max_binaries = max_binaries, .fds = &f->fds_});
+  if (attach_warmup) {
+    constexpr uint64_t kWarmupIntervalNs = 100'000'000;
+    auto w = AttachWarmup::create(
+        [p = f->probes_.get()](const std::string& path) {
+          const UprobeSite site{.file_offset = 0, .cookie = 0};
+          return p->attach(TlsCounters::Program::kWriteEnter, path, std::span(&site, 1));
+        },
+        kWarmupIntervalNs);
+    if (w.ok()) {
+      f->warmup_ = std::move(w).value();
+    } else {
+      log::warn("Go TLS attach warm-up off", {{"error", w.error().message()}});
+    }
+  }
   f->drainer_ = std::jthread([p = f.get()](const std::stop_token& stop) { p->drain_loop(stop); });
   auto mounts = read_file(proc.root() + "/self/mounts");
   if (mounts.ok()) f->cgroup2_root_ = cgroup2_mount(*mounts);
@@ -102,7 +117,18 @@ std::optional<FeatureResult> GoTlsFeature::select(const ProcessInfo& process,
     return r;
   }
   monitor_->admit(process, selection.labels);
+  if (process.exec_ns != 0) maybe_warm_up(process);
   return std::nullopt;
+}
+
+void GoTlsFeature::maybe_warm_up(const ProcessInfo& process) {
+  if (!warmup_) return;
+  {
+    std::lock_guard lock(warm_mu_);
+    if (warm_paths_.size() >= kMaxWarmPaths) warm_paths_.clear();
+    if (!warm_paths_.insert(process.exe).second) return;
+  }
+  warmup_->request();
 }
 
 FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& selection) {
@@ -385,6 +411,21 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                                "them (short-lived programs), counted for their container from "
                                "the kernel's counts.");
   add_sample(unseen, {}, static_cast<double>(monitor_->exited_unseen()));
+  auto attach_delay = histogram_family(
+      "sonde_agent_gotls_attach_delay_seconds",
+      "Time from a process's exec to its binary's Go TLS probes attached, for processes whose "
+      "binary was attached for them (not attached before, or detached since). Calls the process "
+      "makes before are not counted.");
+  const auto delays = monitor_->attach_delays();
+  add_histogram(attach_delay, {}, AttachDelays::kBoundsSeconds, delays.counts, delays.sum_seconds);
+  auto warmups = counter_family(
+      "sonde_agent_gotls_attach_warmups_total",
+      "Uprobe registration warm-ups at the exec of a new executable (--go-tls-attach-warmup), "
+      "by result: done, failed, skipped (one in flight, or within 100 ms of the last).");
+  add_sample(warmups, {{"result", "done"}}, warmup_ ? static_cast<double>(warmup_->done()) : 0);
+  add_sample(warmups, {{"result", "failed"}}, warmup_ ? static_cast<double>(warmup_->failed()) : 0);
+  add_sample(warmups, {{"result", "skipped"}},
+             warmup_ ? static_cast<double>(warmup_->skipped()) : 0);
   const Http2Tracker& tracker = probes_->http2();
   const auto h2 = tracker.stats();
   auto h2_conns = counter_family(
@@ -405,10 +446,11 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                               "state holds (kind=bytes).");
   add_sample(h2_live, {{"kind", "connections"}}, static_cast<double>(tracker.connections()));
   add_sample(h2_live, {{"kind", "bytes"}}, static_cast<double>(tracker.memory()));
-  for (auto* f : {&requests,    &hits,      &probe_cpu, &http2,        &durations, &read,
-                  &written,     &processes, &binaries,  &full,         &discarded, &filter,
-                  &attachments, &attaches,  &by_policy, &instrumented, &left_out,  &hit_cost,
-                  &detaches,    &evicted,   &unseen,    &h2_conns,     &h2_live}) {
+  for (auto* f :
+       {&requests,  &hits,         &probe_cpu,    &http2,     &durations, &read,        &written,
+        &processes, &binaries,     &full,         &discarded, &filter,    &attachments, &attaches,
+        &by_policy, &instrumented, &left_out,     &hit_cost,  &detaches,  &evicted,     &unseen,
+        &h2_conns,  &h2_live,      &attach_delay, &warmups}) {
     out.push_back(std::move(*f));
   }
 }

@@ -96,6 +96,15 @@ void Connection::lost() {
   fail("lost");
 }
 
+void Connection::close(uint64_t now_ns, std::vector<Exchange>& out) {
+  if (broken()) return;
+  std::vector<uint32_t> open;
+  open.reserve(streams_.size());
+  for (const auto& [id, stream] : streams_) open.push_back(id);
+  std::sort(open.begin(), open.end());  // in request order, so that the output is stable
+  for (const uint32_t id : open) finish(id, false, -1, now_ns, out);
+}
+
 void Connection::fail(const std::string& why) {
   if (broken()) return;
   why_ = why;

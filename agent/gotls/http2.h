@@ -21,6 +21,10 @@
 //     final :status if one was seen, else 0). A GOAWAY from the responding side whose payload is
 //     given ends every tracked stream above its last-stream-id the same way; a GOAWAY without
 //     its payload changes nothing.
+//   - close(): the connection ends with its process (it exited). Each tracked stream still open
+//     is one Exchange, reset = false, with the final :status if one came (its response was cut
+//     short; HTTP/1.x counts a response by its status line alike), else status 0 (no response:
+//     "unknown"); grpc_code -1 (no trailers); duration up to close()'s now_ns.
 //   - Header blocks of every stream are decoded in full (HPACK state), tracked or not:
 //     responses of untracked streams, trailers of the request, pushed promises and their
 //     responses (server push is not counted).
@@ -95,7 +99,7 @@ enum class Protocol { kHttp2, kGrpc };
 struct Exchange {  // one finished stream = one request
   Protocol protocol;
   uint8_t method;        // enum sonde_http_method from bpf/gotls.h (GET..OPTIONS, OTHER)
-  uint16_t status;       // :status, 0 when none was seen (reset before a response)
+  uint16_t status;       // :status, 0 when none was seen (reset or closed before a response)
   int grpc_code;         // 0..16 from grpc-status; -1 when not gRPC or absent
   bool reset;            // ended by RST_STREAM (either side) or GOAWAY, not by END_STREAM
   uint64_t duration_ns;  // request's first HEADERS -> end of the response
@@ -118,6 +122,9 @@ class Connection {  // one TLS connection of one process, both directions
   // ns). Finished streams are appended to `out`.
   void on_frame(bool outgoing, const FrameHeader& h, std::span<const uint8_t> payload,
                 uint64_t now_ns, std::vector<Exchange>& out);
+  // The connection's process exited: its open streams end without a response (see above).
+  // Nothing is appended when broken. Streams are forgotten; later frames start afresh.
+  void close(uint64_t now_ns, std::vector<Exchange>& out);
   // The kernel lost events of this connection (ring buffer full, header block over its bound):
   // the HPACK state can no longer be trusted; nothing more is counted on it.
   void lost();

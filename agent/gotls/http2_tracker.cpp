@@ -206,8 +206,22 @@ std::map<uint32_t, Http2Tracker::Requests> Http2Tracker::counts() const {
   return out;
 }
 
-Http2Tracker::Requests Http2Tracker::take(uint32_t tgid) {
+void Http2Tracker::on_exit_state(uint32_t tgid, uint64_t conn, bool outgoing, uint64_t next_seq,
+                                 bool dead) {
   std::lock_guard lock(mu_);
+  auto it = conns_.find({tgid, conn});
+  if (it == conns_.end()) return;
+  if (dead || it->second->dirs[outgoing ? 1 : 0].next_seq != next_seq) give_up_locked(it, true);
+}
+
+Http2Tracker::Requests Http2Tracker::take(uint32_t tgid, uint64_t now_ns) {
+  std::lock_guard lock(mu_);
+  for (auto it = conns_.lower_bound({tgid, 0}); it != conns_.end() && it->first.first == tgid;
+       ++it) {
+    scratch_.clear();
+    it->second->connection.close(now_ns, scratch_);
+    for (const http2::Exchange& x : scratch_) count_locked(tgid, it->second->side, x);
+  }
   Requests out;
   if (auto it = requests_.find(tgid); it != requests_.end()) {
     for (const auto& [k, s] : it->second) out.emplace_back(k, s);

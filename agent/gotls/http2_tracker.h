@@ -17,6 +17,13 @@
 //   - Forwarded payloads (sonde_h2_forwarded()) are reassembled from their chunks; every frame
 //     goes to http2::Connection::on_frame() in order. A connection it finds malformed counts
 //     once as `malformed`.
+//   - At the process's exit (take()), each stream still open on a followed connection is one
+//     request too (http2::Connection::close()): status_class from its final :status if one came,
+//     else 0 ("unknown": no response), no gRPC code, its duration up to the exit as the agent
+//     saw it. HTTP/1.x counts a request still waiting for its response the same way
+//     (TlsProbes::take()). Before that, on_exit_state() folds in a loss the kernel had not
+//     reported yet (it reports one at the connection's next call, which never comes): that
+//     connection is `lost` and nothing of it is counted.
 //   - Each finished stream (http2::Exchange) is one request of its process: protocol
 //     SONDE_TLS_HTTP2_STREAM or SONDE_TLS_GRPC_CALL, status_class SONDE_TLS_STATUS_RESET when
 //     reset, grpc_code = grpc-status + 1 (0: none), duration in the histogram as HTTP/1.x.
@@ -86,8 +93,14 @@ class Http2Tracker {
   void on_record(std::span<const uint8_t> record);
   // The requests counted for each process so far.
   std::map<uint32_t, Requests> counts() const;
-  // Returns tgid's requests and forgets the process and its connections.
-  Requests take(uint32_t tgid);
+  // At tgid's exit, the kernel's framing state of one direction of its connection `conn`: the
+  // sequence number of its next event and whether the kernel gave the direction up. Either
+  // telling of events this tracker has not seen gives the connection up as `lost`. Call after
+  // the ring buffer is drained, before take().
+  void on_exit_state(uint32_t tgid, uint64_t conn, bool outgoing, uint64_t next_seq, bool dead);
+  // Returns tgid's requests, with each stream still open counted as ended at `now_ns` (the
+  // exit; CLOCK_MONOTONIC ns, the kernel's clock), and forgets the process and its connections.
+  Requests take(uint32_t tgid, uint64_t now_ns);
   Stats stats() const;
   size_t connections() const;
   size_t memory() const;

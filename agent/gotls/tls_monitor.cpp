@@ -415,6 +415,9 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
     log::warn("cannot instrument Go TLS process", {{"pid", pid}, {"error", st.error().message()}});
     return Outcome::kFailed;
   }
+  if (!attached && !c.running && c.info.exec_ns != 0) {
+    attach_delays_.observe(c.info.exec_ns, clock_.now_ns());
+  }
   std::lock_guard lock(mu_);
   attaching_fds_ -= fds;
   if (auto it = binaries_.find(key); it != binaries_.end()) it->second.verdict.limit_exceeded = "";

@@ -58,6 +58,7 @@
 #include "agent/attach/shared_uprobes.h"
 #include "agent/discovery/candidate.h"
 #include "agent/discovery/proc_reader.h"
+#include "agent/gotls/attach_delay.h"
 #include "agent/gotls/tls_probes.h"
 #include "agent/runtime/container_totals.h"
 #include "agent/runtime/fd_budget.h"
@@ -205,6 +206,8 @@ class TlsMonitor {
   size_t max_binaries() const { return budget_.max_binaries; }
   // Processes the node's Budget left out, by reason: "binary_limit", "fd_reserve".
   std::map<std::string, uint64_t> not_instrumented() const;
+  // Exec → probes attached, for processes whose binary was attached for them (attach_delay.h).
+  AttachDelays::Snapshot attach_delays() const { return attach_delays_.snapshot(); }
 
  private:
   struct Process {
@@ -302,6 +305,7 @@ class TlsMonitor {
   std::map<std::string, uint64_t> not_instrumented_;
   bool filtering_ = false;
   std::map<pid_t, Admission> admitted_;  // selected processes, tracked or not considered yet
+  AttachDelays attach_delays_;           // its own lock
   std::map<uint64_t, size_t> admitted_cgroups_;  // cgroup id → admitted processes in it
 };
 

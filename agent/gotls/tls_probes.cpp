@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <array>
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <cstring>
 #include <sstream>
+#include <utility>
 
 #include "agent/kernel/bpf_helpers.h"
 #include "gotls.skel.h"
@@ -33,7 +35,31 @@ void delete_entries_of(bpf_map* map, uint32_t tgid) {
   for (const Key& k : doomed) bpf_map__delete_elem(map, &k, sizeof k, 0);
 }
 
-// Key layouts of the in-flight maps (bpf/gotls.bpf.c), for deleting a process's entries.
+// Every entry of tgid in `map` (keyed by a struct starting with a u32 tgid), with its value;
+// each is deleted from the map.
+template <typename Key, typename Value>
+std::vector<std::pair<Key, Value>> take_entries_of(bpf_map* map, uint32_t tgid) {
+  std::vector<std::pair<Key, Value>> out;
+  if (bpf_map__value_size(map) != sizeof(Value)) return out;  // a layout below is out of date
+  std::vector<Key> keys;
+  Key key{};
+  Key next{};
+  const void* prev = nullptr;
+  while (bpf_map__get_next_key(map, prev, &next, sizeof next) == 0) {
+    if (next.pid == tgid) keys.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  for (const Key& k : keys) {
+    Value v{};
+    if (bpf_map__lookup_and_delete_elem(map, &k, sizeof k, &v, sizeof v, 0) == 0) {
+      out.emplace_back(k, v);
+    }
+  }
+  return out;
+}
+
+// Key and value layouts of the in-flight maps (bpf/gotls.bpf.c), for a process's entries.
 struct GoroutineKey {
   uint32_t pid;
   uint32_t pad;
@@ -51,6 +77,58 @@ struct H2Key {  // struct h2_key
   uint64_t conn;
 };
 static_assert(sizeof(H2Key) == 16);
+struct Exchange {  // struct exchange: an HTTP/1.x request waiting for its response
+  uint64_t start_ns;
+  uint16_t direction;
+  uint16_t method;
+  uint32_t pad;
+};
+static_assert(sizeof(Exchange) == 16);
+struct H2State {  // struct h2_state: the framing of one direction
+  uint64_t seq;
+  uint32_t remaining;
+  uint8_t forward;
+  uint8_t have;
+  uint8_t dead;
+  uint8_t notify;
+  uint8_t midway;
+  uint8_t hdr[16];
+};
+static_assert(sizeof(H2State) == 40);
+
+constexpr uint64_t kBoundsNs[SONDE_GOTLS_BUCKETS] = SONDE_GOTLS_BUCKET_BOUNDS_NS;
+
+// One HTTP/1.x request still waiting for its response when its process exited: counted with
+// status_class 0 ("unknown"), its duration up to now_ns (as an HTTP/2 stream, http2_tracker.h).
+std::pair<sonde_tls_request_key, sonde_tls_request_stats> unanswered(uint32_t tgid,
+                                                                     const Exchange& x,
+                                                                     uint64_t now_ns) {
+  sonde_tls_request_key k{};
+  k.tgid = tgid;
+  k.direction = static_cast<uint8_t>(x.direction);
+  k.protocol = SONDE_TLS_HTTP1;
+  k.method = x.method < SONDE_HTTP_METHOD_COUNT ? static_cast<uint8_t>(x.method)
+                                                : static_cast<uint8_t>(SONDE_HTTP_OTHER);
+  sonde_tls_request_stats s{};
+  const uint64_t duration = now_ns > x.start_ns ? now_ns - x.start_ns : 0;
+  s.count = 1;
+  s.duration_sum_ns = duration;
+  size_t bucket = SONDE_GOTLS_BUCKETS;
+  for (size_t i = 0; i < SONDE_GOTLS_BUCKETS; ++i) {
+    if (duration <= kBoundsNs[i]) {
+      bucket = i;
+      break;
+    }
+  }
+  s.buckets[bucket] = 1;
+  return {k, s};
+}
+
+uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // bpf_ktime_get_ns()'s clock
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 int on_h2_record(void* ctx, void* data, size_t size) {
   static_cast<Http2Tracker*>(ctx)->on_record({static_cast<const uint8_t*>(data), size});
@@ -308,11 +386,20 @@ TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
       out.requests.emplace_back(k, s);
     }
   }
+  const uint64_t now = monotonic_ns();
   delete_entries_of<GoroutineKey>(skel_->maps.reads, tgid);
-  delete_entries_of<ConnKey>(skel_->maps.exchanges, tgid);
+  for (const auto& [k, x] : take_entries_of<ConnKey, Exchange>(skel_->maps.exchanges, tgid)) {
+    if (x.direction == SONDE_TLS_CLIENT || x.direction == SONDE_TLS_SERVER) {
+      out.requests.push_back(unanswered(tgid, x, now));
+    }
+  }
   delete_entries_of<ConnKey>(skel_->maps.carried, tgid);
-  delete_entries_of<H2Key>(skel_->maps.h2_states, tgid);
-  auto h2 = tracker_->take(tgid);
+  // The ring buffer is drained: a direction the kernel gave up without telling yet is told now.
+  for (const auto& [k, st] : take_entries_of<H2Key, H2State>(skel_->maps.h2_states, tgid)) {
+    if (st.midway == 0)
+      tracker_->on_exit_state(tgid, k.conn, k.outgoing != 0, st.seq, st.dead != 0);
+  }
+  auto h2 = tracker_->take(tgid, now);
   out.requests.insert(out.requests.end(), h2.begin(), h2.end());
   return out;
 }

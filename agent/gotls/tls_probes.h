@@ -18,7 +18,12 @@
 // measured (bench/RESULTS.md). counts() and take() drain first, so a process's last streams are
 // in its final counts. User space reads the counts of a process (counts(), HTTP/1.x and HTTP/2
 // merged) and takes them when it exits (take()), which also frees every map entry and tracked
-// connection of that process. Failed inserts into a full map are counted per map (full()).
+// connection of that process. A request still waiting for its response then (HTTP/1.x: its
+// exchange entry; HTTP/2: an open stream) is counted as ended at take() (the exit, or the agent
+// no longer counting a live process), status_class
+// "unknown" unless a final status came (http2_tracker.h), and a loss the kernel had not reported
+// yet gives its HTTP/2 connection up as lost. Failed inserts into a full map are counted per map
+// (full()).
 //
 // Owns the skeleton, the ring buffer (2 descriptors for the agent, not per binary) and the
 // tracker; destroying it detaches everything. drain() may run on any thread concurrently with
@@ -90,7 +95,8 @@ class TlsCounters {
   virtual std::map<uint32_t, Counts> counts() const = 0;
   // Whether the kernel counts tgid (one map lookup).
   virtual bool counting(uint32_t tgid) const = 0;
-  // Returns tgid's counts and deletes every entry of tgid from every map.
+  // Returns tgid's counts, requests still open counted as ended now (see above), and deletes
+  // every entry of tgid from every map.
   virtual Counts take(uint32_t tgid) = 0;
   // Failed inserts into a full map (enum sonde_gotls_counter), summed over CPUs.
   virtual uint64_t full(sonde_gotls_counter counter) const = 0;

@@ -58,7 +58,8 @@ struct AgentRuntime::Impl {
 
   Status start(const PartsFactory& build);
   Status run(const StopSignals& stop);
-  void consider(pid_t pid, bool running);
+  // `exec_ns`: the exec event's time (0 for a process found by a scan).
+  void consider(pid_t pid, bool running, uint64_t exec_ns = 0);
   using ExitSlot = std::shared_ptr<std::optional<uint64_t>>;
   void instrument(ProcessInfo info, const Selection& selection, bool running,
                   const std::vector<Feature*>& on_worker, ProcessOutcome out, const ExitSlot& exit);
@@ -182,7 +183,7 @@ void AgentRuntime::Impl::record(ProcessOutcome out) {
 // On the event thread: only /proc is read here, never the process's executable, so an
 // unselected process costs a few /proc reads and a selected one is opened by the inspection
 // worker (unless no requested feature reads it).
-void AgentRuntime::Impl::consider(pid_t pid, bool running) {
+void AgentRuntime::Impl::consider(pid_t pid, bool running, uint64_t exec_ns) {
   auto info = proc.read(pid);
   if (!info.ok()) {
     // A process gone, or one even root cannot read (a sandbox's init): nothing to do.
@@ -191,6 +192,7 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running) {
     }
     return;
   }
+  info->exec_ns = exec_ns;
   auto selection = selector.select(*info);
   bool was_selected = false;
   {
@@ -361,7 +363,7 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
       pending.pop_front();
       auto pid = static_cast<pid_t>(e.pid);
       if (e.kind == ProcessEvent::Kind::kExec) {
-        consider(pid, false);
+        consider(pid, false, e.timestamp_ns);
       } else {
         exited(pid, e.timestamp_ns);
       }

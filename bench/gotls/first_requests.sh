@@ -6,7 +6,11 @@
 #      (the default) and detached at once (--go-tls-keep-probes-seconds 0, the old behaviour);
 #   2. never-seen binaries (fresh copies of a Go client, another inode each) sending 50 requests
 #      right after exec: how many are counted, i.e. whether the attach beats the first calls.
+#   The agent's own measure of the never-seen binaries' attach is printed too
+#   (sonde_agent_gotls_attach_delay_seconds: exec -> probes attached, per process).
 # Usage: bench/gotls/first_requests.sh [BUILD_DIR] [ROUNDS]   (root; prints a Markdown table)
+#   FIRST_REQUESTS_FRESH_ONLY=1: only part 2. FIRST_REQUESTS_AGENT_ARGS: more agent flags for
+#   part 2 (e.g. --no-go-tls-attach-warmup, to compare).
 set -euo pipefail
 build="${1:-build}"
 rounds="${2:-5}"
@@ -52,7 +56,10 @@ kubectl_series() {
 
 load0="$(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A kubectl_counts
-for keep in 600 0; do
+keeps=(600 0)
+if [[ -n "${FIRST_REQUESTS_FRESH_ONLY:-}" ]]; then keeps=(); fi
+read -r -a extra_args <<<"${FIRST_REQUESTS_AGENT_ARGS:-}"
+for keep in "${keeps[@]}"; do
   start_bench_agent --config "$tmp/agent.yaml" --go-tls-keep-probes-seconds "$keep"
   start_server
   counts=()
@@ -62,7 +69,7 @@ for keep in 600 0; do
   stop_bench_agent
 done
 
-start_bench_agent --config "$tmp/agent.yaml"
+start_bench_agent --config "$tmp/agent.yaml" "${extra_args[@]}"
 start_server
 codes=()
 for _ in $(seq 50); do codes+=(200); done
@@ -71,17 +78,34 @@ for r in $(seq "$rounds"); do
   for n in 1 2 3; do
     cp "$tmp/bin/gotls" "$tmp/bin/fresh-$r-$n"
     "$tmp/bin/fresh-$r-$n" client "$server_port" "${codes[@]}" >/dev/null
+    sleep 0.3  # each copy its own exec burst (the agent's warm-ups are 100 ms apart at least)
   done
   sleep 2
   for n in 1 2 3; do fresh+=("$(ok_requests "fresh-$r-$n")"); done
 done
 
+# Attaches observed: each fresh copy's, and the server's (its binary was new at its exec too).
+delays="$(curl -sf "127.0.0.1:$port/metrics" | awk '
+  /^sonde_agent_gotls_attach_delay_seconds_bucket/ {
+    match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5)
+    if (le != "+Inf") line = line sprintf(" <=%gms:%d", le * 1000, $NF); else line = line " all:" $NF
+  }
+  /^sonde_agent_gotls_attach_delay_seconds_sum/ { sum = $NF }
+  /^sonde_agent_gotls_attach_delay_seconds_count/ { n = $NF }
+  END { printf "mean %.1f ms of %d; cumulative%s", n ? 1000 * sum / n : 0, n, line }')"
+warmups="$(curl -sf "127.0.0.1:$port/metrics" | awk '/^sonde_agent_gotls_attach_warmups_total/ { match($0, /result="[^"]*"/); printf "%s %s ", substr($0, RSTART + 8, RLENGTH - 9), $NF }')"
+if [[ -n "${FIRST_REQUESTS_FRESH_ONLY:-}" ]]; then
+  kubectl_counts[600]="-"
+  kubectl_counts[0]="-"
+fi
 cat <<TABLE
 | measure | counted per series / run |
 |---|---|
 | kubectl, 10 runs, probes kept after the last exit (default, 600 s) | ${kubectl_counts[600]} of 10 |
 | kubectl, 10 runs, probes detached at the last exit (keep 0) | ${kubectl_counts[0]} of 10 |
 | never-seen Go client, 50 requests right after exec | ${fresh[*]} of 50 |
+| never-seen Go client, exec → attached (the agent's histogram) | $delays |
+| attach warm-ups (on unless --no-go-tls-attach-warmup) | $warmups |
 
 agent: $agent; $rounds series of 10 kubectl runs per setting, $rounds rounds of 3 fresh copies;
 load average at the start and end: $load0 / $(cut -d' ' -f1-3 /proc/loadavg).

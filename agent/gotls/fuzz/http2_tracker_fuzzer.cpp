@@ -51,7 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (len > 0) tracker.on_record(std::span(record).first(SONDE_H2_EVENT_HEAD + len - 1));
   }
   tracker.counts();
-  tracker.take(100);
+  tracker.on_exit_state(100, 0, true, seq[{100ULL << 32, true}], false);
+  tracker.take(100, ts + 1000);
   if (tracker.memory() > limits.max_memory) __builtin_trap();
   return 0;
 }

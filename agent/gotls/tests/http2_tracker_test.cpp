@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace sonde::agent {
@@ -74,6 +77,8 @@ class Records {
   }
   void lost(bool outgoing) { send(SONDE_H2_LOST, outgoing, 0, {}, {}); }
   void skip(bool outgoing) { seq_[outgoing ? 1 : 0]++; }
+  // The sequence number of the direction's next record: what the kernel's state says at exit.
+  uint64_t next_seq(bool outgoing) const { return seq_[outgoing ? 1 : 0]; }
 
  private:
   void send(uint8_t kind, bool outgoing, uint64_t ts, const std::vector<uint8_t>& header,
@@ -289,10 +294,86 @@ TEST(Http2TrackerTest, TakeReturnsTheProcessRequestsAndForgetsIt) {
     r.frame(true, kHeaders, kEndStream | kEndHeaders, id, kGetRequest, 1000 * id);
     r.frame(false, kHeaders, kEndStream | kEndHeaders, id, kStatus200, 1000 * id + 500);
   }
-  EXPECT_EQ(total(t.take(kPid)), 3u);
+  EXPECT_EQ(total(t.take(kPid, 10'000)), 3u);
   EXPECT_FALSE(t.counts().contains(kPid));
   EXPECT_EQ(t.connections(), 1u);  // the other process's
-  EXPECT_EQ(total(t.take(kPid)), 0u);
+  EXPECT_EQ(total(t.take(kPid, 10'000)), 0u);
+}
+
+// The process exits with streams open: each is a request, as HTTP/1.x counts one still waiting
+// for its response at exit. Without a response it is "unknown" (0); a response cut short
+// counts with its final status, as HTTP/1.x counts a response by its status line; no gRPC code
+// without trailers. Durations run to the exit.
+TEST(Http2TrackerTest, StreamsOpenAtExitCountedWithTheirStatusOrUnknown) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);  // unanswered
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 3, kGetRequest, 2'000'000);
+  r.frame(false, kHeaders, kEndHeaders, 3, kStatus404, 3'000'000);  // body cut by the exit
+  r.frame(true, kHeaders, kEndHeaders, 5, grpc_request(), 4'000'000);
+  r.frame(false, kHeaders, kEndHeaders, 5, kStatus200, 5'000'000);  // no trailers
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 7, kGetRequest, 6'000'000);
+  r.frame(false, kHeaders, kEndStream | kEndHeaders, 7, kStatus200, 7'000'000);  // answered
+  ASSERT_EQ(total(t.counts()[kPid]), 1u);
+  r.frame(false, kData, 0, 3, std::vector<uint8_t>(10), 8'000'000);
+  t.on_exit_state(kPid, kConn, true, r.next_seq(true), false);  // nothing lost
+  t.on_exit_state(kPid, kConn, false, r.next_seq(false), false);
+  const auto taken = t.take(kPid, 11'000'000);
+  ASSERT_EQ(taken.size(), 4u);
+  std::map<std::tuple<int, int, int>, std::pair<uint64_t, uint64_t>> by;  // count, duration
+  for (const auto& [k, s] : taken) {
+    EXPECT_EQ(k.direction, SONDE_TLS_CLIENT);
+    auto& [count, duration] = by[{k.protocol, k.method, k.status_class}];
+    count += s.count;
+    duration += s.duration_sum_ns;
+    EXPECT_EQ(k.grpc_code, 0);
+  }
+  using Key = std::tuple<int, int, int>;
+  EXPECT_EQ(by[Key(SONDE_TLS_HTTP2_STREAM, SONDE_HTTP_GET, 0)], std::make_pair(1UL, 10'000'000UL));
+  EXPECT_EQ(by[Key(SONDE_TLS_HTTP2_STREAM, SONDE_HTTP_GET, 4)], std::make_pair(1UL, 9'000'000UL));
+  EXPECT_EQ(by[Key(SONDE_TLS_GRPC_CALL, SONDE_HTTP_POST, 2)], std::make_pair(1UL, 7'000'000UL));
+  EXPECT_EQ(by[Key(SONDE_TLS_HTTP2_STREAM, SONDE_HTTP_GET, 2)], std::make_pair(1UL, 1'000'000UL));
+  EXPECT_EQ(t.stats().lost, 0u);
+  EXPECT_EQ(t.connections(), 0u);
+}
+
+TEST(Http2TrackerTest, ServerExitingWithARequestUnansweredCountsItUnknown) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(false);
+  r.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  const auto taken = t.take(kPid, 3'000'000);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].first.direction, SONDE_TLS_SERVER);
+  EXPECT_EQ(taken[0].first.status_class, 0);
+  EXPECT_EQ(taken[0].second.duration_sum_ns, 2'000'000u);
+  EXPECT_EQ(taken[0].second.buckets[0], 0u);
+  EXPECT_EQ(taken[0].second.buckets[1], 1u);  // (1 ms, 2.5 ms]
+}
+
+// The kernel gave a direction up (a full ring buffer) and the process exited before its next
+// call, which would have carried the LOST record: the exit tells, through the kernel state's
+// sequence number (the gap) or its dead flag. The connection is lost; its open stream is not
+// counted; nothing is guessed.
+TEST(Http2TrackerTest, LossTheKernelHadNotReportedIsFoldedInAtExit) {
+  for (const bool by_flag : {false, true}) {
+    Http2Tracker t;
+    Records r(t);
+    r.preface(true);
+    r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+    r.frame(true, kHeaders, kEndStream | kEndHeaders, 3, kGetRequest, 1'000'000);
+    r.frame(false, kHeaders, kEndStream | kEndHeaders, 3, kStatus200, 2'000'000);
+    if (!by_flag) r.skip(false);  // the response to stream 1, never sent
+    t.on_exit_state(kPid, kConn, true, r.next_seq(true), false);
+    t.on_exit_state(kPid, kConn, false, r.next_seq(false), by_flag);
+    EXPECT_EQ(t.stats().lost, 1u) << by_flag;
+    const auto taken = t.take(kPid, 3'000'000);
+    EXPECT_EQ(total(taken), 1u) << "stream 3, answered before the loss";
+    // Another process's state, or a connection not followed: nothing.
+    t.on_exit_state(kPid + 1, kConn, false, 7, true);
+    EXPECT_EQ(t.stats().lost, 1u);
+  }
 }
 
 TEST(Http2TrackerTest, SecondPrefaceOnTheSameAddressIsANewConnection) {

@@ -538,6 +538,30 @@ TEST_F(TlsMonitorTest, AProcessThatExitsBeforeItIsSeenCountsForTheContainerItWas
   monitor_.exited(103);
 }
 
+// sonde_agent_gotls_attach_delay_seconds: exec (the event's time) → probes attached, only for a
+// process whose binary was attached for it.
+TEST_F(TlsMonitorTest, AttachDelayIsObservedOnlyForProcessesWhoseBinaryWasAttachedForThem) {
+  Candidate first = process(100, 7, /*running=*/false);
+  first.info.exec_ns = clock_.now_ns() - 4'000'000;  // 4 ms before the attach
+  ASSERT_EQ(monitor_.consider(first, kApi), TlsMonitor::Outcome::kTracked);
+  Candidate second = process(101, 8, /*running=*/false);  // attached already
+  second.info.exec_ns = clock_.now_ns() - 1'000'000;
+  ASSERT_EQ(monitor_.consider(second, kApi), TlsMonitor::Outcome::kTracked);
+  // A new binary found by a /proc scan (no exec seen): nothing to measure from.
+  ASSERT_EQ(monitor_.consider(process_of(copy_of_fixture("scanned"), "/srv/scanned", 200, 7), kApi),
+            TlsMonitor::Outcome::kTracked);
+  const auto d = monitor_.attach_delays();
+  EXPECT_EQ(d.count, 1u);
+  EXPECT_DOUBLE_EQ(d.sum_seconds, 0.004);
+  EXPECT_EQ(d.counts[2], 1u) << "(2.5 ms, 5 ms]";
+  // A new binary at its exec: observed.
+  Candidate other = process_of(copy_of_fixture("other"), "/srv/other", 300, 9, /*running=*/false);
+  other.info.exec_ns = clock_.now_ns() - 30'000'000;
+  ASSERT_EQ(monitor_.consider(other, kApi), TlsMonitor::Outcome::kTracked);
+  EXPECT_EQ(monitor_.attach_delays().count, 2u);
+  EXPECT_EQ(monitor_.attach_delays().counts[7], 1u) << "(25 ms, 50 ms]";
+}
+
 // With a linger, a binary keeps its uprobes after its last process exits: its next process is
 // counted without a new attach. Kept binaries count against the node's bounds and give way to a
 // new binary, the one idle the longest first; the linger expires at a sweep.

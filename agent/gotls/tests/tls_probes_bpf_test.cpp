@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "agent/discovery/candidate.h"
+#include "agent/gotls/attach_warmup.h"
 #include "agent/gotls/tls_monitor.h"
 #include "agent/gotls/tls_probes.h"
 #include "agent/kernel/uprobe_links.h"
@@ -292,6 +293,89 @@ TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
   EXPECT_EQ(probes_->http2().connections(), 0u);
 }
 
+// Requests still open when their process exits are counted at the exit (tls_probes.h): a Go
+// client over HTTP/2 (one connection) and HTTP/1.1 (a connection each) exits 0 with 5 requests
+// unanswered (status_class 0, "unknown") and 3 whose status 201 came but not the body (2xx, as
+// HTTP/1.x counts a response by its status line), after a HEAD answered 200. Then the server
+// is killed with the same requests open on its side.
+TEST_F(TlsProbesBpfTest, RequestsOpenWhenTheProcessExitsAreCountedAtTheExit) {
+  for (const bool h2 : {true, false}) {
+    SCOPED_TRACE(h2 ? "HTTP/2" : "HTTP/1.1");
+    std::vector<std::string> server_args = {SONDE_GOTLS_WORKLOAD, "server"};
+    if (h2) server_args.insert(server_args.begin() + 1, "-h2");
+    ChildProcess server(server_args);
+    ASSERT_TRUE(server.wait_for_line("listening", 20s));
+    const std::string port = server.last_line().substr(std::string("listening ").size());
+    ProcReader proc;
+    symbols::ProbeTargetCache cache;
+    SharedUprobes uprobes;
+    TlsMonitor monitor(*probes_, cache, uprobes, proc);
+    auto info = proc.read(server.pid());
+    ASSERT_TRUE(info.ok()) << info.error().message();
+    auto candidate = open_candidate(proc, *info, true);
+    ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+    ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+
+    std::vector<std::string> client_args = {SONDE_GOTLS_WORKLOAD, "abandon", port, "5", "3"};
+    if (h2) client_args.insert(client_args.begin() + 1, "-h2");
+    ChildProcess client(client_args);
+    ASSERT_TRUE(client.wait_for_line("abandoned", 30s)) << "client did not finish";
+    const int status = client.wait();
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    const auto client_counts = probes_->take(static_cast<uint32_t>(client.pid()));
+    kill(server.pid(), SIGKILL);
+    server.wait();
+    const auto server_counts = probes_->take(static_cast<uint32_t>(server.pid()));
+
+    for (const auto* counts : {&client_counts, &server_counts}) {
+      const bool client_side = counts == &client_counts;
+      SCOPED_TRACE(client_side ? "client" : "server");
+      std::map<std::pair<int, int>, uint64_t> by;  // (method, status_class) -> requests
+      uint64_t unknown_ns = 0;
+      for (const auto& [k, s] : counts->requests) {
+        if (k.protocol == SONDE_TLS_HTTP2) continue;  // the connection, by its preface
+        EXPECT_EQ(k.protocol, h2 ? SONDE_TLS_HTTP2_STREAM : SONDE_TLS_HTTP1);
+        EXPECT_EQ(k.direction, client_side ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER);
+        by[{k.method, k.status_class}] += s.count;
+        if (k.status_class == 0) unknown_ns += s.duration_sum_ns;
+      }
+      EXPECT_EQ((by[{SONDE_HTTP_HEAD, 2}]), 1u);
+      EXPECT_EQ((by[{SONDE_HTTP_GET, 0}]), 5u) << "unanswered: unknown";
+      EXPECT_EQ((by[{SONDE_HTTP_GET, 2}]), 3u) << "the status came, the body did not";
+      EXPECT_EQ(by.size(), 3u);
+      // Each unanswered request was open for the client's 300 ms wait at least, and less than
+      // the server's 3 s hold.
+      EXPECT_GE(unknown_ns, 5 * 300'000'000ULL);
+      EXPECT_LT(unknown_ns, 5 * 3'000'000'000ULL);
+    }
+    EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
+    // The kernel's framing states read at each exit agreed with what the tracker had seen: no
+    // connection was given up as lost (which would have counted none of the open streams).
+    EXPECT_EQ(probes_->http2().stats().lost, 0u);
+    EXPECT_EQ(probes_->http2().connections(), 0u);
+  }
+}
+
+// The uprobe registration warm-up (attach_warmup.h) on the real kernel: its uprobe on the
+// agent's memfd attaches and detaches, each time it is asked past its interval.
+TEST_F(TlsProbesBpfTest, AttachWarmupRegistersAndDropsAUprobeOnItsMemfd) {
+  auto w = AttachWarmup::create(
+      [this](const std::string& path) {
+        const UprobeSite site{.file_offset = 0, .cookie = 0};
+        return probes_->attach(TlsCounters::Program::kWriteEnter, path, std::span(&site, 1));
+      },
+      /*min_interval_ns=*/1);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  for (uint64_t n = 1; n <= 3; ++n) {
+    EXPECT_TRUE((*w)->request());
+    for (int i = 0; i < 500 && (*w)->done() + (*w)->failed() < n; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_EQ((*w)->done(), n);
+  }
+  EXPECT_EQ((*w)->failed(), 0u);
+}
+
 // Runs the workload's h2raw client (FRAMES connection WINDOW_UPDATEs per Write, WRITES Writes,
 // then, after the ring buffer is drained, one more) against its -h2 server, the client's binary
 // instrumented before it connects: it waits for a go-ahead file this creates once every probe is
@@ -368,6 +452,54 @@ TEST_F(TlsProbesBpfTest, AFullRingBufferLosesItsConnectionsAndSaysSo) {
   EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_WALK_BOUND), 0u);
   EXPECT_EQ(probes_->http2().stats().followed, 2u);
   EXPECT_GE(probes_->http2().stats().lost, 1u);
+}
+
+// The kernel reports a direction it gave up (the ring buffer full) at the connection's next call
+// in that direction. A client that floods, then exits (killed here, after the drain, before
+// another Write) never makes one: its exit folds the loss in (TlsProbes::take() reads the
+// direction's kernel state), so its connection is counted lost then, not left as followed.
+TEST_F(TlsProbesBpfTest, ALossTheKernelHadNotReportedYetIsCountedAtTheExit) {
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  const std::string port = server.last_line().substr(std::string("listening ").size());
+  char dir[] = "/tmp/sonde-gotls-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string go = std::string(dir) + "/go";
+  ChildProcess client({SONDE_GOTLS_WORKLOAD, "h2raw", go, port, "4000", "25"});
+  const std::string workload = std::filesystem::canonical(SONDE_GOTLS_WORKLOAD).string();
+  for (int i = 0; i < 500; ++i) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink("/proc/" + std::to_string(client.pid()) + "/exe", ec)
+            .string() == workload) {
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(*probes_, cache, uprobes, proc);
+  auto info = proc.read(client.pid());
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  auto candidate = open_candidate(proc, *info, true);
+  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+  ASSERT_EQ(monitor.consider(*candidate, {"", "", "client"}), TlsMonitor::Outcome::kTracked);
+  std::ofstream(go).close();
+  const bool written = client.wait_for_line("written", 30s);
+  probes_->drain();
+  std::this_thread::sleep_for(200ms);
+  probes_->drain();
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(written);
+  ASSERT_GE(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
+  const auto before = probes_->http2().stats();
+  const size_t followed_before = probes_->http2().connections();
+  kill(client.pid(), SIGKILL);
+  client.wait();
+  probes_->take(static_cast<uint32_t>(client.pid()));
+  EXPECT_EQ(followed_before - probes_->http2().connections(), 1u)
+      << "the client's connection was still followed: its loss not reported before the exit";
+  EXPECT_EQ(probes_->http2().stats().lost, before.lost + 1);
 }
 
 // Kernels without bpf_loop (before 5.17) load the *_h1 programs: HTTP/1.x still counted exactly,

@@ -16,6 +16,11 @@
 //	                             when asked with ?hold=1); prints "done TOTAL", then the median
 //	                             and the mean of the client's own durations of the held requests
 //	                             in microseconds ("median_us N", "mean_us N")
+//	gotls [-h2] abandon PORT N M a HEAD answered 200, then N GETs the server answers after 3 s
+//	                             (?hold=long) and M GETs whose status 201 it sends at once and
+//	                             its body after 3 s (&flush=1), all at once; once the M statuses
+//	                             are in and 300 ms more, prints "abandoned" and exits 0 with the
+//	                             N+M requests open. HTTP/2: one connection; HTTP/1.1: one each
 //	gotls -h2 rate PORT SECONDS  GET /status/200 over one HTTP/2 connection, back to back from 8
 //	                             goroutines, for SECONDS; prints "done N" and "median_us N"
 //	gotls echo N SIZE            N round trips of SIZE bytes over one TLS connection to an
@@ -176,10 +181,20 @@ func main() {
 			// Reading the body is what makes the server answer "100 Continue" first.
 			_, err = io.Copy(io.Discard, r.Body)
 			check(err)
-			if r.URL.Query().Get("hold") == "1" {
-				time.Sleep(100 * time.Millisecond)
+			flush := r.URL.Query().Get("flush") == "1"
+			if flush {
+				w.WriteHeader(code)
+				w.(http.Flusher).Flush()
 			}
-			w.WriteHeader(code)
+			switch r.URL.Query().Get("hold") {
+			case "1":
+				time.Sleep(100 * time.Millisecond)
+			case "long":
+				time.Sleep(3 * time.Second)
+			}
+			if !flush {
+				w.WriteHeader(code)
+			}
 			fmt.Fprintf(w, "status %d\n", code)
 			if *logRequests {
 				logMu.Lock()
@@ -219,6 +234,47 @@ func main() {
 			fmt.Println(resp.StatusCode)
 		}
 		fmt.Printf("done %d\n", len(args)-2)
+	case "abandon":
+		if len(args) != 4 {
+			fmt.Fprintln(os.Stderr, "usage: gotls [-h2] abandon PORT N M")
+			os.Exit(2)
+		}
+		n, err := strconv.Atoi(args[2])
+		check(err)
+		m, err := strconv.Atoi(args[3])
+		check(err)
+		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+		if *h2 {
+			tr.ForceAttemptHTTP2 = true
+			tr.MaxConnsPerHost = 1
+		} else {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		client := &http.Client{Transport: tr}
+		get := func(method, path string) *http.Response {
+			req, err := http.NewRequest(method, "https://127.0.0.1:"+args[1]+path, nil)
+			check(err)
+			resp, err := client.Do(req)
+			check(err)
+			if (resp.ProtoMajor == 2) != *h2 {
+				check(fmt.Errorf("got %s", resp.Proto))
+			}
+			return resp
+		}
+		resp := get("HEAD", "/status/200") // the connection first, shared by the rest
+		resp.Body.Close()
+		for i := 0; i < n; i++ {
+			go get("GET", "/status/200?hold=long")
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < m; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); get("GET", "/status/201?hold=long&flush=1") }()
+		}
+		wg.Wait()
+		time.Sleep(300 * time.Millisecond)
+		fmt.Println("abandoned")
+		os.Exit(0)
 	case "streams", "rate":
 		if len(args) < 3 || !*h2 {
 			fmt.Fprintln(os.Stderr, "usage: gotls -h2 streams PORT N CODE... | gotls -h2 rate PORT SECONDS")
