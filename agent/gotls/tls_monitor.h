@@ -26,11 +26,11 @@
 // instrumented (kOverLimit, `why` says which; the binary's verdict says LimitExceeded until a
 // process of it is instrumented; logged once per binary then; counted in not_instrumented()). The
 // kernel counts every process of an instrumented file from its first call, per tgid (TlsProbes); a
-// process's counts are attributed to its container once consider() tracks it, and fold into
-// container totals at exit (ContainerTotalsOf: folded at exit, never backwards, forgotten `grace`
-// after a container's last process). A selected process (admit()) that exits before consider()
-// gets to it, as a short-lived program does, is attributed to the container it was selected
-// with. Counts of other processes never tracked are discarded (exited(), sweep()).
+// process's counts are attributed to its container once consider() tracks it, and follow
+// ProcessTracker's rules from then on (agent/runtime/process_tracker.h). A selected process
+// (admit()) that exits before consider() gets to it, as a short-lived program does, is attributed
+// to the container it was selected with. Counts of other processes never tracked are discarded
+// (exited(), sweep()).
 //
 // The uprobes are per file, so without a filter every process of an instrumented file is
 // counted, selected or not: another pod of the same image fills the kernel maps and is parsed
@@ -62,6 +62,7 @@
 #include "agent/runtime/clock.h"
 #include "agent/runtime/container_totals.h"
 #include "agent/runtime/fd_budget.h"
+#include "agent/runtime/process_tracker.h"
 #include "agent/symbols/probe_target_cache.h"
 
 namespace sonde::agent {
@@ -207,11 +208,6 @@ class TlsMonitor {
   std::map<std::string, uint64_t> not_instrumented() const;
 
  private:
-  struct Process {
-    uint64_t start_time;
-    ContainerLabels labels;
-    std::string binary;  // BinaryIdentity::to_string()
-  };
   // One program's sites in one binary: one SharedUprobes attachment.
   struct ProgramSites {
     TlsCounters::Program program;
@@ -273,8 +269,7 @@ class TlsMonitor {
   const Budget budget_;
 
   mutable std::mutex mu_;
-  std::map<pid_t, Process> processes_;
-  ContainerTotalsOf<Counters> containers_;
+  ProcessTracker<Counters> tracker_;                  // binaries by BinaryIdentity::to_string()
   std::unordered_map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
   std::set<uint32_t> untracked_seen_;  // counted by the kernel, untracked at the last sweep
   uint64_t discarded_ = 0;
