@@ -151,35 +151,6 @@ size_t TlsMonitor::Binary::sites() const {
   return n;
 }
 
-TlsMonitor::Counters& TlsMonitor::Counters::operator+=(const Counters& other) {
-  for (const auto& [k, n] : other.requests) requests[k] += n;
-  for (const auto& [d, h] : other.durations) {
-    auto& mine = durations[d];
-    for (size_t i = 0; i < h.buckets.size(); ++i) mine.buckets[i] += h.buckets[i];
-    mine.count += h.count;
-    mine.sum += h.sum;
-  }
-  for (const auto& [d, n] : other.http2_connections) http2_connections[d] += n;
-  read_bytes += other.read_bytes;
-  written_bytes += other.written_bytes;
-  for (size_t i = 0; i < hits.size(); ++i) hits[i] += other.hits[i];
-  return *this;
-}
-
-void raise_to(TlsMonitor::Counters& value, const TlsMonitor::Counters& floor) {
-  for (const auto& [k, n] : floor.requests) raise_to(value.requests[k], n);
-  for (const auto& [d, h] : floor.durations) {
-    auto& mine = value.durations[d];
-    for (size_t i = 0; i < h.buckets.size(); ++i) raise_to(mine.buckets[i], h.buckets[i]);
-    raise_to(mine.count, h.count);
-    mine.sum = std::max(mine.sum, h.sum);
-  }
-  for (const auto& [d, n] : floor.http2_connections) raise_to(value.http2_connections[d], n);
-  raise_to(value.read_bytes, floor.read_bytes);
-  raise_to(value.written_bytes, floor.written_bytes);
-  for (size_t i = 0; i < value.hits.size(); ++i) raise_to(value.hits[i], floor.hits[i]);
-}
-
 TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std::string& exe,
                                     const std::vector<symbols::ProbeTarget>& t) const {
   Binary b;

@@ -52,6 +52,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -153,15 +154,19 @@ class TlsMonitor {
     std::array<uint64_t, kTlsDurationBuckets.size()> buckets{};  // non-cumulative
     uint64_t count = 0;
     double sum = 0;
+    static constexpr auto kCounters =
+        std::tuple{&Histogram::buckets, &Histogram::count, &Histogram::sum};
   };
-  // A container's (or a process's) counters.
+  // A container's (or a process's) counters (counter_set.h: `+=`, raise_to).
   struct Counters {
     std::map<RequestKey, uint64_t> requests;
     std::map<DurationKey, Histogram> durations;
     std::map<std::string, uint64_t> http2_connections;  // by direction
     uint64_t read_bytes = 0, written_bytes = 0;
     std::array<uint64_t, SONDE_GOTLS_SITE_COUNT> hits{};  // probe hits by enum sonde_gotls_site
-    Counters& operator+=(const Counters& other);
+    static constexpr auto kCounters =
+        std::tuple{&Counters::requests,   &Counters::durations,     &Counters::http2_connections,
+                   &Counters::read_bytes, &Counters::written_bytes, &Counters::hits};
   };
   struct ContainerStats : Counters {
     size_t processes = 0;  // live processes
@@ -299,8 +304,5 @@ class TlsMonitor {
   std::map<pid_t, Admission> admitted_;  // selected processes, tracked or not considered yet
   std::map<uint64_t, size_t> admitted_cgroups_;  // cgroup id → admitted processes in it
 };
-
-// Raises every counter of `value` to at least its value in `floor` (ContainerTotalsOf's floor).
-void raise_to(TlsMonitor::Counters& value, const TlsMonitor::Counters& floor);
 
 }  // namespace sonde::agent

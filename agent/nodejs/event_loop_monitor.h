@@ -47,6 +47,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "agent/discovery/candidate.h"
@@ -120,15 +121,7 @@ class EventLoopMonitor {
   struct LoopCounts {
     uint64_t blocked_ns = 0;
     LoopBlocks blocks;
-    LoopCounts& operator+=(const LoopCounts& o) {
-      blocked_ns += o.blocked_ns;
-      blocks += o.blocks;
-      return *this;
-    }
-    friend void raise_to(LoopCounts& v, const LoopCounts& floor) {
-      raise_to(v.blocked_ns, floor.blocked_ns);
-      raise_to(v.blocks, floor.blocks);
-    }
+    static constexpr auto kCounters = std::tuple{&LoopCounts::blocked_ns, &LoopCounts::blocks};
   };
   struct ProcessState {
     LoopCounts last;    // last value read: a lost or evicted map entry never lowers it

@@ -19,7 +19,7 @@
 //     live processes running it and keeps the feature's BinaryData while one does; the binary is
 //     forgotten with its last process.
 //
-// Counts is a counter set with `a += b` and `raise_to(a, floor)` (container_totals.h).
+// Counts is a number or a counter set (counter_set.h): `a += b`, `raise_to(a, floor)`.
 // ProcessData and BinaryData are what the feature keeps per process and per binary.
 //
 // Not thread-safe: the monitor calls it under its own lock. Cost: one map entry per tracked
