@@ -143,41 +143,12 @@ TlsMonitor::TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache,
       proc_(proc),
       clock_(clock),
       budget_(budget),
-      containers_(grace_ns) {}
+      tracker_(grace_ns) {}
 
 size_t TlsMonitor::Binary::sites() const {
   size_t n = 0;
   for (const auto& p : programs) n += p.sites.size();
   return n;
-}
-
-TlsMonitor::Counters& TlsMonitor::Counters::operator+=(const Counters& other) {
-  for (const auto& [k, n] : other.requests) requests[k] += n;
-  for (const auto& [d, h] : other.durations) {
-    auto& mine = durations[d];
-    for (size_t i = 0; i < h.buckets.size(); ++i) mine.buckets[i] += h.buckets[i];
-    mine.count += h.count;
-    mine.sum += h.sum;
-  }
-  for (const auto& [d, n] : other.http2_connections) http2_connections[d] += n;
-  read_bytes += other.read_bytes;
-  written_bytes += other.written_bytes;
-  for (size_t i = 0; i < hits.size(); ++i) hits[i] += other.hits[i];
-  return *this;
-}
-
-void raise_to(TlsMonitor::Counters& value, const TlsMonitor::Counters& floor) {
-  for (const auto& [k, n] : floor.requests) raise_to(value.requests[k], n);
-  for (const auto& [d, h] : floor.durations) {
-    auto& mine = value.durations[d];
-    for (size_t i = 0; i < h.buckets.size(); ++i) raise_to(mine.buckets[i], h.buckets[i]);
-    raise_to(mine.count, h.count);
-    mine.sum = std::max(mine.sum, h.sum);
-  }
-  for (const auto& [d, n] : floor.http2_connections) raise_to(value.http2_connections[d], n);
-  raise_to(value.read_bytes, floor.read_bytes);
-  raise_to(value.written_bytes, floor.written_bytes);
-  for (size_t i = 0; i < value.hits.size(); ++i) raise_to(value.hits[i], floor.hits[i]);
 }
 
 TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std::string& exe,
@@ -329,9 +300,8 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   const pid_t pid = c.info.pid;
   {
     std::lock_guard lock(mu_);
-    auto it = processes_.find(pid);
-    if (it != processes_.end()) {
-      if (c.running && it->second.start_time == c.info.start_time) return Outcome::kTracked;
+    if (const auto* p = tracker_.find(pid)) {
+      if (c.running && p->start_time == c.info.start_time) return Outcome::kTracked;
       finish_locked(pid);
     }
   }
@@ -421,8 +391,7 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   std::lock_guard lock(mu_);
   attaching_fds_ -= fds;
   if (auto it = binaries_.find(key); it != binaries_.end()) it->second.verdict.limit_exceeded = "";
-  processes_[pid] = Process{c.info.start_time, labels, key};
-  containers_.started(labels);
+  tracker_.start(pid, {c.info.start_time, labels, key});
   untracked_seen_.erase(static_cast<uint32_t>(pid));
   return Outcome::kTracked;
 }
@@ -526,7 +495,7 @@ void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
 
 void TlsMonitor::exited(pid_t pid) {
   std::lock_guard lock(mu_);
-  if (processes_.contains(pid)) {
+  if (tracker_.find(pid) != nullptr) {
     finish_locked(pid);
   } else {
     take_untracked_locked(pid);
@@ -544,15 +513,14 @@ void TlsMonitor::take_untracked_locked(pid_t pid) {
     discarded_++;
     return;
   }
-  containers_.started(a->second.labels);
-  containers_.finished(a->second.labels, counts, clock_.now_ns());
+  tracker_.fold_untracked(a->second.labels, counts, clock_.now_ns());
   exited_unseen_++;
 }
 
 std::vector<pid_t> TlsMonitor::stop_container(const ContainerLabels& labels) {
   std::lock_guard lock(mu_);
   std::vector<pid_t> pids;
-  for (const auto& [pid, p] : processes_) {
+  for (const auto& [pid, p] : tracker_.processes()) {
     if (p.labels == labels) pids.push_back(pid);
   }
   for (pid_t pid : pids) {
@@ -565,20 +533,20 @@ std::vector<pid_t> TlsMonitor::stop_container(const ContainerLabels& labels) {
 std::map<ContainerLabels, pid_t> TlsMonitor::a_process_per_container() const {
   std::lock_guard lock(mu_);
   std::map<ContainerLabels, pid_t> out;
-  for (const auto& [pid, p] : processes_) out.try_emplace(p.labels, pid);
+  for (const auto& [pid, p] : tracker_.processes()) out.try_emplace(p.labels, pid);
   return out;
 }
 
 void TlsMonitor::finish_locked(pid_t pid, bool linger) {
-  auto it = processes_.find(pid);
-  if (it == processes_.end()) return;
-  Counters final_counts;
-  add_counts(probes_.take(static_cast<uint32_t>(pid)), final_counts);
+  auto p = tracker_.finish(pid, clock_.now_ns(), [&](const auto&) {
+    Counters final_counts;
+    add_counts(probes_.take(static_cast<uint32_t>(pid)), final_counts);
+    return final_counts;
+  });
+  if (!p) return;
   uprobes_.release(pid, linger);  // detached later, on SharedUprobes' own thread
   unuse_uprobes_locked(pid);
-  unuse_budget_locked(pid, it->second.binary);
-  containers_.finished(it->second.labels, final_counts, clock_.now_ns());
-  processes_.erase(it);
+  unuse_budget_locked(pid, p->binary);
 }
 
 std::optional<std::string> TlsMonitor::use_uprobes_locked(pid_t pid, const std::string& key,
@@ -630,7 +598,7 @@ std::map<std::string, size_t> TlsMonitor::policy_uprobes() const {
 void TlsMonitor::sweep() {
   std::lock_guard lock(mu_);
   uprobes_.expire();
-  for (pid_t pid : vanished_pids(proc_, processes_)) finish_locked(pid);
+  for (pid_t pid : tracker_.vanished(proc_)) finish_locked(pid);
   // Selected processes that vanished without an exit event (a lost ring-buffer record): with the
   // filter on their cgroups must stop being counted now; otherwise they hold only memory, looked
   // for every kFullSweepEvery sweeps, as it costs a /proc read per selected process (in
@@ -647,7 +615,7 @@ void TlsMonitor::sweep() {
   std::set<uint32_t> untracked;
   for (const auto& [tgid, counts] : probes_.counts()) {
     const auto pid = static_cast<pid_t>(tgid);
-    if (processes_.contains(pid)) continue;
+    if (tracker_.find(pid) != nullptr) continue;
     if (auto a = admitted_.find(pid); a != admitted_.end()) {
       auto start = proc_.start_time(pid);
       if (start.ok() && *start == a->second.start_time) continue;
@@ -732,13 +700,16 @@ void TlsMonitor::stop_filtering_locked(const std::string& why) {
 
 std::map<ContainerLabels, TlsMonitor::ContainerStats> TlsMonitor::snapshot() {
   std::lock_guard lock(mu_);
-  std::map<ContainerLabels, Counters> live;
-  for (const auto& [tgid, counts] : probes_.counts()) {
-    auto p = processes_.find(static_cast<pid_t>(tgid));
-    if (p != processes_.end()) add_counts(counts, live[p->second.labels]);
-  }
+  const auto kernel = probes_.counts();
+  auto totals = tracker_.report(clock_.now_ns(), [&](pid_t pid, const auto&) {
+    Counters live;
+    if (auto k = kernel.find(static_cast<uint32_t>(pid)); k != kernel.end()) {
+      add_counts(k->second, live);
+    }
+    return live;
+  });
   std::map<ContainerLabels, ContainerStats> out;
-  for (auto& t : containers_.report(live, clock_.now_ns())) {
+  for (auto& t : totals) {
     ContainerStats& s = out[t.labels];
     static_cast<Counters&>(s) = std::move(t.value);
     s.processes = t.processes;
@@ -757,7 +728,7 @@ std::vector<TlsMonitor::BinaryVerdict> TlsMonitor::verdicts() const {
 
 size_t TlsMonitor::tracked() const {
   std::lock_guard lock(mu_);
-  return processes_.size();
+  return tracker_.size();
 }
 
 std::map<std::string, uint64_t> TlsMonitor::kernel_map_full() const {

@@ -26,11 +26,11 @@
 // instrumented (kOverLimit, `why` says which; the binary's verdict says LimitExceeded until a
 // process of it is instrumented; logged once per binary then; counted in not_instrumented()). The
 // kernel counts every process of an instrumented file from its first call, per tgid (TlsProbes); a
-// process's counts are attributed to its container once consider() tracks it, and fold into
-// container totals at exit (ContainerTotalsOf: folded at exit, never backwards, forgotten `grace`
-// after a container's last process). A selected process (admit()) that exits before consider()
-// gets to it, as a short-lived program does, is attributed to the container it was selected
-// with. Counts of other processes never tracked are discarded (exited(), sweep()).
+// process's counts are attributed to its container once consider() tracks it, and follow
+// ProcessTracker's rules from then on (agent/runtime/process_tracker.h). A selected process
+// (admit()) that exits before consider() gets to it, as a short-lived program does, is attributed
+// to the container it was selected with. Counts of other processes never tracked are discarded
+// (exited(), sweep()).
 //
 // The uprobes are per file, so without a filter every process of an instrumented file is
 // counted, selected or not: another pod of the same image fills the kernel maps and is parsed
@@ -52,6 +52,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -62,6 +63,7 @@
 #include "agent/gotls/tls_probes.h"
 #include "agent/runtime/container_totals.h"
 #include "agent/runtime/fd_budget.h"
+#include "agent/runtime/process_tracker.h"
 #include "agent/symbols/probe_target_cache.h"
 #include "common/clock.h"
 
@@ -153,15 +155,19 @@ class TlsMonitor {
     std::array<uint64_t, kTlsDurationBuckets.size()> buckets{};  // non-cumulative
     uint64_t count = 0;
     double sum = 0;
+    static constexpr auto kCounters =
+        std::tuple{&Histogram::buckets, &Histogram::count, &Histogram::sum};
   };
-  // A container's (or a process's) counters.
+  // A container's (or a process's) counters (counter_set.h: `+=`, raise_to).
   struct Counters {
     std::map<RequestKey, uint64_t> requests;
     std::map<DurationKey, Histogram> durations;
     std::map<std::string, uint64_t> http2_connections;  // by direction
     uint64_t read_bytes = 0, written_bytes = 0;
     std::array<uint64_t, SONDE_GOTLS_SITE_COUNT> hits{};  // probe hits by enum sonde_gotls_site
-    Counters& operator+=(const Counters& other);
+    static constexpr auto kCounters =
+        std::tuple{&Counters::requests,   &Counters::durations,     &Counters::http2_connections,
+                   &Counters::read_bytes, &Counters::written_bytes, &Counters::hits};
   };
   struct ContainerStats : Counters {
     size_t processes = 0;  // live processes
@@ -210,11 +216,6 @@ class TlsMonitor {
   AttachDelays::Snapshot attach_delays() const { return attach_delays_.snapshot(); }
 
  private:
-  struct Process {
-    uint64_t start_time;
-    ContainerLabels labels;
-    std::string binary;  // BinaryIdentity::to_string()
-  };
   // One program's sites in one binary: one SharedUprobes attachment.
   struct ProgramSites {
     TlsCounters::Program program;
@@ -276,8 +277,7 @@ class TlsMonitor {
   const Budget budget_;
 
   mutable std::mutex mu_;
-  std::map<pid_t, Process> processes_;
-  ContainerTotalsOf<Counters> containers_;
+  ProcessTracker<Counters> tracker_;                  // binaries by BinaryIdentity::to_string()
   std::unordered_map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
   std::set<uint32_t> untracked_seen_;  // counted by the kernel, untracked at the last sweep
   uint64_t discarded_ = 0;
@@ -308,8 +308,5 @@ class TlsMonitor {
   AttachDelays attach_delays_;           // its own lock
   std::map<uint64_t, size_t> admitted_cgroups_;  // cgroup id → admitted processes in it
 };
-
-// Raises every counter of `value` to at least its value in `floor` (ContainerTotalsOf's floor).
-void raise_to(TlsMonitor::Counters& value, const TlsMonitor::Counters& floor);
 
 }  // namespace sonde::agent

@@ -83,7 +83,7 @@ EventLoopMonitor::EventLoopMonitor(LoopAccounting& probes, symbols::ProbeTargetC
       proc_(proc),
       clock_(clock),
       hooks_(hooks),
-      containers_(grace_ns) {}
+      tracker_(grace_ns) {}
 
 const std::vector<std::string>& EventLoopMonitor::symbol_names() {
   return kNames;
@@ -96,9 +96,8 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
   const bool running = c.running;
   {
     std::lock_guard lock(mu_);
-    auto it = processes_.find(pid);
-    if (it != processes_.end()) {
-      if (running && it->second.start_time == c.info.start_time) return Outcome::kTracked;
+    if (const auto* p = tracker_.find(pid)) {
+      if (running && p->start_time == c.info.start_time) return Outcome::kTracked;
       // It exec'd again (or the pid was reused after a lost exit event): a new program.
       finish_locked(pid, clock_.now_ns());
     }
@@ -192,9 +191,7 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
   std::string js_frames;
   {
     std::lock_guard lock(mu_);
-    if (auto known = binaries_.find(key); known != binaries_.end()) {
-      js_frames = known->second.js_frames;
-    }
+    if (const Binary* known = tracker_.binary(key)) js_frames = known->js_frames;
   }
   if (js_frames.empty()) {
     auto layout = v8::read_process_v8_layout(proc_.root(), pid);
@@ -202,14 +199,11 @@ EventLoopMonitor::Outcome EventLoopMonitor::consider(const Candidate& c,
   }
 
   std::lock_guard lock(mu_);
-  processes_[pid] = Process{c.info.start_time, labels, binary.identity(), {}};
-  containers_.started(labels);
-  auto [b, inserted] = binaries_.try_emplace(
-      key, Binary{c.info.exe, binary.identity().digest_hex(), mode, js_frames, 0});
-  b->second.processes++;
-  if (inserted) {
+  const std::string build_id = binary.identity().digest_hex();
+  if (tracker_.start(pid, {c.info.start_time, labels, key, {}},
+                     Binary{c.info.exe, build_id, mode, js_frames})) {
     log::info("instrumenting Node.js binary", {{"binary", c.info.exe},
-                                               {"build_id", b->second.build_id},
+                                               {"build_id", build_id},
                                                {"mode", loop_mode_name(mode)},
                                                {"js_frames", js_frames}});
   }
@@ -223,21 +217,18 @@ void EventLoopMonitor::exited(pid_t pid, uint64_t exit_ns) {
 }
 
 void EventLoopMonitor::finish_locked(pid_t pid, uint64_t end_ns) {
-  auto it = processes_.find(pid);
-  if (it == processes_.end()) return;
-  auto final = probes_.untrack(pid, end_ns);
-  if (hooks_ != nullptr) hooks_->unhook(pid);
-  LoopCounts value = it->second.last;
-  if (final.ok()) raise_to(value, LoopCounts{final->blocked_ns, final->blocks});
-  containers_.finished(it->second.labels, value, clock_.now_ns());
-  auto b = binaries_.find(it->second.binary.to_string());
-  if (b != binaries_.end() && --b->second.processes == 0) binaries_.erase(b);
-  processes_.erase(it);
+  tracker_.finish(pid, clock_.now_ns(), [&](const auto& p) {
+    auto final = probes_.untrack(pid, end_ns);
+    if (hooks_ != nullptr) hooks_->unhook(pid);
+    LoopCounts value = p.data.last;
+    if (final.ok()) raise_to(value, LoopCounts{final->blocked_ns, final->blocks});
+    return value;
+  });
 }
 
 void EventLoopMonitor::sweep() {
   std::lock_guard lock(mu_);
-  for (pid_t pid : vanished_pids(proc_, processes_)) {
+  for (pid_t pid : tracker_.vanished(proc_)) {
     log::debug("process vanished without an exit event", {{"pid", pid}});
     finish_locked(pid, clock_.now_ns());
   }
@@ -245,24 +236,24 @@ void EventLoopMonitor::sweep() {
 
 std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
   std::lock_guard lock(mu_);
-  std::map<ContainerLabels, LoopCounts> live;
   std::map<ContainerLabels, size_t> loops;
-  uint64_t now = clock_.now_ns();
-  for (auto& [pid, p] : processes_) {
+  const uint64_t now = clock_.now_ns();
+  auto totals = tracker_.report(now, [&](pid_t pid, auto& p) {
+    ProcessState& s = p.data;
     auto v = probes_.read_at(pid, now);
     if (v.ok()) {
-      raise_to(p.last, LoopCounts{v->blocked_ns, v->blocks});
-    } else if (v.error().code() == ENOENT && !p.lost) {
-      p.lost = true;
+      raise_to(s.last, LoopCounts{v->blocked_ns, v->blocks});
+    } else if (v.error().code() == ENOENT && !s.lost) {
+      s.lost = true;
       ++states_lost_;
       log::warn("Node.js process state evicted from the kernel map",
                 {{"pid", pid}, {"max_processes", SONDE_NODEJS_MAX_PROCESSES}});
     }
-    live[p.labels] += p.last;
-    if (!p.lost) loops[p.labels]++;
-  }
+    if (!s.lost) loops[p.labels]++;
+    return s.last;
+  });
   std::vector<Sample> out;
-  for (const auto& t : containers_.report(live, now)) {
+  for (const auto& t : totals) {
     auto l = loops.find(t.labels);
     out.push_back({t.labels, static_cast<double>(t.value.blocked_ns) / 1e9, t.processes,
                    l == loops.end() ? 0 : l->second, t.value.blocks});
@@ -273,8 +264,8 @@ std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
 std::vector<EventLoopMonitor::BinaryInfo> EventLoopMonitor::binaries() const {
   std::lock_guard lock(mu_);
   std::vector<BinaryInfo> out;
-  for (const auto& [key, b] : binaries_) {
-    out.push_back({b.path, b.build_id, b.mode, b.js_frames, b.processes});
+  for (const auto& [key, b] : tracker_.binaries()) {
+    out.push_back({b.data.path, b.data.build_id, b.data.mode, b.data.js_frames, b.processes});
   }
   return out;
 }
@@ -286,7 +277,7 @@ uint64_t EventLoopMonitor::states_lost() const {
 
 size_t EventLoopMonitor::tracked() const {
   std::lock_guard lock(mu_);
-  return processes_.size();
+  return tracker_.size();
 }
 
 }  // namespace sonde::agent

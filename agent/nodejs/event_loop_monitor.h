@@ -33,8 +33,7 @@
 //     period uncounted.
 //
 // Counters (blocked time, and the histogram of block durations: each finished busy period of
-// the loop, counted in the kernel) follow ContainerTotals: folded at exit, never backwards,
-// forgotten `grace` after a container's last process.
+// the loop, counted in the kernel) follow ProcessTracker's rules (agent/runtime/process_tracker.h).
 //
 // Thread-safety: all methods may be called concurrently (one mutex); samples() is what the
 // metrics scrape calls, and it reads the kernel map only for live processes.
@@ -48,6 +47,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "agent/discovery/candidate.h"
@@ -55,6 +55,7 @@
 #include "agent/nodejs/libc_wait_hooks.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/runtime/container_totals.h"
+#include "agent/runtime/process_tracker.h"
 #include "agent/symbols/probe_target_cache.h"
 #include "common/clock.h"
 
@@ -120,20 +121,9 @@ class EventLoopMonitor {
   struct LoopCounts {
     uint64_t blocked_ns = 0;
     LoopBlocks blocks;
-    LoopCounts& operator+=(const LoopCounts& o) {
-      blocked_ns += o.blocked_ns;
-      blocks += o.blocks;
-      return *this;
-    }
-    friend void raise_to(LoopCounts& v, const LoopCounts& floor) {
-      raise_to(v.blocked_ns, floor.blocked_ns);
-      raise_to(v.blocks, floor.blocks);
-    }
+    static constexpr auto kCounters = std::tuple{&LoopCounts::blocked_ns, &LoopCounts::blocks};
   };
-  struct Process {
-    uint64_t start_time;
-    ContainerLabels labels;
-    symbols::BinaryIdentity binary;
+  struct ProcessState {
     LoopCounts last;    // last value read: a lost or evicted map entry never lowers it
     bool lost = false;  // its map entry was evicted (counted once)
   };
@@ -142,7 +132,6 @@ class EventLoopMonitor {
     std::string build_id;
     LoopMode mode;
     std::string js_frames;
-    size_t processes = 0;
   };
 
   // With mu_ held: stops tracking pid, folding its value (up to end_ns) into its container.
@@ -155,9 +144,8 @@ class EventLoopMonitor {
   LibcWaitHooks* const hooks_;
 
   mutable std::mutex mu_;
-  std::map<pid_t, Process> processes_;
-  ContainerTotalsOf<LoopCounts> containers_;
-  std::map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
+  // Binaries by BinaryIdentity::to_string().
+  ProcessTracker<LoopCounts, ProcessState, Binary> tracker_;
   uint64_t states_lost_ = 0;
 };
 

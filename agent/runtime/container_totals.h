@@ -8,23 +8,25 @@
 //     instead of accumulating for every pod ever seen. A container that comes back later starts
 //     a new series from 0, which Prometheus reads as a counter reset.
 //
-// The value is a number (ContainerTotals) or any set of counters (Go TLS: requests per method
-// and status, a histogram, bytes; Node.js block durations: Histogram<N>) with `a += b` adding
-// and `raise_to(a, floor)` raising every counter of `a` to at least the one in `floor`, so
-// "never backwards" holds per counter: each bucket of a histogram is a counter of its own.
+// The value is a number (ContainerTotals) or a counter set (counter_set.h: Go TLS requests per
+// method and status, a histogram, bytes; Node.js block durations: Histogram<N>) with `a += b`
+// adding and `raise_to(a, floor)` raising every counter of `a` to at least the one in `floor`,
+// so "never backwards" holds per counter: each bucket of a histogram is a counter of its own.
 //
 // Not thread-safe: the owner (a feature's monitor) calls it under its own lock. Cost: one map
 // entry per container with series.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
+
+#include "agent/runtime/counter_set.h"
 
 namespace sonde::agent {
 
@@ -36,30 +38,18 @@ struct ContainerLabels {
   auto operator<=>(const ContainerLabels&) const = default;
 };
 
-inline void raise_to(uint64_t& value, uint64_t floor) {
-  value = std::max(value, floor);
-}
-
 // A histogram of kBuckets buckets: counts are non-cumulative (the last bucket is above every
 // bound), `sum` in the unit of the observations.
 template <size_t kBuckets>
 struct Histogram {
   std::array<uint64_t, kBuckets> counts{};
   uint64_t sum = 0;
+  static constexpr auto kCounters = std::tuple{&Histogram::counts, &Histogram::sum};
 
   uint64_t count() const {
     uint64_t n = 0;
     for (uint64_t c : counts) n += c;
     return n;
-  }
-  Histogram& operator+=(const Histogram& other) {
-    for (size_t i = 0; i < kBuckets; ++i) counts[i] += other.counts[i];
-    sum += other.sum;
-    return *this;
-  }
-  friend void raise_to(Histogram& value, const Histogram& floor) {
-    for (size_t i = 0; i < kBuckets; ++i) raise_to(value.counts[i], floor.counts[i]);
-    raise_to(value.sum, floor.sum);
   }
 };
 
