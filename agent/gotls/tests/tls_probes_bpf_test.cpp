@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -376,11 +377,12 @@ TEST_F(TlsProbesBpfTest, AttachWarmupRegistersAndDropsAUprobeOnItsMemfd) {
   EXPECT_EQ((*w)->failed(), 0u);
 }
 
-// Runs the workload's h2raw client (FRAMES connection WINDOW_UPDATEs per Write, WRITES Writes,
-// then, after the ring buffer is drained, one more) against its -h2 server, the client's binary
-// instrumented before it connects: it waits for a go-ahead file this creates once every probe is
-// attached. The client must finish and exit 0.
-void run_h2raw_client(TlsProbes& probes, int frames, int writes) {
+// Starts the workload's h2raw client (FRAMES connection WINDOW_UPDATEs per Write, WRITES Writes,
+// then one more once the file GO_FILE.more exists) against its -h2 server, the client's binary
+// instrumented before it connects: it waits for a go-ahead file (GO_FILE) this creates once every
+// probe is attached. Once the client has written its WRITES Writes, `then(client, go_file)` runs.
+void with_h2raw_client(TlsProbes& probes, int frames, int writes,
+                       const std::function<void(ChildProcess&, const std::string&)>& then) {
   ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
   ASSERT_TRUE(server.wait_for_line("listening", 20s));
   const std::string port = server.last_line().substr(std::string("listening ").size());
@@ -410,13 +412,21 @@ void run_h2raw_client(TlsProbes& probes, int frames, int writes) {
   ASSERT_EQ(monitor.consider(*candidate, {"", "", "client"}), TlsMonitor::Outcome::kTracked);
   std::ofstream(go).close();
   const bool written = client.wait_for_line("written", 30s);
-  probes.drain();
-  std::ofstream(go + ".more").close();
-  const bool done = written && client.wait_for_line("done", 30s);
-  const int status = client.wait();
+  if (written) then(client, go);
   std::filesystem::remove_all(dir);
-  ASSERT_TRUE(done) << "the client did not finish";
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_TRUE(written) << "the client did not write";
+}
+
+// The h2raw client's last Write comes after the ring buffer is drained; it must finish and
+// exit 0.
+void run_h2raw_client(TlsProbes& probes, int frames, int writes) {
+  with_h2raw_client(probes, frames, writes, [&](ChildProcess& client, const std::string& go) {
+    probes.drain();
+    std::ofstream(go + ".more").close();
+    ASSERT_TRUE(client.wait_for_line("done", 30s)) << "the client did not finish";
+    const int status = client.wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  });
 }
 
 // One Write holding more frames than the kernel walks in a call (SONDE_GOTLS_H2_MAX_STEPS; a
@@ -459,47 +469,20 @@ TEST_F(TlsProbesBpfTest, AFullRingBufferLosesItsConnectionsAndSaysSo) {
 // another Write) never makes one: its exit folds the loss in (TlsProbes::take() reads the
 // direction's kernel state), so its connection is counted lost then, not left as followed.
 TEST_F(TlsProbesBpfTest, ALossTheKernelHadNotReportedYetIsCountedAtTheExit) {
-  ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
-  ASSERT_TRUE(server.wait_for_line("listening", 20s));
-  const std::string port = server.last_line().substr(std::string("listening ").size());
-  char dir[] = "/tmp/sonde-gotls-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string go = std::string(dir) + "/go";
-  ChildProcess client({SONDE_GOTLS_WORKLOAD, "h2raw", go, port, "4000", "25"});
-  const std::string workload = std::filesystem::canonical(SONDE_GOTLS_WORKLOAD).string();
-  for (int i = 0; i < 500; ++i) {
-    std::error_code ec;
-    if (std::filesystem::read_symlink("/proc/" + std::to_string(client.pid()) + "/exe", ec)
-            .string() == workload) {
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  ProcReader proc;
-  symbols::ProbeTargetCache cache;
-  SharedUprobes uprobes;
-  TlsMonitor monitor(*probes_, cache, uprobes, proc);
-  auto info = proc.read(client.pid());
-  ASSERT_TRUE(info.ok()) << info.error().message();
-  auto candidate = open_candidate(proc, *info, true);
-  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
-  ASSERT_EQ(monitor.consider(*candidate, {"", "", "client"}), TlsMonitor::Outcome::kTracked);
-  std::ofstream(go).close();
-  const bool written = client.wait_for_line("written", 30s);
-  probes_->drain();
-  std::this_thread::sleep_for(200ms);
-  probes_->drain();
-  std::filesystem::remove_all(dir);
-  ASSERT_TRUE(written);
-  ASSERT_GE(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
-  const auto before = probes_->http2().stats();
-  const size_t followed_before = probes_->http2().connections();
-  kill(client.pid(), SIGKILL);
-  client.wait();
-  probes_->take(static_cast<uint32_t>(client.pid()));
-  EXPECT_EQ(followed_before - probes_->http2().connections(), 1u)
-      << "the client's connection was still followed: its loss not reported before the exit";
-  EXPECT_EQ(probes_->http2().stats().lost, before.lost + 1);
+  with_h2raw_client(*probes_, 4000, 25, [&](ChildProcess& client, const std::string&) {
+    probes_->drain();
+    std::this_thread::sleep_for(200ms);
+    probes_->drain();
+    ASSERT_GE(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
+    const auto before = probes_->http2().stats();
+    const size_t followed_before = probes_->http2().connections();
+    kill(client.pid(), SIGKILL);
+    client.wait();
+    probes_->take(static_cast<uint32_t>(client.pid()));
+    EXPECT_EQ(followed_before - probes_->http2().connections(), 1u)
+        << "the client's connection was still followed: its loss not reported before the exit";
+    EXPECT_EQ(probes_->http2().stats().lost, before.lost + 1);
+  });
 }
 
 // Kernels without bpf_loop (before 5.17) load the *_h1 programs: HTTP/1.x still counted exactly,
