@@ -49,6 +49,15 @@ uint64_t requests_of(const TlsProbes& probes, pid_t tgid, bool* counted) {
   return n;
 }
 
+// Has `monitor` instrument the running process `pid`, its series labelled container `container`.
+void track(TlsMonitor& monitor, const ProcReader& proc, pid_t pid, const std::string& container) {
+  auto info = proc.read(pid);
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  auto candidate = open_candidate(proc, *info, true);
+  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
+  ASSERT_EQ(monitor.consider(*candidate, {"", "", container}), TlsMonitor::Outcome::kTracked);
+}
+
 class TlsProbesBpfTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -252,11 +261,7 @@ TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
   symbols::ProbeTargetCache cache;
   SharedUprobes uprobes;
   TlsMonitor monitor(*probes_, cache, uprobes, proc);
-  auto info = proc.read(server.pid());
-  ASSERT_TRUE(info.ok()) << info.error().message();
-  auto candidate = open_candidate(proc, *info, true);
-  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
-  ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, server.pid(), "server"));
 
   std::vector<std::string> args = {SONDE_GOTLS_WORKLOAD, "-h2", "streams", std::to_string(port),
                                    "1"};
@@ -311,11 +316,7 @@ TEST_F(TlsProbesBpfTest, RequestsOpenWhenTheProcessExitsAreCountedAtTheExit) {
     symbols::ProbeTargetCache cache;
     SharedUprobes uprobes;
     TlsMonitor monitor(*probes_, cache, uprobes, proc);
-    auto info = proc.read(server.pid());
-    ASSERT_TRUE(info.ok()) << info.error().message();
-    auto candidate = open_candidate(proc, *info, true);
-    ASSERT_TRUE(candidate.ok()) << candidate.error().message();
-    ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+    ASSERT_NO_FATAL_FAILURE(track(monitor, proc, server.pid(), "server"));
 
     std::vector<std::string> client_args = {SONDE_GOTLS_WORKLOAD, "abandon", port, "5", "3"};
     if (h2) client_args.insert(client_args.begin() + 1, "-h2");
@@ -405,11 +406,7 @@ void with_h2raw_client(TlsProbes& probes, int frames, int writes,
   symbols::ProbeTargetCache cache;
   SharedUprobes uprobes;
   TlsMonitor monitor(probes, cache, uprobes, proc);
-  auto info = proc.read(client.pid());
-  ASSERT_TRUE(info.ok()) << info.error().message();
-  auto candidate = open_candidate(proc, *info, true);
-  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
-  ASSERT_EQ(monitor.consider(*candidate, {"", "", "client"}), TlsMonitor::Outcome::kTracked);
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, client.pid(), "client"));
   std::ofstream(go).close();
   const bool written = client.wait_for_line("written", 30s);
   if (written) then(client, go);
@@ -504,11 +501,7 @@ TEST_F(TlsProbesBpfTest, WithoutHttp2FramingHttp1IsCountedAndHttp2OnlyByConnecti
     ChildProcess server(server_args);
     ASSERT_TRUE(server.wait_for_line("listening", 20s));
     const int port = std::stoi(server.last_line().substr(std::string("listening ").size()));
-    auto info = proc.read(server.pid());
-    ASSERT_TRUE(info.ok()) << info.error().message();
-    auto candidate = open_candidate(proc, *info, true);
-    ASSERT_TRUE(candidate.ok()) << candidate.error().message();
-    ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+    ASSERT_NO_FATAL_FAILURE(track(monitor, proc, server.pid(), "server"));
     std::vector<std::string> client_args = {
         SONDE_GOTLS_WORKLOAD, "client", std::to_string(port), "200", "404", "500"};
     if (h2) client_args.insert(client_args.begin() + 1, "-h2");
@@ -602,11 +595,7 @@ TEST_F(TlsProbesBpfTest, ProbeHitsPerProcessEqualTheCallsItMade) {
   ChildProcess server({SONDE_GOTLS_WORKLOAD, "server"});
   ASSERT_TRUE(server.wait_for_line("listening", 20s));
   const std::string port = server.last_line().substr(std::string("listening ").size());
-  auto info = proc.read(server.pid());
-  ASSERT_TRUE(info.ok()) << info.error().message();
-  auto candidate = open_candidate(proc, *info, true);
-  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
-  ASSERT_EQ(monitor.consider(*candidate, {"", "", "server"}), TlsMonitor::Outcome::kTracked);
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, server.pid(), "server"));
   ASSERT_EQ(monitor.verdicts().at(0).entry_probe, "emulated-jump");
   ASSERT_EQ(monitor.verdicts().at(0).return_probe, "single-step");
 
@@ -646,11 +635,7 @@ TEST_F(TlsProbesBpfTest, AContainersSeriesLeaveAGracePeriodAfterItsLastProcess) 
   TlsMonitor monitor(*probes_, cache, uprobes, proc, /*grace_ns=*/500'000'000);
   ChildProcess server({SONDE_GOTLS_WORKLOAD, "server"});
   ASSERT_TRUE(server.wait_for_line("listening", 20s));
-  auto info = proc.read(server.pid());
-  ASSERT_TRUE(info.ok()) << info.error().message();
-  auto candidate = open_candidate(proc, *info, true);
-  ASSERT_TRUE(candidate.ok()) << candidate.error().message();
-  ASSERT_EQ(monitor.consider(*candidate, {"", "", "gone-soon"}), TlsMonitor::Outcome::kTracked);
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, server.pid(), "gone-soon"));
   EXPECT_EQ(monitor.snapshot().count({"", "", "gone-soon"}), 1u);
   kill(server.pid(), SIGKILL);
   server.wait();
