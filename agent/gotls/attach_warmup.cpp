@@ -1,6 +1,7 @@
 #include "agent/gotls/attach_warmup.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -11,8 +12,17 @@
 
 namespace sonde::agent {
 
-Result<std::unique_ptr<AttachWarmup>> AttachWarmup::create(Attach attach,
-                                                           uint64_t min_interval_ns) {
+Result<AttachWarmup::File> AttachWarmup::File::of(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return errno_error("stat " + path, errno);
+  return File{.dev = st.st_dev,
+              .ino = st.st_ino,
+              .size = static_cast<uint64_t>(st.st_size),
+              .mtime_ns = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+}
+
+Result<std::unique_ptr<AttachWarmup>> AttachWarmup::create(Attach attach, uint64_t min_interval_ns,
+                                                           const Clock& clock) {
   const int fd = memfd_create("sonde-uprobe-warmup", MFD_CLOEXEC);
   if (fd < 0) return errno_error("memfd_create for the uprobe warm-up", errno);
   // A few NOPs: the kernel reads nothing at registration (no mapping), but the offset must lie
@@ -24,12 +34,14 @@ Result<std::unique_ptr<AttachWarmup>> AttachWarmup::create(Attach attach,
     close(fd);
     return errno_error("writing the uprobe warm-up memfd", err);
   }
-  return std::unique_ptr<AttachWarmup>(new AttachWarmup(std::move(attach), min_interval_ns, fd));
+  return std::unique_ptr<AttachWarmup>(
+      new AttachWarmup(std::move(attach), min_interval_ns, clock, fd));
 }
 
-AttachWarmup::AttachWarmup(Attach attach, uint64_t min_interval_ns, int fd)
+AttachWarmup::AttachWarmup(Attach attach, uint64_t min_interval_ns, const Clock& clock, int fd)
     : attach_(std::move(attach)),
       min_interval_ns_(min_interval_ns),
+      clock_(clock),
       fd_(fd),
       thread_([this](const std::stop_token& stop) { run(stop); }) {}
 
@@ -41,18 +53,34 @@ AttachWarmup::~AttachWarmup() {
 }
 
 bool AttachWarmup::request() {
-  const uint64_t now = monotonic_ns();
   {
     std::lock_guard lock(mu_);
-    if (pending_ || running_ || (started_once_ && now - last_start_ns_ < min_interval_ns_)) {
-      skipped_++;
-      return false;
-    }
-    pending_ = true;
-    started_once_ = true;
-    last_start_ns_ = now;
+    if (!request_locked()) return false;
   }
   wake_.notify_one();
+  return true;
+}
+
+bool AttachWarmup::request_for(const File& file) {
+  {
+    std::lock_guard lock(mu_);
+    if (files_.contains(file) || !request_locked()) return false;
+    if (files_.size() >= kMaxFiles) files_.clear();
+    files_.insert(file);
+  }
+  wake_.notify_one();
+  return true;
+}
+
+bool AttachWarmup::request_locked() {
+  const uint64_t now = clock_.now_ns();
+  if (pending_ || running_ || (started_once_ && now - last_start_ns_ < min_interval_ns_)) {
+    skipped_++;
+    return false;
+  }
+  pending_ = true;
+  started_once_ = true;
+  last_start_ns_ = now;
   return true;
 }
 

@@ -54,7 +54,7 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
           const UprobeSite site{.file_offset = 0, .cookie = 0};
           return p->attach(TlsCounters::Program::kWriteEnter, path, std::span(&site, 1));
         },
-        kWarmupIntervalNs);
+        kWarmupIntervalNs, f->clock_);
     if (w.ok()) {
       f->warmup_ = std::move(w).value();
     } else {
@@ -123,12 +123,8 @@ std::optional<FeatureResult> GoTlsFeature::select(const ProcessInfo& process,
 
 void GoTlsFeature::maybe_warm_up(const ProcessInfo& process) {
   if (!warmup_) return;
-  {
-    std::lock_guard lock(warm_mu_);
-    if (warm_paths_.size() >= kMaxWarmPaths) warm_paths_.clear();
-    if (!warm_paths_.insert(process.exe).second) return;
-  }
-  warmup_->request();
+  auto file = AttachWarmup::File::of(proc_root_ + "/" + std::to_string(process.pid) + "/exe");
+  if (file.ok()) warmup_->request_for(*file);  // else it is gone: nothing to attach for
 }
 
 FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& selection) {

@@ -24,7 +24,6 @@
 #include <stop_token>
 #include <string>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
 #include "agent/attach/shared_uprobes.h"
@@ -45,7 +44,7 @@ class GoTlsFeature final : public Feature {
   // `perform_ret` the RET probes perform the `ret` where the kernel allows it (TlsProbes). At
   // most `max_binaries` binaries hold uprobes at once, and none past the agent's descriptor
   // reserve (TlsMonitor::Budget); a binary keeps them `keep_probes_ns` after its last exit.
-  // With `attach_warmup`, the exec of a selected process of an executable path not seen
+  // With `attach_warmup`, the exec of a selected process of an executable file not seen
   // before asks an AttachWarmup (attach_warmup.h) to start the uprobe grace period early.
   static Result<std::unique_ptr<GoTlsFeature>> load(symbols::ProbeTargetCache& cache,
                                                     const ProcReader& proc, uint64_t grace_ns,
@@ -90,10 +89,8 @@ class GoTlsFeature final : public Feature {
   void check_overhead();
   // Drains the HTTP/2 ring buffer every TlsProbes::kDrainPeriodMs until `stop`.
   void drain_loop(const std::stop_token& stop);
-  // At an exec: a warm-up when the executable path is new (bounded: kMaxWarmPaths remembered,
-  // forgotten all at once past it).
+  // At an exec: a warm-up when the executable file is new (AttachWarmup::request_for).
   void maybe_warm_up(const ProcessInfo& process);
-  static constexpr size_t kMaxWarmPaths = 4096;
 
   const std::string node_;
   const std::string proc_root_;
@@ -119,9 +116,7 @@ class GoTlsFeature final : public Feature {
   std::unique_ptr<TlsMonitor> monitor_;
   std::unique_ptr<TlsProbes> probes_;
   SharedUprobes uprobes_;
-  std::mutex warm_mu_;
-  std::unordered_set<std::string> warm_paths_;  // executable paths seen at an exec
-  std::unique_ptr<AttachWarmup> warmup_;        // uses probes_: destroyed before it
+  std::unique_ptr<AttachWarmup> warmup_;  // uses probes_: destroyed before it
   // Last: started after everything it uses; destroyed first, which stops and joins it.
   std::jthread drainer_;
 };

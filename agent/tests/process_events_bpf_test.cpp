@@ -110,8 +110,8 @@ TEST(ProcessEventsBpf, TheExecsCgroupIdIsItsCgroupDirectorysInode) {
       seen << "\n  " << (e.kind == ProcessEvent::Kind::kExec ? "exec " : "exit ") << e.filename
            << " comm=" << e.comm << " cgroup=" << e.cgroup_id;
     }
-    FAIL() << "no exec of /bin/sleep for pid " << pid << "; " << events.size()
-           << " events in all, " << (*source)->dropped() << " dropped; this pid's:" << seen.str();
+    FAIL() << "no exec of /bin/sleep for pid " << pid << "; " << events.size() << " events in all, "
+           << (*source)->dropped() << " dropped; this pid's:" << seen.str();
   }
   struct stat st {};
   ASSERT_EQ(stat(dir.c_str(), &st), 0);
