@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 
+#include "agent/symbols/binary_identity.h"
 #include "agent/symbols/mapped_file.h"
 
 namespace sonde::agent::v8 {
@@ -239,31 +243,104 @@ Result<V8Layout> read_v8_layout(std::span<const V8Symbol> symbols, uint64_t load
   return layout;
 }
 
-Result<V8Layout> read_process_v8_layout(const std::string& proc_root, pid_t pid) {
-  const std::string dir = proc_root + "/" + std::to_string(pid);
-  ASSIGN_OR_RETURN(std::string exe, read_link(dir + "/exe"));
-  symbols::MappedFile file;
-  std::optional<symbols::ElfFile> elf;
-  std::vector<V8Symbol> found;
+namespace {
+
+// What a layout needs from the executable file: its v8dbg symbols and the address of its first
+// PT_LOAD at offset 0 (max(): none).
+struct ExecutableV8Symbols {
+  std::vector<V8Symbol> symbols;
   uint64_t first_load = std::numeric_limits<uint64_t>::max();
-  RETURN_IF_ERROR(symbols::map_elf(dir + "/exe", file, elf, [&]() -> Status {
-    ASSIGN_OR_RETURN(found, find_v8dbg_symbols(*elf));
+};
+
+Result<ExecutableV8Symbols> scan_executable(const symbols::OpenBinary& binary) {
+  ExecutableV8Symbols out;
+  std::optional<symbols::ElfFile> elf;
+  RETURN_IF_ERROR(symbols::parse_elf(binary.bytes(), elf, [&]() -> Status {
+    ASSIGN_OR_RETURN(out.symbols, find_v8dbg_symbols(*elf));
     for (size_t i = 0; i < elf->segment_count(); ++i) {
       const auto seg = elf->segment(i);
-      if (seg.type == PT_LOAD && seg.offset == 0) first_load = std::min(first_load, seg.vaddr);
+      if (seg.type == PT_LOAD && seg.offset == 0)
+        out.first_load = std::min(out.first_load, seg.vaddr);
     }
     return ok_status();
   }));
-  if (found.empty()) return unsupported(kNoSymbols, exe);
-  if (first_load == std::numeric_limits<uint64_t>::max()) {
+  RETURN_IF_ERROR(binary.check_bytes());  // truncated or rewritten meanwhile: not cached
+  return out;
+}
+
+// Scanning node's symbol table is most of a layout read (~13 ms of ~13 ms in the sanitizer
+// build), and the profiler, the stall recorder and the event-loop monitor each read the layout
+// of every node process they meet: the scan is kept per executable file, by binary identity
+// (inode, size, mtime and build id or header digest: another build is another file). Bounded:
+// kCachedExecutables files, the least recently used forgotten first (an entry is ~531 symbols,
+// ~40 KB). Errors are not kept. Thread-safe.
+class ExecutableCache {
+ public:
+  static constexpr size_t kCachedExecutables = 16;
+
+  Result<std::shared_ptr<const ExecutableV8Symbols>> get(const symbols::OpenBinary& binary) {
+    {
+      std::lock_guard lock(mu_);
+      for (auto& e : entries_) {
+        if (e.identity == binary.identity()) {
+          e.last_use = ++uses_;
+          return e.symbols;
+        }
+      }
+    }
+    scans_.fetch_add(1);
+    ASSIGN_OR_RETURN(ExecutableV8Symbols scanned, scan_executable(binary));
+    auto shared = std::make_shared<const ExecutableV8Symbols>(std::move(scanned));
+    std::lock_guard lock(mu_);
+    if (entries_.size() >= kCachedExecutables) {
+      entries_.erase(
+          std::min_element(entries_.begin(), entries_.end(),
+                           [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; }));
+    }
+    entries_.push_back({binary.identity(), shared, ++uses_});
+    return shared;
+  }
+  uint64_t scans() const { return scans_.load(); }
+
+ private:
+  struct Entry {
+    symbols::BinaryIdentity identity;
+    std::shared_ptr<const ExecutableV8Symbols> symbols;
+    uint64_t last_use = 0;
+  };
+  std::mutex mu_;
+  std::vector<Entry> entries_;
+  uint64_t uses_ = 0;
+  std::atomic<uint64_t> scans_{0};
+};
+
+ExecutableCache& executable_cache() {
+  static ExecutableCache cache;
+  return cache;
+}
+
+}  // namespace
+
+uint64_t executable_scans() {
+  return executable_cache().scans();
+}
+
+Result<V8Layout> read_process_v8_layout(const std::string& proc_root, pid_t pid) {
+  ExecutableCache& cache = executable_cache();
+  const std::string dir = proc_root + "/" + std::to_string(pid);
+  ASSIGN_OR_RETURN(std::string exe, read_link(dir + "/exe"));
+  ASSIGN_OR_RETURN(symbols::OpenBinary binary, symbols::OpenBinary::open(dir + "/exe"));
+  ASSIGN_OR_RETURN(auto file, cache.get(binary));
+  if (file->symbols.empty()) return unsupported(kNoSymbols, exe);
+  if (file->first_load == std::numeric_limits<uint64_t>::max()) {
     return unsupported(kUnreadableExecutable, "no PT_LOAD at offset 0 in " + exe);
   }
   auto start = mapping_start(dir + "/maps", exe);
   if (!start)
     return unsupported(kUnreadableExecutable, "no mapping of " + exe + " in " + dir + "/maps");
-  const uint64_t bias = *start - (first_load & ~uint64_t{0xfff});
+  const uint64_t bias = *start - (file->first_load & ~uint64_t{0xfff});
   const ProcessMemory memory(pid);
-  return read_v8_layout(found, bias, memory);
+  return read_v8_layout(file->symbols, bias, memory);
 }
 
 std::string unsupported_reason(const Error& error) {

@@ -127,8 +127,13 @@ Result<V8Layout> read_v8_layout(std::span<const V8Symbol> symbols, uint64_t load
                                 const Memory& memory);
 
 // The layout of a running process: its executable (proc_root/<pid>/exe), the load bias from
-// proc_root/<pid>/maps, its memory through process_vm_readv.
+// proc_root/<pid>/maps, its memory through process_vm_readv. The executable's v8dbg symbols
+// are scanned once per file (by binary identity; the last 16 files kept, process-wide), so a
+// process of a node binary met before costs its maps and ~100 small memory reads.
 Result<V8Layout> read_process_v8_layout(const std::string& proc_root, pid_t pid);
+// Executable files read_process_v8_layout has scanned for their v8dbg symbols so far (its
+// cache's misses), process-wide.
+uint64_t executable_scans();
 
 // "unsupported: <reason>" for an Error of the two readers above, the reason from a fixed set
 // (no v8dbg symbols, missing v8dbg symbol, unreadable v8dbg value, implausible v8dbg value, not

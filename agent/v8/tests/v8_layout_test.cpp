@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -49,6 +50,20 @@ std::optional<int32_t> file_value(const symbols::ElfFile& elf, const V8Symbol& s
     return v;
   }
   return std::nullopt;
+}
+
+// Waits up to 2 s until exec replaced the forked test binary of `pid` with a file whose path
+// contains `name`.
+bool wait_for_exe(pid_t pid, const std::string& name) {
+  for (int i = 0; i < 200; ++i) {
+    char buf[256];
+    ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof buf);
+    if (n > 0 && std::string(buf, static_cast<size_t>(n)).find(name) != std::string::npos) {
+      return true;
+    }
+    usleep(10000);
+  }
+  return false;
 }
 
 TEST(V8LayoutTest, ReadsTheRunningNodesLayout) {
@@ -100,20 +115,51 @@ TEST(V8LayoutTest, ReadsTheRunningNodesLayout) {
 
 TEST(V8LayoutTest, RefusesAProcessWithoutMetadata) {
   ChildProcess sleeper({"/bin/sleep", "30"});
-  for (int i = 0; i < 200; ++i) {  // until exec replaced the forked test binary
-    char buf[256];
-    ssize_t n =
-        readlink(("/proc/" + std::to_string(sleeper.pid()) + "/exe").c_str(), buf, sizeof buf);
-    if (n > 0 && std::string(buf, static_cast<size_t>(n)).find("sleep") != std::string::npos) {
-      break;
-    }
-    usleep(10000);
-  }
+  ASSERT_TRUE(wait_for_exe(sleeper.pid(), "sleep"));
   auto layout = read_process_v8_layout("/proc", sleeper.pid());
   ASSERT_FALSE(layout.ok());
   EXPECT_EQ(layout.error().message().rfind("unsupported: no v8dbg symbols (", 0), 0u)
       << layout.error().message();
   EXPECT_EQ(unsupported_reason(layout.error()), "unsupported: no v8dbg symbols");
+}
+
+// The executable's symbols are scanned once per file: a second process of the same node and a
+// second read of the same sleep cost no scan; another file (sleep after node) costs one. The
+// layouts read through the cache equal the first.
+TEST(V8LayoutTest, ScansEachExecutableFileOnce) {
+  ChildProcess a({node_binary(), "-e", "console.log('ready'); setInterval(() => {}, 1000)"});
+  ChildProcess b({node_binary(), "-e", "console.log('ready'); setInterval(() => {}, 1000)"});
+  ASSERT_TRUE(a.wait_for_line("ready", std::chrono::seconds(20)));
+  ASSERT_TRUE(b.wait_for_line("ready", std::chrono::seconds(20)));
+  auto first = read_process_v8_layout("/proc", a.pid());
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  const uint64_t scans = executable_scans();
+  auto second = read_process_v8_layout("/proc", b.pid());
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  auto again = read_process_v8_layout("/proc", a.pid());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(executable_scans(), scans) << "the same node file: no second scan";
+  for (const V8Layout* l : {&*second, &*again}) {
+    EXPECT_EQ(l->fp_function, first->fp_function);
+    EXPECT_EQ(l->js_function_shared, first->js_function_shared);
+    EXPECT_EQ(l->script_name, first->script_name);
+    EXPECT_EQ(l->sfi_name_or_scope_info, first->sfi_name_or_scope_info);
+  }
+
+  // A file of this test's own (another test may have scanned /bin/sleep already).
+  char dir[] = "/tmp/sonde-v8-layout-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string copy = std::string(dir) + "/sleep-copy";
+  std::filesystem::copy_file("/bin/sleep", copy);
+  std::filesystem::permissions(copy, std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  ChildProcess sleeper({copy, "30"});
+  ASSERT_TRUE(wait_for_exe(sleeper.pid(), "sleep-copy"));
+  std::filesystem::remove_all(dir);  // the running process keeps its file
+  EXPECT_FALSE(read_process_v8_layout("/proc", sleeper.pid()).ok());
+  EXPECT_EQ(executable_scans(), scans + 1) << "another file: one scan";
+  EXPECT_FALSE(read_process_v8_layout("/proc", sleeper.pid()).ok());
+  EXPECT_EQ(executable_scans(), scans + 1) << "a file without symbols is kept too";
 }
 
 // Forged metadata: each required symbol missing, unreadable or out of range is refused and
