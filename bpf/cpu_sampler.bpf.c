@@ -103,12 +103,18 @@ static __always_inline void count_drop(__u32 kind) {
   if (n) *n += 1;
 }
 
-/* A stack id, or -1 when there is none. -EFAULT means "no stack of this kind" (user stack of a
- * kernel thread, kernel stack of a sample taken in user mode): normal, not a drop. */
+/* A stack id, or -1 when there is none. -EFAULT means "no stack of this kind": normal for the
+ * kernel stack of a sample taken in user mode and the user stack of a kernel thread (or of a
+ * task past exit_mm), counted for the user stack of a task that still has its memory. */
 static __always_inline __s32 stack_id(void* ctx, void* map, __u64 flags) {
   long id = bpf_get_stackid(ctx, map, flags);
   if (id >= 0) return (__s32)id;
-  if (id != -14 /* EFAULT */) count_drop(SONDE_CPU_DROP_STACK);
+  if (id != -14 /* EFAULT */) {
+    count_drop(SONDE_CPU_DROP_STACK);
+  } else if ((flags & BPF_F_USER_STACK) &&
+             BPF_CORE_READ((struct task_struct*)bpf_get_current_task(), mm)) {
+    count_drop(SONDE_CPU_DROP_USER_STACK);
+  }
   return -1;
 }
 

@@ -73,7 +73,10 @@ enum sonde_cpu_drop {
   SONDE_CPU_DROP_KEY = 0,      /* `counts` was full: the sample is lost */
   SONDE_CPU_DROP_STACK = 1,    /* a stack map was full or collided: the sample lost a stack */
   SONDE_CPU_DROP_V8_STACK = 2, /* a V8 stack map was full: the sample has no V8 frames */
-  SONDE_CPU_DROP_COUNT = 3,
+  /* the kernel gave no user stack for a process that has one (it has an mm): the sample is kept
+   * without user frames */
+  SONDE_CPU_DROP_USER_STACK = 3,
+  SONDE_CPU_DROP_COUNT = 4,
 };
 
 #endif

@@ -326,13 +326,16 @@ std::vector<prometheus::MetricFamily> CpuProfiler::metrics() const {
       "sonde_cpu_profile_dropped_samples_total",
       "CPU samples lost in the kernel, by reason (key_map_full: the "
       "sample is lost; stack_map_full: it lost a stack; v8_stack_map_full: it lost its "
-      "JavaScript frame slots)");
+      "JavaScript frame slots; user_stack_missing: the kernel gave no user stack for a process "
+      "that has one)");
   add_sample(dropped, {{"reason", "key_map_full"}, {"node", options_.node_name}},
              static_cast<double>(d.samples));
   add_sample(dropped, {{"reason", "stack_map_full"}, {"node", options_.node_name}},
              static_cast<double>(d.stacks));
   add_sample(dropped, {{"reason", "v8_stack_map_full"}, {"node", options_.node_name}},
              static_cast<double>(d.v8_stacks));
+  add_sample(dropped, {{"reason", "user_stack_missing"}, {"node", options_.node_name}},
+             static_cast<double>(d.user_stacks));
   auto bytes = gauge_family("sonde_cpu_profile_symbolizer_bytes",
                             "Heap bytes of the symbol tables kept for profiled binaries");
   add_sample(bytes, {{"node", options_.node_name}}, static_cast<double>(cache.bytes));

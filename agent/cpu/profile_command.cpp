@@ -109,11 +109,13 @@ int profile_main(int argc, char** argv) {
   (void)std::fprintf(
       stderr,
       "sonde-agent profile: %llu samples, %zu distinct stacks; lost in the kernel: %llu "
-      "samples, %llu stacks; symbol tables kept: %zu binaries, %zu bytes; JavaScript names "
+      "samples, %llu stacks, %llu user stacks missing; symbol tables kept: %zu binaries, %zu "
+      "bytes; JavaScript names "
       "kept: %zu bytes for %zu node processes\n",
       static_cast<unsigned long long>((*profile)->total_samples()), (*profile)->distinct_stacks(),
       static_cast<unsigned long long>(stats.drops.samples),
-      static_cast<unsigned long long>(stats.drops.stacks), stats.binaries.entries,
+      static_cast<unsigned long long>(stats.drops.stacks),
+      static_cast<unsigned long long>(stats.drops.user_stacks), stats.binaries.entries,
       stats.binaries.bytes, stats.js_name_cache_bytes, stats.js_node_processes);
   return 0;
 }

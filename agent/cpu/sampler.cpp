@@ -253,7 +253,8 @@ Result<std::vector<RawSample>> CpuSampler::drain() {
 CpuSampler::Drops CpuSampler::drops() const {
   return {sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_KEY),
           sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_STACK),
-          sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_V8_STACK)};
+          sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_V8_STACK),
+          sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_USER_STACK)};
 }
 
 }  // namespace sonde::agent::cpu

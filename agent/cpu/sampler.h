@@ -93,6 +93,8 @@ class CpuSampler {
     uint64_t samples = 0;    // the count map was full: the sample is lost
     uint64_t stacks = 0;     // a stack map was full: the sample is kept without that stack
     uint64_t v8_stacks = 0;  // the V8 stack map was full: the sample has no V8 frames
+    // the kernel gave no user stack for a process with one: the sample has no user frames
+    uint64_t user_stacks = 0;
   };
   Drops drops() const;
 

@@ -290,7 +290,8 @@ TEST_F(CpuProfilerTest, FoldedFormat) {
   }
   CpuSampler::Drops d = profiler_->stats().drops;
   std::string why = r.body + "drops: samples " + std::to_string(d.samples) + ", stacks " +
-                    std::to_string(d.stacks);
+                    std::to_string(d.stacks) + ", user stacks missing " +
+                    std::to_string(d.user_stacks);
   EXPECT_GE(total - no_stack, 10) << why;
   EXPECT_LE(no_stack * 4, total) << why;
   EXPECT_GE(hot * 10, (total - no_stack) * 9) << why;
