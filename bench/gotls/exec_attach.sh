@@ -13,10 +13,9 @@ rounds="${3:-2}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19499
 source "$here/../agent_lib.sh"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 n=$((variants * rounds * 2))
 for i in $(seq "$n"); do
-  (cd "$here/../../e2e/workloads/gotls" && go build -ldflags="-X main.variant=$i" -o "$tmp/bin/variant-$i" .)
+  build_gotls "$tmp/bin/variant-$i" -ldflags="-X main.variant=$i"
 done
 cat >"$tmp/agent.yaml" <<YAML
 targets:

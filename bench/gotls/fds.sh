@@ -10,8 +10,7 @@ binaries="${2:-20}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19497
 source "$here/../agent_lib.sh"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
-(cd "$here/../../e2e/workloads/gotls" && go build -o "$tmp/gotls" .)
+build_gotls "$tmp/gotls"
 mkdir -p "$tmp/bin"
 for i in $(seq "$binaries"); do
   cp "$tmp/gotls" "$tmp/bin/gtls-$i"

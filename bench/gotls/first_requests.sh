@@ -18,9 +18,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19498
 source "$here/../agent_lib.sh"
 command -v kubectl >/dev/null || { echo "bench: kubectl is not installed" >&2; exit 1; }
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
-(cd "$here/../../e2e/workloads/gotls" && go build -o "$tmp/bin/gotls" .)
+build_gotls "$tmp/bin/gotls"
 ln -s gotls "$tmp/bin/server"
 cp "$(command -v kubectl)" "$tmp/bin/kubectl"
 cat >"$tmp/agent.yaml" <<YAML

@@ -13,8 +13,7 @@ seconds="${2:-20}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19499
 source "$here/../agent_lib.sh"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
-(cd "$here/../../e2e/workloads/gotls" && go build -o "$tmp/gotls" .)
+build_gotls "$tmp/gotls"
 ln -s gotls "$tmp/h2server"
 ln -s gotls "$tmp/h2client"
 

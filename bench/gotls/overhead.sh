@@ -15,8 +15,7 @@ runs="${3:-5}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19498
 source "$here/../agent_lib.sh"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
-(cd "$here/../../e2e/workloads/gotls" && go build -o "$tmp/gotls" .)
+build_gotls "$tmp/gotls"
 cp "$tmp/gotls" "$tmp/gtls-server"
 cp "$tmp/gotls" "$tmp/gtls-calls"
 "$tmp/gtls-server" server >"$tmp/server.out" 2>&1 &

@@ -19,10 +19,9 @@ spins="${4:-1000000}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19498
 source "$here/../agent_lib.sh"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
-(cd "$here/../../e2e/workloads/gotls" && go build -o "$tmp/gotls" .)
+build_gotls "$tmp/gotls"
 for i in $(seq "$variants"); do
-  (cd "$here/../../e2e/workloads/gotls" && go build -ldflags="-X main.variant=$i" -o "$tmp/variant-$i" .)
+  build_gotls "$tmp/variant-$i" -ldflags="-X main.variant=$i"
 done
 
 # --- 1. bare uprobes on main.spin --------------------------------------------------------
