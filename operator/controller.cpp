@@ -5,6 +5,7 @@
 
 #include "common/crd/profiling_policy.h"
 #include "common/log.h"
+#include "common/rfc3339.h"
 #include "operator/policy_status.h"
 #include "operator/resources.h"
 

@@ -1,10 +1,10 @@
 #include "operator/policy_status.h"
 
 #include <algorithm>
-#include <ctime>
 #include <map>
 
 #include "common/crd/profiling_policy.h"
+#include "common/rfc3339.h"
 
 namespace sonde::op {
 namespace {
@@ -43,15 +43,6 @@ Json condition(const Json& previous_status, const std::string& type, bool status
 }
 
 }  // namespace
-
-std::string format_rfc3339(WallTime t) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buf[32];
-  (void)std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return buf;
-}
 
 Json compute_status(const Json& policy, const std::vector<NodeEntry>& entries, size_t nodes_total,
                     size_t stale_nodes, const std::string& now, crd::PolicyKind kind) {

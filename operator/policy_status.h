@@ -40,7 +40,4 @@ kube::Json compute_status(const kube::Json& policy, const std::vector<NodeEntry>
                           size_t nodes_total, size_t stale_nodes, const std::string& now,
                           crd::PolicyKind kind = crd::PolicyKind::kNamespaced);
 
-// RFC 3339, seconds precision, UTC.
-std::string format_rfc3339(WallTime t);
-
 }  // namespace sonde::op

@@ -1,36 +1,11 @@
 #include "operator/report_index.h"
 
-#include <cstring>
-#include <ctime>
-
 #include "common/log.h"
+#include "common/rfc3339.h"
 
 namespace sonde::op {
 
 using kube::Json;
-
-std::optional<WallTime> parse_rfc3339(const std::string& text) {
-  std::tm tm{};
-  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (rest == nullptr) return std::nullopt;
-  if (*rest == '.') {
-    ++rest;
-    while (*rest >= '0' && *rest <= '9') ++rest;
-  }
-  long offset = 0;
-  if (*rest == 'Z' || *rest == 'z') {
-    ++rest;
-  } else if ((*rest == '+' || *rest == '-') && std::strlen(rest) == 6 && rest[3] == ':') {
-    const long hours = std::strtol(std::string(rest + 1, 2).c_str(), nullptr, 10);
-    const long minutes = std::strtol(std::string(rest + 4, 2).c_str(), nullptr, 10);
-    offset = (*rest == '+' ? 1 : -1) * (hours * 3600 + minutes * 60);
-    rest += 6;
-  } else {
-    return std::nullopt;
-  }
-  if (*rest != '\0') return std::nullopt;
-  return std::chrono::system_clock::from_time_t(timegm(&tm) - offset);
-}
 
 ReportIndex::Node ReportIndex::digest(const Json& report) {
   Node node;

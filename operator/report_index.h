@@ -32,9 +32,6 @@
 
 namespace sonde::op {
 
-// Parses RFC 3339 ("2026-01-02T03:04:05Z", fractional seconds and offsets allowed).
-std::optional<WallTime> parse_rfc3339(const std::string& text);
-
 struct NodeEntry {
   std::string node;
   crd::PolicyEntry entry;

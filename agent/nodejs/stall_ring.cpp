@@ -2,23 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <nlohmann/json.hpp>
+
+#include "common/rfc3339.h"
 
 namespace sonde::agent {
 namespace {
-
-// RFC 3339 in UTC with milliseconds.
-std::string rfc3339(int64_t unix_ns) {
-  const time_t secs = static_cast<time_t>(unix_ns / 1'000'000'000);
-  const auto millis = static_cast<int>((unix_ns / 1'000'000) % 1000);
-  tm t{};
-  gmtime_r(&secs, &t);
-  char buf[40];
-  size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &t);
-  (void)snprintf(buf + n, sizeof buf - n, ".%03dZ", millis);
-  return buf;
-}
 
 // Cuts `name` to kMaxNameBytes on a UTF-8 boundary (a tenant's function names are arbitrary).
 bool cut_name(std::string& name) {
@@ -73,17 +62,20 @@ std::string StallRing::to_json(const Filter& filter) const {
     Json stacks = Json::array();
     for (const auto& st : s.stacks)
       stacks.push_back({{"samples", st.samples}, {"frames", st.frames}});
-    list.push_back({{"namespace", s.labels.namespace_name},
-                    {"pod", s.labels.pod},
-                    {"container", s.labels.container},
-                    {"pid", s.pid},
-                    {"start", rfc3339(s.start_unix_ns)},
-                    // Microsecond precision, in milliseconds.
-                    {"durationMs", std::round(static_cast<double>(s.duration_ns) / 1e3) / 1e3},
-                    {"thresholdMs", s.threshold_ns / 1'000'000},
-                    {"ongoing", s.ongoing},
-                    {"samples", s.samples},
-                    {"stacks", std::move(stacks)}});
+    list.push_back(
+        {{"namespace", s.labels.namespace_name},
+         {"pod", s.labels.pod},
+         {"container", s.labels.container},
+         {"pid", s.pid},
+         {"start", format_rfc3339(WallTime(std::chrono::duration_cast<WallTime::duration>(
+                                      std::chrono::nanoseconds(s.start_unix_ns))),
+                                  3)},
+         // Microsecond precision, in milliseconds.
+         {"durationMs", std::round(static_cast<double>(s.duration_ns) / 1e3) / 1e3},
+         {"thresholdMs", s.threshold_ns / 1'000'000},
+         {"ongoing", s.ongoing},
+         {"samples", s.samples},
+         {"stacks", std::move(stacks)}});
   }
   Json out = {{"capacity", capacity_}, {"evicted", evicted_}, {"stalls", std::move(list)}};
   // Names come from tenants' binaries and heaps: invalid UTF-8 is replaced, never thrown on.

@@ -1,12 +1,11 @@
 #include "common/crd/node_report.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <ctime>
 
 #include "common/json_fields.h"
 #include "common/kube/sonde_resources.h"
+#include "common/rfc3339.h"
 #include "common/text.h"
 
 namespace sonde::crd {
@@ -157,20 +156,6 @@ void set_node_owner(Json& metadata, const std::string& node, const std::string& 
       Json::array({{{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}, {"uid", node_uid}}});
 }
 
-// RFC 3339 with microseconds (metav1.MicroTime).
-std::string micro_time(WallTime time) {
-  const auto since_epoch = time.time_since_epoch();
-  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(since_epoch);
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(since_epoch - seconds);
-  const std::time_t t = seconds.count();
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[48];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  (void)std::snprintf(buf + n, sizeof buf - n, ".%06lldZ", static_cast<long long>(micros.count()));
-  return buf;
-}
-
 }  // namespace
 
 Json to_json(const NodeReportStatus& status) {
@@ -315,7 +300,7 @@ Json node_lease_object(const std::string& node, const std::string& ns, const std
            {{"holderIdentity", node},
             {"leaseDurationSeconds",
              std::chrono::duration_cast<std::chrono::seconds>(lease_duration).count()},
-            {"renewTime", micro_time(renewed)}}}};
+            {"renewTime", format_rfc3339(renewed, 6)}}}};
 }
 
 }  // namespace sonde::crd

@@ -1,25 +1,15 @@
 #include "common/kube/event_recorder.h"
 
 #include <algorithm>
-#include <ctime>
 
 #include "common/log.h"
+#include "common/rfc3339.h"
 
 namespace sonde::kube {
 namespace {
 
 // An Event is not worth holding a worker for: the whole write, retries included, gets this.
 constexpr auto kEventWriteTimeout = std::chrono::seconds(10);
-
-// metav1.Time: RFC 3339 in UTC, whole seconds.
-std::string rfc3339(WallTime t) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buf[32];
-  (void)std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return buf;
-}
 
 }  // namespace
 
@@ -88,7 +78,7 @@ const char* EventRecorder::record(const Json& object, const EventNote& event, St
     }
   }
 
-  const std::string timestamp = rfc3339(clock_.wall_now());
+  const std::string timestamp = format_rfc3339(clock_.wall_now());
   Result<Json> written = Error("not written");
   if (!event_name.empty()) {
     written = client_.merge_patch(kEvents, ns, event_name,

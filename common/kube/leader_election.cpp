@@ -1,26 +1,13 @@
 #include "common/kube/leader_election.h"
 
 #include <cmath>
-#include <ctime>
 #include <optional>
 #include <random>
 
 #include "common/log.h"
+#include "common/rfc3339.h"
 
 namespace sonde::kube {
-
-std::string format_micro_time(WallTime t) {
-  const auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  const std::time_t seconds = static_cast<std::time_t>(micros / 1000000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buf[64];
-  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &utc);
-  (void)std::snprintf(buf + n, sizeof(buf) - n, ".%06lldZ",
-                      static_cast<long long>(micros % 1000000));
-  return buf;
-}
 
 Status validate(const LeaderElectionConfig& config) {
   if (config.lease_name.empty() || config.lease_namespace.empty() || config.identity.empty()) {
@@ -58,7 +45,7 @@ bool LeaderElector::attempt(Duration budget, StopSignal* stop) {
     if (left <= Duration::zero()) return std::nullopt;
     return CallOptions{.timeout = left, .stop = stop};
   };
-  const std::string now = format_micro_time(clock_.wall_now());
+  const std::string now = format_rfc3339(clock_.wall_now(), 6);
   // leaseDurationSeconds is whole seconds on the wire; round up so others never see a
   // shorter lease than we keep.
   const int64_t lease_seconds = std::max<int64_t>(
@@ -152,7 +139,7 @@ void LeaderElector::release() {
   Json updated = *current;
   updated["spec"]["holderIdentity"] = "";
   updated["spec"]["leaseDurationSeconds"] = 1;
-  updated["spec"]["renewTime"] = format_micro_time(clock_.wall_now());
+  updated["spec"]["renewTime"] = format_rfc3339(clock_.wall_now(), 6);
   auto written =
       client_.replace(kLeases, config_.lease_namespace, config_.lease_name, updated, "", call);
   if (!written.ok()) {

@@ -6,10 +6,11 @@
 #include <cstdint>
 #include <string>
 
+#include "common/rfc3339.h"
 #include "operator/report_index.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)sonde::op::parse_rfc3339(std::string(reinterpret_cast<const char*>(data), size));
+  (void)sonde::parse_rfc3339(std::string(reinterpret_cast<const char*>(data), size));
   auto report = sonde::kube::Json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
   if (report.is_discarded()) return 0;
   sonde::op::ReportIndex index;

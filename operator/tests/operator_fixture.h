@@ -9,6 +9,7 @@
 
 #include "common/kube/api_client.h"
 #include "common/kube/testing/fake_apiserver_process.h"
+#include "common/rfc3339.h"
 #include "operator/policy_status.h"
 #include "operator/resources.h"
 

@@ -68,16 +68,6 @@ TEST(ReportIndexTest, IndexesByPolicyUidAndReportsWhatChanged) {
   EXPECT_TRUE(index.entries_for("p").empty());
 }
 
-TEST(ReportIndexTest, ParsesRfc3339) {
-  const auto t = parse_rfc3339("2026-11-29T09:00:00Z");
-  ASSERT_TRUE(t.has_value());
-  EXPECT_EQ(std::chrono::system_clock::to_time_t(*t), 1795942800);
-  EXPECT_EQ(parse_rfc3339("2026-11-29T10:00:00.123+01:00"), t);
-  EXPECT_EQ(parse_rfc3339("2026-11-29T09:00:00.000000Z"), t) << "a Lease's MicroTime";
-  EXPECT_FALSE(parse_rfc3339("yesterday").has_value());
-  EXPECT_FALSE(parse_rfc3339("2026-11-29T09:00:00").has_value()) << "no zone";
-}
-
 TEST(ReportIndexTest, StalenessComesFromTheNodeLeases) {
   ::sonde::testing::ManualClock clock;
   int node_changes = 0;
