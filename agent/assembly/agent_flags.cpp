@@ -12,7 +12,6 @@ void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, Feature
   features.go_tls_perform_ret = flags.go_tls_perform_ret;
   features.max_go_tls_binaries = flags.max_go_tls_binaries;
   features.go_tls_keep_probes_seconds = flags.go_tls_keep_probes_seconds;
-  features.go_tls_attach_warmup = flags.go_tls_attach_warmup;
 }
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metrics_default,
@@ -41,12 +40,6 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
          "tracepoints: they slow every system call of every process on the node) (default "
          "auto)")
       ->check(CLI::IsMember({"auto", "fentry", "epoll-tracepoints", "syscalls", "libc-uprobes"}));
-  app.add_flag("--go-tls-attach-warmup,!--no-go-tls-attach-warmup", flags.go_tls_attach_warmup,
-               "at the exec of a selected process of an executable path not seen before, start "
-               "the kernel's uprobe registration grace period on another thread (a uprobe on an "
-               "unmapped memfd, attached and detached; at most one in flight, 100 ms apart) so a "
-               "never-seen Go binary's probes are attached ~3 ms sooner (bench/RESULTS.md); on "
-               "unless --no-go-tls-attach-warmup");
   app.add_flag(
       "--go-tls-perform-ret", flags.go_tls_perform_ret,
       "let the Go TLS probes on (*Conn).Read's RETs perform the ret themselves (they write "

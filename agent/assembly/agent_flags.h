@@ -22,7 +22,6 @@ struct AgentFlags {
   bool go_tls_perform_ret = false;                        // FeatureOptions::go_tls_perform_ret
   size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;  // FeatureOptions::max_go_tls_binaries
   uint64_t go_tls_keep_probes_seconds = kDefaultGoTlsKeepProbesSeconds;  // FeatureOptions's
-  bool go_tls_attach_warmup = true;  // FeatureOptions::go_tls_attach_warmup
 };
 
 // What the flags set in both modes' options (the metrics address only when given).

@@ -43,8 +43,7 @@ PartsFactory agent_parts(FeatureOptions options) {
       ASSIGN_OR_RETURN(auto f, GoTlsFeature::load(
                                    s.cache, s.proc, grace_ns, s.node, options.go_tls_cgroup_filter,
                                    options.go_tls_perform_ret, options.max_go_tls_binaries,
-                                   options.go_tls_keep_probes_seconds * 1'000'000'000,
-                                   options.go_tls_attach_warmup));
+                                   options.go_tls_keep_probes_seconds * 1'000'000'000));
       parts.features.push_back(std::move(f));
     }
     if (options.load[Instrumentation::kCpu]) {

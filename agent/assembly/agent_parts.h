@@ -27,8 +27,6 @@ struct FeatureOptions {
   size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;
   // How long a Go TLS binary keeps its uprobes after its last process exits (SharedUprobes).
   uint64_t go_tls_keep_probes_seconds = kDefaultGoTlsKeepProbesSeconds;
-  // Warm the uprobe registration up at a new executable's exec (AttachWarmup).
-  bool go_tls_attach_warmup = true;
   // Called for each long event-loop turn recorded (cluster mode: an Event on the pod); on the
   // stall recorder's thread. May be empty.
   std::function<void(const Stall&)> on_stall;

@@ -16,8 +16,7 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
                                                          const ProcReader& proc, uint64_t grace_ns,
                                                          std::string node, bool filter_by_cgroup,
                                                          bool perform_ret, size_t max_binaries,
-                                                         uint64_t keep_probes_ns,
-                                                         bool attach_warmup) {
+                                                         uint64_t keep_probes_ns) {
   ASSIGN_OR_RETURN(auto probes, TlsProbes::load(perform_ret));
   if (!probes->follows_http2()) {
     log::warn(
@@ -47,20 +46,6 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
   f->monitor_ = std::make_unique<TlsMonitor>(
       *f->probes_, cache, f->uprobes_, proc, grace_ns, f->clock_,
       TlsMonitor::Budget{.max_binaries = max_binaries, .fds = &f->fds_});
-  if (attach_warmup) {
-    constexpr uint64_t kWarmupIntervalNs = 100'000'000;
-    auto w = AttachWarmup::create(
-        [p = f->probes_.get()](const std::string& path) {
-          const UprobeSite site{.file_offset = 0, .cookie = 0};
-          return p->attach(TlsCounters::Program::kWriteEnter, path, std::span(&site, 1));
-        },
-        kWarmupIntervalNs, f->clock_);
-    if (w.ok()) {
-      f->warmup_ = std::move(w).value();
-    } else {
-      log::warn("Go TLS attach warm-up off", {{"error", w.error().message()}});
-    }
-  }
   f->drainer_ = std::jthread([p = f.get()](const std::stop_token& stop) { p->drain_loop(stop); });
   auto mounts = read_file(proc.root() + "/self/mounts");
   if (mounts.ok()) f->cgroup2_root_ = cgroup2_mount(*mounts);
@@ -117,14 +102,7 @@ std::optional<FeatureResult> GoTlsFeature::select(const ProcessInfo& process,
     return r;
   }
   monitor_->admit(process, selection.labels);
-  if (process.exec_ns != 0) maybe_warm_up(process);
   return std::nullopt;
-}
-
-void GoTlsFeature::maybe_warm_up(const ProcessInfo& process) {
-  if (!warmup_) return;
-  auto file = AttachWarmup::File::of(proc_root_ + "/" + std::to_string(process.pid) + "/exe");
-  if (file.ok()) warmup_->request_for(*file);  // else it is gone: nothing to attach for
 }
 
 FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& selection) {
@@ -414,14 +392,6 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       "makes before are not counted.");
   const auto delays = monitor_->attach_delays();
   add_histogram(attach_delay, {}, AttachDelays::kBoundsSeconds, delays.counts, delays.sum_seconds);
-  auto warmups = counter_family(
-      "sonde_agent_gotls_attach_warmups_total",
-      "Uprobe registration warm-ups at the exec of a new executable (--go-tls-attach-warmup), "
-      "by result: done, failed, skipped (one in flight, or within 100 ms of the last).");
-  add_sample(warmups, {{"result", "done"}}, warmup_ ? static_cast<double>(warmup_->done()) : 0);
-  add_sample(warmups, {{"result", "failed"}}, warmup_ ? static_cast<double>(warmup_->failed()) : 0);
-  add_sample(warmups, {{"result", "skipped"}},
-             warmup_ ? static_cast<double>(warmup_->skipped()) : 0);
   const Http2Tracker& tracker = probes_->http2();
   const auto h2 = tracker.stats();
   auto h2_conns = counter_family(
@@ -442,11 +412,10 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                               "state holds (kind=bytes).");
   add_sample(h2_live, {{"kind", "connections"}}, static_cast<double>(tracker.connections()));
   add_sample(h2_live, {{"kind", "bytes"}}, static_cast<double>(tracker.memory()));
-  for (auto* f :
-       {&requests,  &hits,         &probe_cpu,    &http2,     &durations, &read,        &written,
-        &processes, &binaries,     &full,         &discarded, &filter,    &attachments, &attaches,
-        &by_policy, &instrumented, &left_out,     &hit_cost,  &detaches,  &evicted,     &unseen,
-        &h2_conns,  &h2_live,      &attach_delay, &warmups}) {
+  for (auto* f : {&requests,    &hits,      &probe_cpu, &http2,        &durations, &read,
+                  &written,     &processes, &binaries,  &full,         &discarded, &filter,
+                  &attachments, &attaches,  &by_policy, &instrumented, &left_out,  &hit_cost,
+                  &detaches,    &evicted,   &unseen,    &h2_conns,     &h2_live,   &attach_delay}) {
     out.push_back(std::move(*f));
   }
 }

@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "agent/attach/shared_uprobes.h"
-#include "agent/gotls/attach_warmup.h"
 #include "agent/gotls/probe_overhead.h"
 #include "agent/gotls/tls_monitor.h"
 #include "agent/gotls/tls_probes.h"
@@ -44,14 +43,11 @@ class GoTlsFeature final : public Feature {
   // `perform_ret` the RET probes perform the `ret` where the kernel allows it (TlsProbes). At
   // most `max_binaries` binaries hold uprobes at once, and none past the agent's descriptor
   // reserve (TlsMonitor::Budget); a binary keeps them `keep_probes_ns` after its last exit.
-  // With `attach_warmup`, the exec of a selected process of an executable file not seen
-  // before asks an AttachWarmup (attach_warmup.h) to start the uprobe grace period early.
   static Result<std::unique_ptr<GoTlsFeature>> load(symbols::ProbeTargetCache& cache,
                                                     const ProcReader& proc, uint64_t grace_ns,
                                                     std::string node, bool filter_by_cgroup,
                                                     bool perform_ret, size_t max_binaries,
-                                                    uint64_t keep_probes_ns,
-                                                    bool attach_warmup = false);
+                                                    uint64_t keep_probes_ns);
 
   ~GoTlsFeature() override;
 
@@ -89,8 +85,6 @@ class GoTlsFeature final : public Feature {
   void check_overhead();
   // Drains the HTTP/2 ring buffer every TlsProbes::kDrainPeriodMs until `stop`.
   void drain_loop(const std::stop_token& stop);
-  // At an exec: a warm-up when the executable file is new (AttachWarmup::request_for).
-  void maybe_warm_up(const ProcessInfo& process);
 
   const std::string node_;
   const std::string proc_root_;
@@ -116,7 +110,6 @@ class GoTlsFeature final : public Feature {
   std::unique_ptr<TlsMonitor> monitor_;
   std::unique_ptr<TlsProbes> probes_;
   SharedUprobes uprobes_;
-  std::unique_ptr<AttachWarmup> warmup_;  // uses probes_: destroyed before it
   // Last: started after everything it uses; destroyed first, which stops and joins it.
   std::jthread drainer_;
 };

@@ -2,14 +2,13 @@
 # Where a never-seen Go binary's attach time goes, seen from the kernel: runs the never-seen part
 # of first_requests.sh (fresh copies of a Go client, 50 requests each right after exec) under
 # `perf record -a` with tracepoints only (no probe in the agent), and prints per copy, in ms
-# after its exec: the warm-up's and the agent's first BPF_LINK_CREATE (enter -> return; that
+# after its exec: the agent's first BPF_LINK_CREATE (enter -> return; that
 # link is the (*Conn).Write probe, the two Read links usually follow within 0.1 ms), the agent's
 # last one returning, the client's connect and first request, and how many of its requests were
 # written after the first link returned and after the last one (what the agent can count lies
 # in between: a request needs its Write and its response's Read seen), next to how many the
 # agent counted. A request is a write on the socket the client connected, after its two TLS
-# handshake writes (ClientHello, Finished); the agent's links are told from the warm-up's by
-# their number (the binary's attach is three links on one thread, the warm-up's one).
+# handshake writes (ClientHello, Finished); the binary's attach is three links on one thread.
 # Usage: bench/gotls/attach_timeline.sh [BUILD_DIR] [ROUNDS] [AGENT_ARGS...]
 #   (root, perf; prints first_requests.sh's table, then the timeline as Markdown)
 set -euo pipefail
@@ -46,9 +45,9 @@ counted = re.search(r"right after exec \| ([\d ]+) of 50", open(sys.argv[2]).rea
 execs = [e for e in events if e[3] == "sched_process_exec" and "/fresh-" in e[4]]
 summary = collections.defaultdict(list)
 fmt = lambda x: "-" if x is None else f"{x:.1f}"
-print("| copy | warm-up link | agent's first link (Write) | last link returned | connect "
+print("| copy | agent's first link (Write) | last link returned | connect "
       "| 1st request | requests written after the first / last link | counted |")
-print("|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|")
 for i, (t0, _, _, _, rest) in enumerate(execs):
     name = re.search(r"filename=\S*/(fresh-\S+)", rest).group(1)
     end = execs[i + 1][0] if i + 1 < len(execs) else t0 + 250
@@ -60,7 +59,6 @@ for i, (t0, _, _, _, rest) in enumerate(execs):
         elif ev == "sys_exit_bpf" and tid in entered:
             links[tid].append((entered.pop(tid) - t0, t - t0))
     agent = next((l for l in links.values() if len(l) >= 3), None)
-    warm = next((l[0] for l in links.values() if len(l) < 3), None)
     mine = [e for e in window if e[1] == name[:15]]
     connect = next((e[0] - t0 for e in mine if e[3] == "sys_enter_connect"), None)
     fd = lambda rest: re.search(r"fd: (0x[0-9a-f]+)", rest).group(1)
@@ -68,8 +66,7 @@ for i, (t0, _, _, _, rest) in enumerate(execs):
     requests = [e[0] - t0 for e in mine if e[3] == "sys_enter_write" and fd(e[4]) == sock][2:]
     after = lambda live: sum(1 for t in requests if live is not None and t > live)
     c = counted[i] if i < len(counted) else "-"
-    print(f"| {name} | {f'{warm[0]:.1f} → {warm[1]:.1f}' if warm else '-'} "
-          f"| {f'{agent[0][0]:.1f} → {agent[0][1]:.1f}' if agent else '-'} "
+    print(f"| {name} | {f'{agent[0][0]:.1f} → {agent[0][1]:.1f}' if agent else '-'} "
           f"| {fmt(agent[-1][1] if agent else None)} "
           f"| {fmt(connect)} | {fmt(requests[0] if requests else None)} "
           f"| {after(agent[0][1] if agent else None)} / {after(agent[-1][1] if agent else None)} "

@@ -10,7 +10,7 @@
 #   (sonde_agent_gotls_attach_delay_seconds: exec -> probes attached, per process).
 # Usage: bench/gotls/first_requests.sh [BUILD_DIR] [ROUNDS]   (root; prints a Markdown table)
 #   FIRST_REQUESTS_FRESH_ONLY=1: only part 2. FIRST_REQUESTS_AGENT_ARGS: more agent flags for
-#   part 2 (e.g. --no-go-tls-attach-warmup, to compare).
+#   part 2.
 set -euo pipefail
 build="${1:-build}"
 rounds="${2:-5}"
@@ -77,7 +77,7 @@ for r in $(seq "$rounds"); do
   for n in 1 2 3; do
     cp "$tmp/bin/gotls" "$tmp/bin/fresh-$r-$n"
     "$tmp/bin/fresh-$r-$n" client "$server_port" "${codes[@]}" >/dev/null
-    sleep 0.3  # each copy its own exec burst (the agent's warm-ups are 100 ms apart at least)
+    sleep 0.3  # each copy its own exec burst
   done
   sleep 2
   for n in 1 2 3; do fresh+=("$(ok_requests "fresh-$r-$n")"); done
@@ -92,7 +92,6 @@ delays="$(curl -sf "127.0.0.1:$port/metrics" | awk '
   /^sonde_agent_gotls_attach_delay_seconds_sum/ { sum = $NF }
   /^sonde_agent_gotls_attach_delay_seconds_count/ { n = $NF }
   END { printf "mean %.1f ms of %d; cumulative%s", n ? 1000 * sum / n : 0, n, line }')"
-warmups="$(curl -sf "127.0.0.1:$port/metrics" | awk '/^sonde_agent_gotls_attach_warmups_total/ { match($0, /result="[^"]*"/); printf "%s %s ", substr($0, RSTART + 8, RLENGTH - 9), $NF }')"
 if [[ -n "${FIRST_REQUESTS_FRESH_ONLY:-}" ]]; then
   kubectl_counts[600]="-"
   kubectl_counts[0]="-"
@@ -104,7 +103,6 @@ cat <<TABLE
 | kubectl, 10 runs, probes detached at the last exit (keep 0) | ${kubectl_counts[0]} of 10 |
 | never-seen Go client, 50 requests right after exec | ${fresh[*]} of 50 |
 | never-seen Go client, exec → attached (the agent's histogram) | $delays |
-| attach warm-ups (on unless --no-go-tls-attach-warmup) | $warmups |
 
 agent: $agent; $rounds series of 10 kubectl runs per setting, $rounds rounds of 3 fresh copies;
 load average at the start and end: $load0 / $(cut -d' ' -f1-3 /proc/loadavg).

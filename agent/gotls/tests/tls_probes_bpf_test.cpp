@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "agent/discovery/candidate.h"
-#include "agent/gotls/attach_warmup.h"
 #include "agent/gotls/tls_monitor.h"
 #include "agent/gotls/tls_probes.h"
 #include "agent/kernel/uprobe_links.h"
@@ -356,26 +355,6 @@ TEST_F(TlsProbesBpfTest, RequestsOpenWhenTheProcessExitsAreCountedAtTheExit) {
     EXPECT_EQ(probes_->http2().stats().lost, 0u);
     EXPECT_EQ(probes_->http2().connections(), 0u);
   }
-}
-
-// The uprobe registration warm-up (attach_warmup.h) on the real kernel: its uprobe on the
-// agent's memfd attaches and detaches, each time it is asked past its interval.
-TEST_F(TlsProbesBpfTest, AttachWarmupRegistersAndDropsAUprobeOnItsMemfd) {
-  auto w = AttachWarmup::create(
-      [this](const std::string& path) {
-        const UprobeSite site{.file_offset = 0, .cookie = 0};
-        return probes_->attach(TlsCounters::Program::kWriteEnter, path, std::span(&site, 1));
-      },
-      /*min_interval_ns=*/1);
-  ASSERT_TRUE(w.ok()) << w.error().message();
-  for (uint64_t n = 1; n <= 3; ++n) {
-    EXPECT_TRUE((*w)->request());
-    for (int i = 0; i < 500 && (*w)->done() + (*w)->failed() < n; ++i) {
-      std::this_thread::sleep_for(10ms);
-    }
-    EXPECT_EQ((*w)->done(), n);
-  }
-  EXPECT_EQ((*w)->failed(), 0u);
 }
 
 // Starts the workload's h2raw client (FRAMES connection WINDOW_UPDATEs per Write, WRITES Writes,
