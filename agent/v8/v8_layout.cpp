@@ -255,7 +255,9 @@ struct ExecutableV8Symbols {
 Result<ExecutableV8Symbols> scan_executable(const symbols::OpenBinary& binary) {
   ExecutableV8Symbols out;
   std::optional<symbols::ElfFile> elf;
-  RETURN_IF_ERROR(symbols::parse_elf(binary.bytes(), elf, [&]() -> Status {
+  const std::span<const uint8_t> bytes = binary.bytes();
+  RETURN_IF_ERROR(binary.check_bytes());  // not mapped (too large, unreadable): why
+  RETURN_IF_ERROR(symbols::parse_elf(bytes, elf, [&]() -> Status {
     ASSIGN_OR_RETURN(out.symbols, find_v8dbg_symbols(*elf));
     for (size_t i = 0; i < elf->segment_count(); ++i) {
       const auto seg = elf->segment(i);
