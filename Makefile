@@ -29,6 +29,7 @@ help:
 deps:
 	@scripts/install-deps.sh
 	@scripts/install-helm.sh
+	@scripts/install-test-nodes.sh
 
 build:
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONDE_BUILD_TESTS=OFF
