@@ -79,7 +79,7 @@ test: test-build
 	if ! $(MAKE) --no-print-directory unit-test fuzz e2e chart-test image-test-if-engine fmt-check; then \
 	  kill -- -$$tidy 2>/dev/null; exit 1; fi; \
 	wait $$tidy; rc=$$?; cat $(TEST_BUILD)/tidy.out; \
-	if [ -s $(TEST_BUILD)/flaky.txt ]; then echo "=== flaky tests (failed once, passed on retry):"; \
+	if [ -s $(TEST_BUILD)/flaky.txt ]; then echo "=== flaky tests (failed once, passed on retry) and leaked processes:"; \
 	  cat $(TEST_BUILD)/flaky.txt; fi; exit $$rc
 
 image:

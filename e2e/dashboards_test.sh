@@ -38,7 +38,7 @@ cleanup() {
   stop_agent
   [[ -n "$op_pid" ]] && { kill "$op_pid" 2>/dev/null || true; wait "$op_pid" 2>/dev/null || true; }
   [[ -n "$api_pid" ]] && { kill "$api_pid" 2>/dev/null || true; wait "$api_pid" 2>/dev/null || true; }
-  for c in "${cgroups[@]}"; do rmdir "$c" 2>/dev/null || true; done
+  for c in "${cgroups[@]}"; do remove_cgroup "$c"; done
   rmdir "$cgroot" 2>/dev/null || true
 }
 trap cleanup EXIT

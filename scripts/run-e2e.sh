@@ -9,6 +9,19 @@ build="${1:-build}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export SONDE_BIN="$(cd "$build/bin" && pwd)"
 passed=0 failed=0 names=()
+# Processes a test left in its cgroups (/sys/fs/cgroup[/unified]/sonde-e2e*): named, killed and
+# listed at the end with the flaky tests. A leaked busy loop would load every later test.
+reap_leaks() {
+  local procs pids
+  for procs in $(find /sys/fs/cgroup/sonde-e2e* /sys/fs/cgroup/unified/sonde-e2e* \
+    -name cgroup.procs 2>/dev/null); do
+    pids="$(tr '\n' ' ' <"$procs")"
+    [[ -n "${pids// /}" ]] || continue
+    echo "LEAK after $1: processes $pids left in ${procs%/cgroup.procs} (killed)" |
+      tee -a "$SONDE_BIN/../flaky.txt"
+    for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
+  done
+}
 for t in "$root"/e2e/*_test.sh; do
   [[ -x "$t" ]] || continue
   name="$(basename "$t" .sh)"
@@ -21,6 +34,7 @@ for t in "$root"/e2e/*_test.sh; do
       result=PASS; ((attempt > 1)) && result=FLAKY
     fi
     echo "--- $result $name ($(( $(date +%s) - start ))s)"
+    reap_leaks "$name"
     rm -rf "$SONDE_E2E_TMP"
     [[ $result == FAIL ]] || break
   done
