@@ -96,6 +96,22 @@ class ChildProcess {
   std::string last_line_;
 };
 
+// Waits up to `timeout` until exec replaced the forked test binary of `pid` with a file whose
+// path (/proc/<pid>/exe) contains `name`; false when it did not.
+inline bool wait_for_exe(pid_t pid, const std::string& name, std::chrono::milliseconds timeout) {
+  const std::string link = "/proc/" + std::to_string(pid) + "/exe";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    char buf[4096];
+    const ssize_t n = readlink(link.c_str(), buf, sizeof buf);
+    if (n > 0 && std::string(buf, static_cast<size_t>(n)).find(name) != std::string::npos) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    usleep(10000);
+  }
+}
+
 // The standard output of shell command `cmd` (ground truth from readelf, objdump, go tool
 // pprof...), empty if it cannot be started.
 inline std::string command_output(const std::string& cmd) {

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include "agent/discovery/candidate.h"
@@ -85,11 +84,7 @@ TEST(ProcessEventsBpf, TheExecsCgroupIdIsItsCgroupDirectorysInode) {
     pid = child.pid();
     ASSERT_TRUE(child.wait_for_line("in", std::chrono::seconds(10)));
     // Until it runs sleep: it must not be killed before its exec.
-    const std::string exe = "/proc/" + std::to_string(pid) + "/exe";
-    std::error_code ec;
-    for (int i = 0; i < 1000 && std::filesystem::read_symlink(exe, ec).filename() != "sleep"; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    (void)sonde::testing::wait_for_exe(pid, "/sleep", std::chrono::seconds(10));
   }  // killed and reaped: the cgroup can go
   std::optional<ProcessEvent> exec;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);

@@ -20,6 +20,7 @@ namespace sonde::agent::v8 {
 namespace {
 
 using sonde::testing::ChildProcess;
+using sonde::testing::wait_for_exe;
 
 std::string node_binary() {
   const char* env = std::getenv("SONDE_TEST_NODE");
@@ -50,20 +51,6 @@ std::optional<int32_t> file_value(const symbols::ElfFile& elf, const V8Symbol& s
     return v;
   }
   return std::nullopt;
-}
-
-// Waits up to 2 s until exec replaced the forked test binary of `pid` with a file whose path
-// contains `name`.
-bool wait_for_exe(pid_t pid, const std::string& name) {
-  for (int i = 0; i < 200; ++i) {
-    char buf[256];
-    ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof buf);
-    if (n > 0 && std::string(buf, static_cast<size_t>(n)).find(name) != std::string::npos) {
-      return true;
-    }
-    usleep(10000);
-  }
-  return false;
 }
 
 TEST(V8LayoutTest, ReadsTheRunningNodesLayout) {
@@ -115,7 +102,7 @@ TEST(V8LayoutTest, ReadsTheRunningNodesLayout) {
 
 TEST(V8LayoutTest, RefusesAProcessWithoutMetadata) {
   ChildProcess sleeper({"/bin/sleep", "30"});
-  ASSERT_TRUE(wait_for_exe(sleeper.pid(), "sleep"));
+  ASSERT_TRUE(wait_for_exe(sleeper.pid(), "sleep", std::chrono::seconds(2)));
   auto layout = read_process_v8_layout("/proc", sleeper.pid());
   ASSERT_FALSE(layout.ok());
   EXPECT_EQ(layout.error().message().rfind("unsupported: no v8dbg symbols (", 0), 0u)
@@ -154,7 +141,7 @@ TEST(V8LayoutTest, ScansEachExecutableFileOnce) {
   std::filesystem::permissions(copy, std::filesystem::perms::owner_exec,
                                std::filesystem::perm_options::add);
   ChildProcess sleeper({copy, "30"});
-  ASSERT_TRUE(wait_for_exe(sleeper.pid(), "sleep-copy"));
+  ASSERT_TRUE(wait_for_exe(sleeper.pid(), "sleep-copy", std::chrono::seconds(2)));
   std::filesystem::remove_all(dir);  // the running process keeps its file
   EXPECT_FALSE(read_process_v8_layout("/proc", sleeper.pid()).ok());
   EXPECT_EQ(executable_scans(), scans + 1) << "another file: one scan";
