@@ -30,6 +30,7 @@ deps:
 	@scripts/install-deps.sh
 	@scripts/install-helm.sh
 	@scripts/install-test-nodes.sh
+	@scripts/install-test-go-binaries.sh
 
 build:
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONDE_BUILD_TESTS=OFF

@@ -7,18 +7,12 @@
 #include <cerrno>
 #include <optional>
 
-#include "agent/gotls/go_build_info.h"
-#include "agent/gotls/probe_sites.h"
-#include "agent/symbolize/go_pclntab.h"
-#include "agent/symbols/elf_file.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
 
 namespace sonde::agent {
 namespace {
 
-enum NameIndex { kWrite = 0, kRead = 1 };
-const std::vector<std::string> kNames = {"crypto/tls.(*Conn).Write", "crypto/tls.(*Conn).Read"};
 // Binaries remembered; beyond this the oldest are forgotten (and recomputed if seen).
 constexpr size_t kMaxVerdicts = 4096;
 
@@ -79,59 +73,6 @@ const char* grpc_code_name(uint8_t grpc_code) {
   return kCodes[grpc_code - 1];
 }
 
-// A function's address and size in the ELF file.
-struct Function {
-  uint64_t address = 0;
-  uint64_t size = 0;
-};
-
-// The Go function table of a binary whose symbols are gone: the .gopclntab section (or the
-// PIE's .data.rel.ro.gopclntab), else a scan for the table's header.
-// Whether the file has a Go function table section (named: a cheap look at the section headers
-// of every selected binary without the two symbols; pclntab_of() also scans for the magic).
-bool has_go_function_table(const symbols::OpenBinary& binary) {
-  auto elf = symbols::ElfFile::parse(binary.bytes());
-  return elf.ok() &&
-         (elf->find_section(".gopclntab") || elf->find_section(".data.rel.ro.gopclntab"));
-}
-
-Result<symbolize::GoPclntab> pclntab_of(const symbols::ElfFile& elf) {
-  std::span<const uint8_t> table;
-  auto section = elf.find_section(".gopclntab");
-  if (!section) section = elf.find_section(".data.rel.ro.gopclntab");
-  if (section && section->type != SHT_NOBITS && section->offset <= elf.bytes().size() &&
-      section->size <= elf.bytes().size() - section->offset) {
-    table = elf.bytes().subspan(section->offset, section->size);
-  } else if (auto at = symbolize::find_pclntab_by_magic(elf.bytes())) {
-    table = elf.bytes().subspan(*at);
-  } else {
-    return Error("no .gopclntab");
-  }
-  symbolize::GoPclntabOptions options;
-  options.build_index = false;  // two name lookups, no pc lookups
-  return symbolize::GoPclntab::parse(table, options);
-}
-
-// A function's code read from the file with pread, never through a mapping: the kernel writes
-// the breakpoint of every uprobe on a file into each mapping of it that may execute, the
-// agent's own read-only one included, so a mapping shows another tracer's int3s (another
-// agent, perf) where the instructions are, and decoding them would pick wrong sites.
-// Read through the descriptor that was identified, so the bytes are that file's.
-Result<std::vector<uint8_t>> read_code(const symbols::OpenBinary& binary, uint64_t offset,
-                                       uint64_t size) {
-  std::vector<uint8_t> code(size);
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n =
-        pread(binary.fd(), code.data() + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_error("read " + binary.path(), errno);
-    if (n == 0) return Error("short read of " + binary.path());
-    done += static_cast<size_t>(n);
-  }
-  return code;
-}
-
 }  // namespace
 
 TlsMonitor::TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache,
@@ -145,125 +86,6 @@ TlsMonitor::TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache,
       budget_(budget),
       tracker_(grace_ns) {}
 
-size_t TlsMonitor::Binary::sites() const {
-  size_t n = 0;
-  for (const auto& p : programs) n += p.sites.size();
-  return n;
-}
-
-TlsMonitor::Binary TlsMonitor::plan(const symbols::OpenBinary& binary, const std::string& exe,
-                                    const std::vector<symbols::ProbeTarget>& t) const {
-  Binary b;
-  BinaryVerdict& v = b.verdict;
-  v.path = exe;
-  v.build_id = binary.identity().digest_hex();
-  auto elf = symbols::ElfFile::parse(binary.bytes());
-  if (!elf.ok()) {
-    v.reason = "not a Go binary we can read: " + elf.error().message();
-    return b;
-  }
-  // Where the two functions are: the symbol table, else (stripped) the Go function table.
-  std::optional<Function> write, read;
-  if (t[kWrite].found) write = Function{t[kWrite].address, t[kWrite].size};
-  if (t[kRead].found) read = Function{t[kRead].address, t[kRead].size};
-  std::optional<symbolize::GoPclntab> table;
-  if (!write && !read && !elf->find_section(".symtab")) {
-    v.stripped = true;
-    auto parsed = pclntab_of(*elf);
-    if (!parsed.ok()) {
-      v.reason = "stripped Go binary without a readable .gopclntab: " + parsed.error().message();
-      return b;
-    }
-    table = std::move(parsed).value();
-    if (auto f = table->find_function(kNames[kWrite]))
-      write = Function{f->entry, f->end - f->entry};
-    if (auto f = table->find_function(kNames[kRead])) read = Function{f->entry, f->end - f->entry};
-  }
-  if (!write && !read) {
-    v.reported = false;
-    v.reason = "does not use crypto/tls";
-    return b;
-  }
-  auto version = go_build_version(*elf);
-  if (!version.ok()) {
-    // No .go.buildinfo: the function table still tells which releases could have built it.
-    if (!table) {
-      auto parsed = pclntab_of(*elf);
-      if (!parsed.ok()) {
-        v.reason = "Go binary without .go.buildinfo or a readable .gopclntab (" +
-                   version.error().message() + "; " + parsed.error().message() + ")";
-        return b;
-      }
-      table = std::move(parsed).value();
-    }
-    version = go_version_from_pclntab(table->layout());
-    if (!go_register_abi(elf->machine(), *version)) {
-      v.reason = version->text +
-                 " may pass arguments on the stack (register ABI from Go 1.17 on amd64, 1.18 on "
-                 "arm64; nothing left in the file tells which release built it)";
-      return b;
-    }
-  }
-  if (!go_register_abi(elf->machine(), *version)) {
-    v.reason =
-        version->text + " passes arguments on the stack (needs Go 1.17+ on amd64, 1.18+ on arm64)";
-    return b;
-  }
-  if (!write || !read) {
-    v.reason = "only one of (*Conn).Write and (*Conn).Read found";
-    return b;
-  }
-  auto decode = [&](const Function& f) -> Result<std::pair<uint64_t, GoProbeSites>> {
-    ASSIGN_OR_RETURN(uint64_t offset, elf->file_offset_of(f.address));
-    if (auto in_segment = elf->code_at(f.address, f.size); !in_segment.ok()) {
-      return in_segment.error();  // not inside the executable segment
-    }
-    ASSIGN_OR_RETURN(auto code, read_code(binary, offset, f.size));
-    return std::make_pair(offset, find_go_probe_sites(elf->machine(), code, f.address));
-  };
-  auto w = decode(*write);
-  auto r = decode(*read);
-  if (!w.ok() || !r.ok()) {
-    v.reason = "crypto/tls code not readable: " + (w.ok() ? r.error() : w.error()).message();
-    return b;
-  }
-  const auto& [write_offset, ws] = *w;
-  const auto& [read_offset, rs] = *r;
-  if (rs.return_status != symbols::ReturnSiteStatus::kFound) {
-    v.reason = std::string("(*Conn).Read has no return site to probe (") +
-               symbols::return_site_status_name(rs.return_status) + ")";
-    return b;
-  }
-  v.instrumentable = true;
-  v.reason = version->text;
-  const bool checked = ws.entry_at_stack_check && rs.entry_at_stack_check;
-  v.entry_probe = checked ? "emulated-jump" : "single-step";
-  b.programs.push_back(
-      {checked ? TlsCounters::Program::kWriteChecked : TlsCounters::Program::kWriteEnter,
-       "gotls/write",
-       {{write_offset + (checked ? ws.entry_offset : 0), 0}}});
-  b.programs.push_back(
-      {checked ? TlsCounters::Program::kReadChecked : TlsCounters::Program::kReadEnter,
-       "gotls/read",
-       {{read_offset + (checked ? rs.entry_offset : 0), 0}}});
-  // The ret-performing program knows its site by address (its guard), which is the same in
-  // every process only in a position-dependent executable.
-  const bool perform_ret =
-      rs.returns_are_plain_ret && probes_.can_perform_ret() && elf->type() == ET_EXEC;
-  v.return_probe = perform_ret ? "bpf-ret" : "single-step";
-  ProgramSites returns{
-      perform_ret ? TlsCounters::Program::kReadReturnRet : TlsCounters::Program::kReadReturn,
-      "gotls/read_return",
-      {}};
-  for (uint32_t ret : rs.returns) {
-    // The guard of tls_read_return_ret, its cookie: it writes registers only while the
-    // instruction pointer is this address.
-    returns.sites.push_back({read_offset + ret, perform_ret ? read->address + ret : 0});
-  }
-  b.programs.push_back(std::move(returns));
-  return b;
-}
-
 TlsMonitor::Binary TlsMonitor::binary_for(const symbols::OpenBinary& binary, const std::string& exe,
                                           const std::vector<symbols::ProbeTarget>& t) {
   std::string key = binary.identity().to_string();
@@ -271,7 +93,7 @@ TlsMonitor::Binary TlsMonitor::binary_for(const symbols::OpenBinary& binary, con
     std::lock_guard lock(mu_);
     if (auto it = binaries_.find(key); it != binaries_.end()) return it->second;
   }
-  Binary b = plan(binary, exe, t);
+  Binary b = plan_go_tls(binary, exe, t, probes_.can_perform_ret());
   const BinaryVerdict& v = b.verdict;
   if (v.reported) {
     log::info(v.instrumentable ? "instrumenting Go TLS binary" : "Go TLS binary not instrumentable",
@@ -292,7 +114,7 @@ void TlsMonitor::remember_locked(const std::string& key, const Binary& b) {
 }
 
 const std::vector<std::string>& TlsMonitor::symbol_names() {
-  return kNames;
+  return go_tls_symbol_names();
 }
 
 TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabels& labels,
@@ -306,14 +128,8 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
     }
   }
   const std::string path = c.attach_path();
-  auto targets = cache_.resolve(c.binary, kNames);
-  if (!targets.ok()) return Outcome::kNotTlsUser;
-  // Without either symbol only a Go binary can be a TLS user, through its function table. Not
-  // told by the build-id note: a binary linked by the system linker (cgo) carries a GNU one too,
-  // and stripping can remove Go's.
-  if (!(*targets)[kWrite].found && !(*targets)[kRead].found && !has_go_function_table(c.binary)) {
-    return Outcome::kNotTlsUser;
-  }
+  auto targets = cache_.resolve(c.binary, go_tls_symbol_names());
+  if (!targets.ok() || !may_use_go_tls(c.binary, *targets)) return Outcome::kNotTlsUser;
   Binary b = binary_for(c.binary, c.info.exe, *targets);
   if (!b.verdict.reported) return Outcome::kNotTlsUser;
   if (!b.verdict.instrumentable) return Outcome::kNotInstrumentable;
@@ -322,7 +138,7 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   const std::string key = id.to_string();
   std::vector<SharedUprobes::Request> requests;
   size_t fds = 0;
-  for (const ProgramSites& p : b.programs) {
+  for (const GoTlsProgramSites& p : b.programs) {
     requests.push_back({{id, p.name}, [this, &p](const std::string& attach_path) {
                           return probes_.attach(p.program, attach_path, p.sites);
                         }});

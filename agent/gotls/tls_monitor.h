@@ -1,14 +1,9 @@
 // TlsMonitor: finds Go programs that use crypto/tls, instruments them, and aggregates their
 // HTTP exchanges and TLS bytes per container.
 //
-// A binary is a candidate when it has crypto/tls.(*Conn).Write or .Read, found in its symbol
-// table or, for stripped binaries (`-ldflags=-s -w`), in its `.gopclntab`. It is
-// instrumentable when both are present, Read has return sites, and its Go version (from
-// .go.buildinfo) uses the register ABI on this architecture; otherwise the binary gets one
-// verdict with a reason ("Go 1.16 passes arguments on the stack", ...) that is logged once,
-// exported as a metric, and never recomputed for that binary. The probe sites are decoded once
-// per binary (probe_sites.h) and the verdict says which kind each is (entry_probe,
-// return_probe).
+// Each binary gets one verdict and its probe sites (go_tls_plan.h: candidate, instrumentable, or
+// why not, e.g. "Go 1.16 passes arguments on the stack"), computed once per binary identity,
+// logged once, exported as a metric, and never recomputed for that binary.
 //
 // Uprobes are shared per real file through SharedUprobes: per program (write entry, read entry,
 // the RETs of Read) one attachment with all its sites in the file, taken all or none.
@@ -60,6 +55,7 @@
 #include "agent/discovery/candidate.h"
 #include "agent/discovery/proc_reader.h"
 #include "agent/gotls/attach_delay.h"
+#include "agent/gotls/go_tls_plan.h"
 #include "agent/gotls/tls_probes.h"
 #include "agent/runtime/container_totals.h"
 #include "agent/runtime/fd_budget.h"
@@ -175,21 +171,7 @@ class TlsMonitor {
   // Per container, live processes' kernel counts included.
   std::map<ContainerLabels, ContainerStats> snapshot();
 
-  struct BinaryVerdict {
-    std::string path;
-    std::string build_id;  // BinaryIdentity digest (hex): tells two binaries at one path apart
-    bool instrumentable = false;
-    bool reported = true;   // false for Go binaries that simply do not use crypto/tls
-    std::string reason;     // why not, or the Go version when instrumentable
-    bool stripped = false;  // found through .gopclntab (no .symtab)
-    // Probe kinds when instrumentable: "emulated-jump" (the stack check's jbe) or
-    // "single-step" (first instruction); "bpf-ret" (the program performs the ret) or
-    // "single-step".
-    std::string entry_probe, return_probe;
-    // Instrumentable, but its last process considered was left out by the node's Budget (why);
-    // empty once a process of it is instrumented.
-    std::string limit_exceeded;
-  };
+  using BinaryVerdict = GoTlsVerdict;
   std::vector<BinaryVerdict> verdicts() const;
   size_t tracked() const;
 
@@ -216,23 +198,11 @@ class TlsMonitor {
   AttachDelays::Snapshot attach_delays() const { return attach_delays_.snapshot(); }
 
  private:
-  // One program's sites in one binary: one SharedUprobes attachment.
-  struct ProgramSites {
-    TlsCounters::Program program;
-    const char* name;
-    std::vector<UprobeSite> sites;
-  };
-  struct Binary {
-    BinaryVerdict verdict;
-    std::vector<ProgramSites> programs;  // empty unless instrumentable
-    size_t sites() const;                // uprobes
-  };
+  using Binary = GoTlsPlan;  // the verdict and probe sites of one binary
 
   // The verdict and probe sites for binary, computed once per identity.
   Binary binary_for(const symbols::OpenBinary& binary, const std::string& exe,
                     const std::vector<symbols::ProbeTarget>& targets);
-  Binary plan(const symbols::OpenBinary& binary, const std::string& exe,
-              const std::vector<symbols::ProbeTarget>& targets) const;
   // With mu_ held: keeps b for the binary `key`, forgetting an old one past kMaxVerdicts.
   void remember_locked(const std::string& key, const Binary& b);
   // `linger`: the binary keeps its probes after its last process (SharedUprobes' linger).

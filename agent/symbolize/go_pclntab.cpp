@@ -1,7 +1,9 @@
 #include "agent/symbolize/go_pclntab.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -36,8 +38,11 @@ constexpr uint32_t kCheckpointStride = 16;
 constexpr unsigned kBucketShift = 12;
 constexpr uint64_t kMaxBuckets = uint64_t{1} << 24;
 
-// Word index of moduledata.text and moduledata.gofunc (runtime/symtab.go): 1.20 inserted
-// covctrs/ecovctrs before `end`, shifting gofunc by two words.
+// Word index of moduledata.minpc, .text and .gofunc (runtime/symtab.go): 1.20 inserted
+// covctrs/ecovctrs before `end`, shifting gofunc by two words. minpc and text hold their places
+// from 1.18 to 1.27 (checked on real binaries of each); gofunc moved again in 1.27 (word 39 there,
+// the .go.func section), which is why GoBinary prefers the symbol or that section.
+constexpr size_t kModuledataMinpc = 20;
 constexpr size_t kModuledataText = 22;
 constexpr size_t kModuledataGofunc118 = 38;
 constexpr size_t kModuledataGofunc120 = 40;
@@ -62,6 +67,18 @@ std::optional<Header> sniff_header(std::span<const uint8_t> d) {
       default: break;
     }
   }
+  return std::nullopt;
+}
+
+// The magic of a header that has the pclntab's shape (0xfffffff? in either byte order, zero pad,
+// a valid quantum and pointer size) but none of the known layouts.
+std::optional<uint32_t> unknown_layout_magic(std::span<const uint8_t> d) {
+  if (d.size() < 16 || d[4] != 0 || d[5] != 0) return std::nullopt;
+  if ((d[6] != 1 && d[6] != 2 && d[6] != 4) || (d[7] != 4 && d[7] != 8)) return std::nullopt;
+  uint32_t le = uint32_t{d[0]} | uint32_t{d[1]} << 8 | uint32_t{d[2]} << 16 | uint32_t{d[3]} << 24;
+  uint32_t be = uint32_t{d[3]} | uint32_t{d[2]} << 8 | uint32_t{d[1]} << 16 | uint32_t{d[0]} << 24;
+  if ((le & 0xfffffff0) == 0xfffffff0) return le;
+  if ((be & 0xfffffff0) == 0xfffffff0) return be;
   return std::nullopt;
 }
 
@@ -101,7 +118,17 @@ uint64_t GoPclntab::read_uint(size_t offset, size_t width, bool* ok) const {
 Result<GoPclntab> GoPclntab::parse(std::span<const uint8_t> table,
                                    const GoPclntabOptions& options) {
   auto header = sniff_header(table);
-  if (!header) return Error("gopclntab: no Go 1.2/1.16/1.18/1.20 pclntab header");
+  if (!header) {
+    // A header of the known shape whose magic is not one of the four: a Go release newer than
+    // this reader, whose layout must not be guessed at.
+    if (auto magic = unknown_layout_magic(table)) {
+      char hex[16];
+      (void)std::snprintf(hex, sizeof(hex), "0x%08x", *magic);
+      return Error(std::string("gopclntab: layout not known to this agent (magic ") + hex +
+                   ", a Go release newer than 1.27?)");
+    }
+    return Error("gopclntab: no Go 1.2/1.16/1.18/1.20 pclntab header");
+  }
   // Callers that found the table by symbol or magic pass everything up to the end of its
   // segment or file; only the first kMaxPclntabBytes are read, and a table reaching past
   // them gets the "too large" verdict below.
@@ -124,7 +151,8 @@ Result<GoPclntab> GoPclntab::parse(std::span<const uint8_t> table,
     case GoPclntabLayout::kGo118:
     case GoPclntabLayout::kGo120:
       nfiles = word(1);
-      t.text_start_ = options.text_start != 0 ? options.text_start : word(2);
+      t.header_text_start_ = word(2);
+      t.text_start_ = options.text_start != 0 ? options.text_start : t.header_text_start_;
       for (size_t i = 0; i < 5; ++i) offsets[i] = word(3 + i);
       t.functab_field_ = 4;
       break;
@@ -553,17 +581,19 @@ std::optional<GoModuleData> find_go_moduledata(std::span<const uint8_t> table, u
       parsed->layout() == GoPclntabLayout::kGo120 ? kModuledataGofunc120 : kModuledataGofunc118;
   size_t record = (gofunc_word + 1) * ptr;
   uint64_t funcname_offset = load(table.data() + 8 + 3 * ptr, ptr, big);
-  uint64_t text_start = load(table.data() + 8 + 2 * ptr, ptr, big);
+  // The first function's offset from the text start (its entry is minpc = text + offset).
+  uint64_t first_offset = parsed->min_pc() - parsed->header_text_start();
   // The module data is pointer aligned in memory: start at the first aligned address.
   size_t first = static_cast<size_t>((ptr - data.vaddr % ptr) % ptr);
   for (size_t i = first; record <= data.bytes.size() && i <= data.bytes.size() - record; i += ptr) {
     const uint8_t* p = data.bytes.data() + i;
     if (load(p, ptr, big) != table_vaddr) continue;
-    // moduledata.funcnametab.ptr and .text repeat what the header says: a stray pointer to
-    // the header elsewhere in .noptrdata will not match both.
+    // moduledata.funcnametab.ptr and minpc repeat what the table says: a stray pointer to the
+    // header elsewhere in the data will not match both. (The header's own textStart is not
+    // compared: Go 1.26 and later write 0 there, and moduledata.text is what the runtime uses.)
     if (load(p + ptr, ptr, big) != table_vaddr + funcname_offset) continue;
     uint64_t text = load(p + kModuledataText * ptr, ptr, big);
-    if (text != text_start) continue;
+    if (text == 0 || load(p + kModuledataMinpc * ptr, ptr, big) != text + first_offset) continue;
     return GoModuleData{data.vaddr + i, text, load(p + gofunc_word * ptr, ptr, big)};
   }
   return std::nullopt;

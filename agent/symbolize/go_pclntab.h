@@ -80,6 +80,11 @@ class GoPclntab {
   size_t lookup_frames(uint64_t pc, std::span<GoFrame> out) const;
 
   GoPclntabLayout layout() const { return layout_; }
+  // The 1.18+ header's textStart word as written in the file: runtime.text for Go 1.18-1.25,
+  // 0 from Go 1.26 on (the runtime takes moduledata.text instead). 0 for older layouts.
+  uint64_t header_text_start() const { return header_text_start_; }
+  // What function entries are relative to (options.text_start, else the header's word).
+  uint64_t text_start() const { return text_start_; }
   uint32_t function_count() const { return nfunc_; }
   // [min_pc, max_pc): the address range the function table covers.
   uint64_t min_pc() const;
@@ -143,6 +148,7 @@ class GoPclntab {
   uint32_t nfunc_ = 0;
   uint32_t nfiles_ = 0;
   uint64_t text_start_ = 0;
+  uint64_t header_text_start_ = 0;
   // Offsets into data_, each checked to lie inside it at parse time.
   size_t funcname_ = 0;
   size_t cutab_ = 0;
@@ -160,16 +166,15 @@ class GoPclntab {
 std::optional<size_t> find_pclntab_by_magic(std::span<const uint8_t> bytes);
 
 // What the runtime's module data tells about a binary: found by scanning a data region (the
-// module data lives in .noptrdata) for a pointer to the pclntab header, confirmed by the
-// function-name table pointer that follows it. Needed for the 1.18+ `gofunc` of stripped
-// binaries.
+// module data lives in .noptrdata, in its own .go.module section from Go 1.26) for a pointer to
+// the pclntab header, confirmed by the function-name table pointer that follows it and by
+// minpc = text + the first function's offset. Gives the text start that function entries are
+// relative to (Go 1.26+ writes 0 in the table's header) and the 1.18+ `gofunc` of stripped
+// binaries (only for the layouts whose word for it is known; check it lies in read-only data).
 struct GoModuleData {
   uint64_t vaddr = 0;  // of the moduledata record
   uint64_t text = 0;
   uint64_t gofunc = 0;
-  // Build the checkpoint index that bounds the pc-table walk of a lookup (see index_bytes()).
-  // Costs one pass over the tables at parse; off only for throwaway parses.
-  bool build_index = true;
 };
 std::optional<GoModuleData> find_go_moduledata(std::span<const uint8_t> table, uint64_t table_vaddr,
                                                GoMemoryRegion data);

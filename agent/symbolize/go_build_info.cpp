@@ -1,4 +1,4 @@
-#include "agent/gotls/go_build_info.h"
+#include "agent/symbolize/go_build_info.h"
 
 #include <elf.h>
 
@@ -6,7 +6,7 @@
 
 #include "common/dotted_version.h"
 
-namespace sonde::agent {
+namespace sonde::symbolize {
 namespace {
 
 constexpr std::string_view kMagic = "\xff Go buildinf:";
@@ -101,14 +101,16 @@ Result<GoVersion> go_build_version(const symbols::ElfFile& elf) {
   return *v;
 }
 
-GoVersion go_version_from_pclntab(symbolize::GoPclntabLayout layout) {
-  using L = symbolize::GoPclntabLayout;
+GoVersion go_version_from_pclntab(GoPclntabLayout layout, uint64_t header_text_start) {
+  using L = GoPclntabLayout;
   const char* const suffix = " (from .gopclntab; no .go.buildinfo)";
   switch (layout) {
     case L::kGo12: return {1, 2, 0, std::string("go1.2-1.15") + suffix};
     case L::kGo116: return {1, 16, 0, std::string("go1.16 or go1.17") + suffix};
     case L::kGo118: return {1, 18, 0, std::string("go1.18-1.19") + suffix};
-    case L::kGo120: return {1, 20, 0, std::string("go1.20+") + suffix};
+    case L::kGo120:
+      if (header_text_start == 0) return {1, 26, 0, std::string("go1.26+") + suffix};
+      return {1, 20, 0, std::string("go1.20-1.25") + suffix};
   }
   return {1, 2, 0, std::string("go1.2+") + suffix};
 }
@@ -122,4 +124,4 @@ bool go_register_abi(symbols::Machine machine, const GoVersion& v) {
   }
 }
 
-}  // namespace sonde::agent
+}  // namespace sonde::symbolize

@@ -7,6 +7,7 @@
 // Every offset and length is bounds-checked: a malformed section is an error.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,7 +16,7 @@
 #include "agent/symbols/elf_file.h"
 #include "common/result.h"
 
-namespace sonde::agent {
+namespace sonde::symbolize {
 
 struct GoVersion {
   int major = 0, minor = 0, patch = 0;
@@ -31,12 +32,12 @@ Result<GoVersion> go_build_version(const symbols::ElfFile& elf);
 
 // The oldest Go release whose .gopclntab has `layout`, for a binary without .go.buildinfo
 // (release pipelines strip it; the function table stays, as the runtime needs it): 1.2, 1.16,
-// 1.18 or 1.20, `text` saying so ("go1.18+ (from .gopclntab; no .go.buildinfo)"). The 1.16
-// layout is also 1.17's, which passes arguments in registers on amd64: the result (1.16) errs
-// on the side of not instrumenting.
-GoVersion go_version_from_pclntab(symbolize::GoPclntabLayout layout);
+// 1.18, 1.20 or 1.26 (the 1.20 layout with 0 as the header's textStart), `text` saying so
+// ("go1.26+ (from .gopclntab; no .go.buildinfo)"). The 1.16 layout is also 1.17's, which passes
+// arguments in registers on amd64: the result (1.16) errs on the side of not instrumenting.
+GoVersion go_version_from_pclntab(GoPclntabLayout layout, uint64_t header_text_start);
 
 // Go's register ABI for function arguments: amd64 from Go 1.17, arm64 from Go 1.18.
 bool go_register_abi(symbols::Machine machine, const GoVersion& v);
 
-}  // namespace sonde::agent
+}  // namespace sonde::symbolize

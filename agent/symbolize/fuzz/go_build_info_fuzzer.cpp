@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "agent/gotls/go_build_info.h"
+#include "agent/symbolize/go_build_info.h"
 
 namespace {
 
@@ -69,9 +69,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto elf = sonde::symbols::ElfFile::parse(file);
   if (!elf.ok()) __builtin_trap();  // the wrapper itself is always a valid ELF
-  auto version = sonde::agent::go_build_version(*elf);
+  auto version = sonde::symbolize::go_build_version(*elf);
   if (version.ok()) {
-    (void)sonde::agent::go_register_abi(sonde::symbols::Machine::kX86_64, *version);
+    (void)sonde::symbolize::go_register_abi(sonde::symbols::Machine::kX86_64, *version);
   }
   return 0;
 }
