@@ -166,8 +166,8 @@ Status GoBinary::locate(const GoBinaryOptions& wanted) {
       text_from_ = TextFrom::kHeader;
     } else {
       return Error(
-          "Go 1.26+ function table (text start 0 in its header) and no module data found: "
-          "function addresses unknown");
+          "Go function table with text start 0 in its header (as Go 1.26+ writes it) and no "
+          "module data found: function addresses unknown");
     }
   }
 

@@ -1,0 +1,3 @@
+module sonde.test/gosymentry
+
+go 1.19
