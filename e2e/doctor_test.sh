@@ -53,4 +53,22 @@ expect_contains "$out" "--cap-add BPF --cap-add PERFMON --cap-add SYS_PTRACE --c
 
 "$agent" --version | grep -E '^sonde-agent [0-9]+\.[0-9]+\.[0-9]+$' >/dev/null || fail "--version"
 "$agent" doctor --help | grep -q -- '--proc-root' || fail "doctor --help"
+
+# --binary: a Go TLS program built here and Debian's kubectl (stripped Go) are instrumentable;
+# a C program is no Go TLS user; a missing file exits 1 and says which.
+export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$SONDE_E2E_TMP/gocache" GOPATH="$SONDE_E2E_TMP/gopath" CGO_ENABLED=0
+(cd "$(dirname "$0")/workloads/gotls" && go build -ldflags="-s -w" -o "$SONDE_E2E_TMP/gotls" .) ||
+  fail "go build gotls"
+out="$("$agent" doctor --binary "$SONDE_E2E_TMP/gotls" --binary /bin/true)" ||
+  fail "doctor --binary exited $?: $out"
+expect_contains "$out" "go tls        instrumentable: $(go env GOVERSION)" "doctor --binary (Go)"
+expect_contains "$out" "found in      function table (text start from " "doctor --binary (Go)"
+expect_contains "$out" "gotls/read_return file offsets 0x" "doctor --binary (Go)"
+expect_contains "$out" "go tls        not a Go TLS user: does not use crypto/tls (not a Go binary)" "doctor --binary (C)"
+set +e
+out="$("$agent" doctor --binary "$SONDE_E2E_TMP/missing" 2>&1)"
+rc=$?
+set -e
+[[ $rc == 1 ]] || fail "doctor --binary on a missing file: exit $rc, want 1"
+expect_contains "$out" "$SONDE_E2E_TMP/missing" "doctor --binary (missing file)"
 echo "doctor: ok"

@@ -42,6 +42,13 @@ Result<std::vector<uint8_t>> read_code(const symbols::OpenBinary& binary, uint64
   return code;
 }
 
+// Without either symbol only a Go binary can be a TLS user, through its function table. Not told
+// by the build-id note alone: a binary linked by the system linker (cgo) carries a GNU one too,
+// and stripping can remove Go's.
+bool may_hold_go_functions(const symbols::ElfFile& elf) {
+  return elf.section_count() == 0 || symbolize::looks_like_go(elf);
+}
+
 std::optional<Function> in_function_table(const symbolize::GoBinary& go, const std::string& name) {
   auto f = go.pclntab().find_function(name);
   if (!f) return std::nullopt;
@@ -65,11 +72,8 @@ size_t GoTlsPlan::sites() const {
 bool may_use_go_tls(const symbols::OpenBinary& binary,
                     const std::vector<symbols::ProbeTarget>& targets) {
   if (targets[kWrite].found || targets[kRead].found) return true;
-  // Without either symbol only a Go binary can be a TLS user, through its function table. Not
-  // told by the build-id note alone: a binary linked by the system linker (cgo) carries a GNU
-  // one too, and stripping can remove Go's.
   auto elf = symbols::ElfFile::parse(binary.bytes());
-  return elf.ok() && (elf->section_count() == 0 || symbolize::looks_like_go(*elf));
+  return elf.ok() && may_hold_go_functions(*elf);
 }
 
 GoTlsPlan plan_go_tls(const symbols::OpenBinary& binary, const std::string& exe,
@@ -103,6 +107,11 @@ GoTlsPlan plan_go_tls(const symbols::OpenBinary& binary, const std::string& exe,
       go_error = opened.error().message();
     }
   };
+  if (!write && !read && !may_hold_go_functions(*elf)) {
+    v.reported = false;
+    v.reason = "does not use crypto/tls (not a Go binary)";
+    return plan;
+  }
   if (!write && !read && !elf->find_section(".symtab")) {
     v.stripped = true;
     open_go();
