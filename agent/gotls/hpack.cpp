@@ -193,7 +193,8 @@ Result<uint32_t> read_integer(std::span<const uint8_t> block, size_t& pos, int p
 
 }  // namespace
 
-Status huffman_decode(std::span<const uint8_t> in, std::string& out, size_t max_bytes) {
+template <typename String>
+Status huffman_decode(std::span<const uint8_t> in, String& out, size_t max_bytes) {
   const HuffmanTree& tree = huffman_tree();
   size_t node = 0;
   int pending_bits = 0;  // bits read since the last symbol
@@ -222,11 +223,13 @@ Status huffman_decode(std::span<const uint8_t> in, std::string& out, size_t max_
   if (!pending_ones) return Error("Huffman: padding is not a prefix of EOS");
   return ok_status();
 }
+template Status huffman_decode(std::span<const uint8_t>, std::string&, size_t);
+template Status huffman_decode(std::span<const uint8_t>, WipedString&, size_t);
 
 namespace {
 
 // RFC 7541 5.2: a string literal at block[pos] onto out (cleared first); pos moves past it.
-Status read_string(std::span<const uint8_t> block, size_t& pos, std::string& out,
+Status read_string(std::span<const uint8_t> block, size_t& pos, WipedString& out,
                    size_t max_bytes) {
   out.clear();
   if (pos >= block.size()) return Error("truncated string");
@@ -254,9 +257,17 @@ size_t Decoder::memory() const {
          scratch_value_.capacity();
 }
 
+bool Decoder::keeps_value(std::string_view name) const {
+  if (limits_.kept_values.empty()) return true;
+  for (std::string_view kept : limits_.kept_values) {
+    if (name == kept) return true;
+  }
+  return false;
+}
+
 void Decoder::evict_to(size_t size) {
   while (size_ > size && !table_.empty()) {
-    size_ -= table_.back().name.size() + table_.back().value.size() + kEntryOverhead;
+    size_ -= table_.back().name.size() + table_.back().value_size + kEntryOverhead;
     table_.pop_back();
   }
 }
@@ -268,11 +279,21 @@ void Decoder::insert(std::string_view name, std::string_view value) {
     return;
   }
   evict_to(max_size_ - size);
-  table_.push_front({std::string(name), std::string(value)});
+  table_.push_front(
+      {std::string(name), keeps_value(name) ? std::string(value) : std::string(), value.size()});
   size_ += size;
 }
 
 Status Decoder::decode(std::span<const uint8_t> block, const FieldFn& field) {
+  Status st = decode_fields(block, field);
+  // Whatever the outcome, the literals of this block leave no trace in the scratch strings.
+  wipe(scratch_name_);
+  wipe(scratch_value_);
+  release_large_scratch();
+  return st;
+}
+
+Status Decoder::decode_fields(std::span<const uint8_t> block, const FieldFn& field) {
   size_t pos = 0;
   bool field_seen = false;
   while (pos < block.size()) {
@@ -320,18 +341,19 @@ Status Decoder::decode(std::span<const uint8_t> block, const FieldFn& field) {
       return Error("field of " + std::to_string(scratch_name_.size() + scratch_value_.size()) +
                    " bytes over the bound " + std::to_string(limits_.max_field_bytes));
     }
-    if (indexing) insert(scratch_name_, scratch_value_);
-    field(scratch_name_, scratch_value_);
+    const std::string_view name(scratch_name_.data(), scratch_name_.size());
+    const std::string_view value(scratch_value_.data(), scratch_value_.size());
+    if (indexing) insert(name, value);
+    field(name, value);
     field_seen = true;
   }
-  release_large_scratch();
   return ok_status();
 }
 
 void Decoder::release_large_scratch() {
   // An idle connection keeps small buffers only: one large field does not pin its size.
-  if (scratch_name_.capacity() > kKeptScratchBytes) std::string().swap(scratch_name_);
-  if (scratch_value_.capacity() > kKeptScratchBytes) std::string().swap(scratch_value_);
+  if (scratch_name_.capacity() > kKeptScratchBytes) WipedString().swap(scratch_name_);
+  if (scratch_value_.capacity() > kKeptScratchBytes) WipedString().swap(scratch_value_);
 }
 
 }  // namespace sonde::agent::hpack

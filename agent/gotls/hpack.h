@@ -12,6 +12,10 @@
 //     prefix of EOS, or a decoded EOS are errors).
 //   - Any error (malformed bytes, a bound below exceeded) leaves the table in an unspecified
 //     state: the caller must stop decoding this direction (the HTTP/2 connection is broken).
+//   - Values: with Limits::kept_values set, the table keeps only those names' values; the
+//     scratch strings that hold each literal while it is decoded are zeroed when decode()
+//     returns and whenever their memory is released (wiped.h), so a value of any other header
+//     (credentials, cookies) is in the decoder's memory only during its own block's decode().
 //
 // Bounds (each is an error past it, never an allocation):
 //   - integers: at most kMaxIntegerBytes continuation octets and values below 2^32;
@@ -35,7 +39,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "agent/gotls/wiped.h"
 #include "common/result.h"
 
 namespace sonde::agent::hpack {
@@ -47,6 +53,10 @@ struct Limits {
   size_t max_table_size = 65536;
   // The largest decoded string literal, and the largest name + value of one field.
   size_t max_field_bytes = 16384;
+  // Names whose values the dynamic table keeps; empty: every value (a plain RFC 7541 decoder).
+  // An entry of another name keeps its name and its value's size, which is all indexing and
+  // eviction need, and gives `field` an empty value when indexed.
+  std::vector<std::string_view> kept_values;
 };
 
 // Called for each decoded field; the views are valid only during the call.
@@ -74,7 +84,8 @@ class Decoder {
  private:
   struct Entry {
     std::string name;
-    std::string value;
+    std::string value;  // empty unless the name's value is kept
+    size_t value_size = 0;
   };
   static constexpr size_t kKeptScratchBytes = 1024;
   void release_large_scratch();
@@ -85,12 +96,18 @@ class Decoder {
   std::deque<Entry> table_;  // front: newest
   size_t size_ = 0;
   size_t max_size_ = kDefaultTableSize;
-  std::string scratch_name_;
-  std::string scratch_value_;
+  Status decode_fields(std::span<const uint8_t> block, const FieldFn& field);
+  bool keeps_value(std::string_view name) const;
+
+  WipedString scratch_name_;
+  WipedString scratch_value_;
 };
 
-// Decodes a Huffman-coded string (RFC 7541 5.2, Appendix B) onto `out`, which must not grow
-// past `max_bytes`. Exposed for tests and the fuzzer.
-Status huffman_decode(std::span<const uint8_t> in, std::string& out, size_t max_bytes);
+// Decodes a Huffman-coded string (RFC 7541 5.2, Appendix B) onto `out` (std::string or
+// WipedString), which must not grow past `max_bytes`. Exposed for tests and the fuzzer.
+template <typename String>
+Status huffman_decode(std::span<const uint8_t> in, String& out, size_t max_bytes);
+extern template Status huffman_decode(std::span<const uint8_t>, std::string&, size_t);
+extern template Status huffman_decode(std::span<const uint8_t>, WipedString&, size_t);
 
 }  // namespace sonde::agent::hpack

@@ -65,6 +65,13 @@ struct BlockFields {
   }
 };
 
+// The dynamic tables keep the values of BlockFields' names only (hpack.h): nothing else a peer
+// sends (authorization, cookies) is kept past the decoding of its block.
+Limits reading_fields_only(Limits limits) {
+  limits.hpack.kept_values = {":method", ":status", "content-type", "grpc-status"};
+  return limits;
+}
+
 std::string frame_name(uint8_t type) {
   static constexpr const char* kNames[] = {
       "DATA",         "HEADERS", "PRIORITY", "RST_STREAM",    "SETTINGS",
@@ -90,7 +97,7 @@ FrameHeader parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> bytes
 }
 
 Connection::Connection(Side side, const Limits& limits)
-    : side_(side), limits_(limits), out_(limits.hpack), in_(limits.hpack) {}
+    : side_(side), limits_(reading_fields_only(limits)), out_(limits_.hpack), in_(limits_.hpack) {}
 
 void Connection::lost() {
   fail("lost");
@@ -267,8 +274,8 @@ void Connection::on_block_done(bool outgoing, Direction& dir, uint64_t now_ns,
   const Status decoded = dir.decoder.decode(
       dir.block,
       [&fields](std::string_view name, std::string_view value) { fields.add(name, value); });
-  dir.block.clear();
-  if (dir.block.capacity() > kKeptBlockBytes) std::vector<uint8_t>().swap(dir.block);
+  wipe(dir.block);
+  if (dir.block.capacity() > kKeptBlockBytes) WipedBytes().swap(dir.block);
   if (!decoded.ok()) return fail("malformed: HPACK: " + decoded.error().message());
   if (dir.block_is_push) return;  // the promised request is not counted
 

@@ -148,7 +148,7 @@ class Connection {  // one TLS connection of one process, both directions
   struct Direction {
     explicit Direction(const hpack::Limits& limits) : decoder(limits) {}
     hpack::Decoder decoder;
-    std::vector<uint8_t> block;
+    WipedBytes block;  // header bytes: zeroed once decoded (wiped.h)
     bool in_block = false;
     size_t continuations = 0;
     uint64_t block_start_ns = 0;  // when the block's first frame was seen

@@ -97,7 +97,8 @@ void Http2Tracker::on_record(std::span<const uint8_t> record) {
   d.payload.insert(d.payload.end(), data.begin(), data.end());
   if (d.payload.size() < d.header.length) return;
   d.in_frame = false;
-  std::vector<uint8_t> payload = std::move(d.payload);
+  // Moved out: delivering may give the connection up, and `d` with it. Zeroed when it goes.
+  WipedBytes payload = std::move(d.payload);
   d.payload.clear();
   deliver_locked(it, outgoing, d.header, payload, d.ts_ns);
 }

@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "agent/gotls/http2.h"
+#include "agent/gotls/wiped.h"
 #include "gotls.h"
 
 namespace sonde::agent {
@@ -112,7 +113,7 @@ class Http2Tracker {
     bool in_frame = false;  // a forwarded frame's payload is being reassembled
     http2::FrameHeader header{};
     uint64_t ts_ns = 0;
-    std::vector<uint8_t> payload;
+    WipedBytes payload;  // header bytes of a frame being reassembled (wiped.h)
   };
   struct Conn {
     Conn(http2::Side s, const http2::Limits& limits) : side(s), connection(s, limits) {}

@@ -108,6 +108,30 @@ TEST(HpackRfcTest, C4RequestsWithHuffman) {
                   "8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf"});
 }
 
+// With kept values, the C.5 responses evict exactly as the RFC's (sizes count the values whose
+// bytes are dropped), and only :status keeps its value; the others read back as "".
+TEST(HpackRfcTest, KeptValuesOnlyDropTheOthersBytesNotTheirSize) {
+  Limits limits;
+  limits.kept_values = {":status"};
+  Decoder d(limits);
+  const auto first = decode(d, unhex("3fe101 4803 3330 3258 0770 7269 7661 7465 611d 4d6f 6e2c "
+                                     "2032 3120 4f63 7420 3230 3133 2032 303a 3133 3a32 3120 "
+                                     "474d 546e 1768 7474 7073 3a2f 2f77 7777 2e65 7861 6d70 "
+                                     "6c65 2e63 6f6d"));
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  // The block's own literals still reach the caller.
+  EXPECT_EQ((*first)[1], (std::pair<std::string, std::string>{"cache-control", "private"}));
+  EXPECT_EQ(table_of(d),
+            (Fields{{"location", ""}, {"date", ""}, {"cache-control", ""}, {":status", "302"}}));
+  EXPECT_EQ(d.table_size(), 222U);  // as RFC 7541 C.5.1 says
+  // C.5.2: ":status 307" evicts the oldest entry, as it would with every value kept.
+  const auto second = decode(d, unhex("4803 3330 37c1 c0bf"));
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  EXPECT_EQ(*second,
+            (Fields{{":status", "307"}, {"cache-control", ""}, {"date", ""}, {"location", ""}}));
+  EXPECT_EQ(d.table_size(), 222U);
+}
+
 // C.5 (plain) and C.6 (Huffman): three responses with a 256-octet table, so entries are evicted.
 // The RFC's decoder starts at 256; here a size update (3fe1 01 = 256) at the start of the first
 // block sets it, as an encoder would after SETTINGS_HEADER_TABLE_SIZE = 256.
