@@ -84,6 +84,19 @@ void BM_GoOpen(benchmark::State& state) {
 }
 BENCHMARK(BM_GoOpen)->Unit(benchmark::kMillisecond);
 
+// What the Go TLS verdict opens per new binary (go_tls_plan.cpp): no lookup index, no inline
+// trees, two name lookups.
+void BM_GoOpenForNames(benchmark::State& state) {
+  GoBinaryOptions options;
+  options.build_index = false;
+  options.inline_trees = false;
+  for (auto _ : state) {
+    auto b = GoBinary::open(go_binary_path(), options);
+    if (b.ok()) benchmark::DoNotOptimize((*b)->pclntab().find_function("crypto/tls.(*Conn).Read"));
+  }
+}
+BENCHMARK(BM_GoOpenForNames)->Unit(benchmark::kMillisecond);
+
 // ELF symbol tables: /usr/bin/node (or SONDE_BENCH_ELF_BINARY) at the addresses listed in
 // SONDE_BENCH_ELF_ADDRS (one hex address per line, the same file run.sh feeds to
 // llvm-symbolizer and addr2line).
