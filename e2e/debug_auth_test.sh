@@ -32,9 +32,20 @@ kind: RoleBinding
 metadata: {name: alice-reads-profiles, namespace: team-a}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: sonde-profile-reader}
 subjects: [{kind: User, name: alice}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: carol-reads-profiles, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: sonde-profile-reader}
+subjects: [{kind: User, name: carol}]
 YAML
+# carol's tokens carry extra attributes, which the (fake) authorizer wants to see in the review;
+# alice-elsewhere is a token for another service from an authenticator that ignores the
+# audiences it is asked for.
 FAKE_API_IDENTITIES=("alice-token=alice;aud=sonde" "alice-api=alice" "alice-old=alice;aud=sonde;expired"
-                     "bob-token=bob;aud=sonde" "late-token=alice;aud=sonde")
+                     "bob-token=bob;aud=sonde" "late-token=alice;aud=sonde"
+                     "carol-token=carol;aud=sonde;extra=scopes:profiles|read"
+                     "alice-elsewhere=alice;aud=vault;ignores-audiences")
 start_fake_apiserver "$tmp/chart.yaml" "$ns"
 kube_admin POST /api/v1/nodes '{"metadata": {"name": "auth-node"}}' >/dev/null || fail "cannot create the Node"
 
@@ -66,6 +77,9 @@ expect 401 alice-old "&namespace=team-a" "an expired token"
 grep -q 'expired' "$tmp/body" || fail "the 401 does not say the token expired"
 expect 401 alice-api "&namespace=team-a" "a token for another audience"
 grep -q 'audiences' "$tmp/body" || fail "the 401 does not name the audience"
+expect 401 alice-elsewhere "&namespace=team-a" "a token for another service, audiences unchecked by its authenticator"
+grep -q 'not issued for the audience' "$tmp/body" || fail "the 401 does not say the audience is not sonde's"
+expect 200 carol-token "&namespace=team-a" "carol, her extra attributes passed on to the review"
 expect 200 alice-token "&namespace=team-a" "alice, her namespace"
 expect 403 alice-token "&namespace=team-b" "alice, another namespace"
 expect 403 alice-token "" "alice, every namespace"

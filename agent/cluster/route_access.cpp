@@ -153,11 +153,33 @@ Result<AccessReviewer::TokenVerdict> ApiReviewer::review_token(const std::string
   TokenVerdict v;
   v.error = status.value("error", "");
   if (!status.value("authenticated", false)) return v;
+  // A client that names audiences must check the answer names one of them: an authenticator
+  // that ignores spec.audiences would otherwise let a token minted for another service in.
+  if (!audience.empty()) {
+    bool ours = false;
+    if (auto a = status.find("audiences"); a != status.end() && a->is_array()) {
+      for (const auto& each : *a) ours = ours || (each.is_string() && each == audience);
+    }
+    if (!ours) {
+      v.error = "the token was not issued for the audience \"" + audience + "\" (the review says " +
+                status.value("audiences", kube::Json::array()).dump() + ")";
+      return v;
+    }
+  }
   const kube::Json user = status.value("user", kube::Json::object());
-  User u{user.value("username", ""), user.value("uid", ""), {}};
+  User u{user.value("username", ""), user.value("uid", ""), {}, {}};
   if (auto g = user.find("groups"); g != user.end() && g->is_array()) {
     for (const auto& group : *g) {
       if (group.is_string()) u.groups.push_back(group.get<std::string>());
+    }
+  }
+  if (auto x = user.find("extra"); x != user.end() && x->is_object()) {
+    for (const auto& [key, values] : x->items()) {
+      if (!values.is_array()) continue;
+      auto& out = u.extra[key];
+      for (const auto& each : values) {
+        if (each.is_string()) out.push_back(each.get<std::string>());
+      }
     }
   }
   if (u.name.empty()) return v;
@@ -171,6 +193,7 @@ Result<bool> ApiReviewer::may_read_profiles(const User& user, const std::string&
   kube::Json spec = {
       {"user", user.name}, {"groups", user.groups}, {"resourceAttributes", std::move(attributes)}};
   if (!user.uid.empty()) spec["uid"] = user.uid;
+  if (!user.extra.empty()) spec["extra"] = user.extra;
   kube::Json review = {{"apiVersion", "authorization.k8s.io/v1"},
                        {"kind", "SubjectAccessReview"},
                        {"spec", std::move(spec)}};

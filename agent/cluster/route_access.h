@@ -1,7 +1,9 @@
 // RouteAccess: who may read the agent's debug routes (/debug/...: CPU profiles) in cluster mode,
 // decided by the API server the way Kubernetes' own components do it. A request carries a bearer
 // token (Authorization: Bearer ...); a TokenReview authenticates it (for `audience` when set, else
-// the API server's own), then a SubjectAccessReview asks whether its user may
+// the API server's own; the review's answer must name that audience among the token's, or the
+// token is refused), then a SubjectAccessReview, carrying the user's groups, uid and extra
+// attributes as the TokenReview gave them, asks whether its user may
 //   get profiles.sonde.dev            (a virtual resource: nothing is stored)
 // in the namespace the request's `namespace` parameter names, or in every namespace when it names
 // none (a profile without that filter covers every selected container on the node). Grant it with
@@ -41,6 +43,9 @@ class AccessReviewer {
     std::string name;
     std::string uid;
     std::vector<std::string> groups;
+    // The authenticator's extra attributes (scopes, the node a token is bound to, ...): passed
+    // on to the SubjectAccessReview, whose authorizers may decide by them.
+    std::map<std::string, std::vector<std::string>> extra;
   };
   struct TokenVerdict {
     std::optional<User> user;  // nullopt: not authenticated

@@ -159,17 +159,27 @@ API_AUDIENCE = "https://kubernetes.default.svc"
 
 
 class Identity:
-    """A bearer token's user, its audiences and whether it expired: 'TOKEN=USER[;aud=A,B][;expired]'."""
+    """A bearer token's user, its audiences, whether it expired, its user's extra attributes and
+    whether the authenticator behind it ignores the audiences asked for:
+    'TOKEN=USER[;aud=A,B][;expired][;extra=KEY:V1|V2][;ignores-audiences]'. A user with extra
+    attributes is allowed by a SubjectAccessReview only when the review carries them (as a
+    webhook authorizer that scopes tokens by them would)."""
 
     def __init__(self, spec):
         self.token, rest = spec.split("=", 1)
         parts = rest.split(";")
         self.user, self.audiences, self.expired = parts[0], [API_AUDIENCE], False
+        self.extra, self.ignores_audiences = {}, False
         for p in parts[1:]:
             if p.startswith("aud="):
                 self.audiences = p[len("aud="):].split(",")
             elif p == "expired":
                 self.expired = True
+            elif p.startswith("extra="):
+                key, _, values = p[len("extra="):].partition(":")
+                self.extra[key] = values.split("|")
+            elif p == "ignores-audiences":
+                self.ignores_audiences = True
 
 
 class Authorizer:
@@ -609,6 +619,12 @@ class Handler(BaseHTTPRequestHandler):
                 status = {"authenticated": False, "error": "[invalid bearer token, token lookup failed]"}
             elif ident.expired:
                 status = {"authenticated": False, "error": "[invalid bearer token, Token has expired.]"}
+            elif ident.ignores_audiences:
+                # An authenticator that does not check spec.audiences: it says which audiences
+                # the token has, and the caller must check them.
+                status = {"authenticated": True, "user": {"username": ident.user,
+                                                          "groups": ["system:authenticated"]},
+                          "audiences": ident.audiences}
             elif not set(ident.audiences) & set(wanted):
                 status = {"authenticated": False,
                           "error": "[invalid bearer token, token audiences %s is invalid for the "
@@ -621,13 +637,20 @@ class Handler(BaseHTTPRequestHandler):
                               "system:authenticated"]
                 status = {"authenticated": True, "user": {"username": user, "groups": groups},
                           "audiences": [a for a in wanted if a in ident.audiences]}
+                if ident.extra:
+                    status["user"]["extra"] = ident.extra
         else:
             attrs = spec.get("resourceAttributes") or {}
             allowed = self.authorizer.allowed(spec.get("user") or "", attrs.get("verb") or "",
                                               attrs.get("group") or "", attrs.get("resource") or "",
                                               attrs.get("namespace") or None, attrs.get("name"))
-            status = {"allowed": allowed}
-            if not allowed:
+            scoped = [i for i in self.authorizer.tokens.values()
+                      if i.user == spec.get("user") and i.extra]
+            missing_extra = any(spec.get("extra") != i.extra for i in scoped)
+            status = {"allowed": allowed and not missing_extra}
+            if missing_extra:
+                status["reason"] = "the review does not carry the user's extra attributes"
+            elif not allowed:
                 status["reason"] = "no RBAC rule allows it"
         out["status"] = status
         return self.send_json(201, out)
