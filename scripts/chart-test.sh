@@ -36,6 +36,16 @@ for values in "$tmp/empty.yaml" "$tests"/values/*.yaml; do
   python3 "$check" invariants "$tmp/$name.yaml" "$values"
 done
 
+echo "--- kube-system: refused unless rbac.allowKubeSystem (the agents write Leases there)"
+if helm template sonde "$chart" -n kube-system >"$tmp/kube-system.out" 2>&1; then
+  echo "FAIL: the chart renders into kube-system without rbac.allowKubeSystem" >&2; exit 1
+fi
+grep -q "rbac.allowKubeSystem" "$tmp/kube-system.out" ||
+  { cat "$tmp/kube-system.out"; echo "FAIL: the refusal does not name rbac.allowKubeSystem" >&2; exit 1; }
+helm template sonde "$chart" -n kube-system --set rbac.allowKubeSystem=true >/dev/null ||
+  { echo "FAIL: rbac.allowKubeSystem=true does not render" >&2; exit 1; }
+echo "refused, and rendered with rbac.allowKubeSystem=true"
+
 echo "--- sonde as a subchart, with global values"
 mkdir -p "$tmp/umbrella/charts" "$tmp/umbrella/templates"
 cp -r "$chart" "$tmp/umbrella/charts/sonde"

@@ -503,6 +503,9 @@ VALUE_CHANGES = {
     "metrics.jobs.operator": "other-operator-job",
     "dashboards.namespace": "monitoring",
 }
+# Values that act only in one release namespace: checked by rendering there (a refusal turning
+# into a rendering is a change).
+VALUE_NAMESPACE = {"rbac.allowKubeSystem": "kube-system"}
 # Changes that need another value to render at all.
 VALUE_NEEDS = {
     "operator.serviceAccount.create": {"operator": {"serviceAccount": {"name": "operator-sa"}}},
@@ -577,11 +580,11 @@ def values_doc(scratch):
     readme_path = os.path.join(CHART, "README.md")
     readme = open(readme_path).read() if os.path.exists(readme_path) else ""
 
-    def render(values):
+    def render(values, namespace="sonde-system"):
         f = os.path.join(scratch, "v.yaml")
         with open(f, "w") as out:
             yaml.safe_dump(values, out)
-        r = subprocess.run(["helm", "template", "sonde", CHART, "-n", "sonde-system", "-f", f],
+        r = subprocess.run(["helm", "template", "sonde", CHART, "-n", namespace, "-f", f],
                            capture_output=True, text=True)
         return r.returncode, r.stdout, r.stderr
 
@@ -597,6 +600,18 @@ def values_doc(scratch):
         if f"`{path}`" not in readme:
             fail(f"values-doc: {path} is not documented in charts/sonde/README.md")
         verdicts = []
+        if path in VALUE_NAMESPACE:
+            ns = VALUE_NAMESPACE[path]
+            base_code, base_out, _ = render(VALUES_BASE, ns)
+            for cand in candidates(path, value):
+                code, out, _ = render(merge(VALUES_BASE, nested(path, cand)), ns)
+                if (code, out) != (base_code, base_out):
+                    verdicts = None
+                    break
+                verdicts.append(f"{cand!r} renders the same in {ns}")
+            if verdicts is not None:
+                fail(f"values-doc: setting {path} changes nothing: {'; '.join(verdicts)}")
+            continue
         for cand in candidates(path, value):
             code, out, err = render(merge(merge(VALUES_BASE, VALUE_NEEDS.get(path, {})),
                                           nested(path, cand)))
