@@ -286,9 +286,11 @@ void Decoder::insert(std::string_view name, std::string_view value) {
 
 Status Decoder::decode(std::span<const uint8_t> block, const FieldFn& field) {
   Status st = decode_fields(block, field);
-  // Whatever the outcome, the literals of this block leave no trace in the scratch strings.
-  wipe(scratch_name_);
-  wipe(scratch_value_);
+  // Whatever the outcome, the literals of this block leave no trace in the scratch strings (a
+  // literal cut short by an error may have reached past the high-water marks: all of them then).
+  wipe(scratch_name_, st.ok() ? name_high_ : scratch_name_.capacity());
+  wipe(scratch_value_, st.ok() ? value_high_ : scratch_value_.capacity());
+  name_high_ = value_high_ = 0;
   release_large_scratch();
   return st;
 }
@@ -336,7 +338,9 @@ Status Decoder::decode_fields(std::span<const uint8_t> block, const FieldFn& fie
     } else {
       return Error("name index " + std::to_string(name_index) + " past the table");
     }
+    name_high_ = std::max(name_high_, scratch_name_.size());
     RETURN_IF_ERROR(read_string(block, pos, scratch_value_, limits_.max_field_bytes));
+    value_high_ = std::max(value_high_, scratch_value_.size());
     if (scratch_name_.size() + scratch_value_.size() > limits_.max_field_bytes) {
       return Error("field of " + std::to_string(scratch_name_.size() + scratch_value_.size()) +
                    " bytes over the bound " + std::to_string(limits_.max_field_bytes));

@@ -101,6 +101,8 @@ class Decoder {
 
   WipedString scratch_name_;
   WipedString scratch_value_;
+  size_t name_high_ = 0;  // the scratch strings' largest sizes in this decode() (wiped.h)
+  size_t value_high_ = 0;
 };
 
 // Decodes a Huffman-coded string (RFC 7541 5.2, Appendix B) onto `out` (std::string or
