@@ -1,13 +1,10 @@
 // Two sonde-operator processes against the fake API server: one leads and writes status;
 // SIGKILL it and the other takes over within the lease duration; only the Lease holder ever
 // writes status. Short lease timings keep the test fast.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +12,7 @@
 #include <iterator>
 
 #include "common/kube/resource.h"
+#include "common/testing/free_port.h"
 #include "operator/tests/operator_fixture.h"
 
 extern char** environ;
@@ -24,29 +22,18 @@ namespace {
 
 constexpr auto kLeaseDuration = std::chrono::seconds(2);
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 class OperatorProcess {
  public:
   OperatorProcess(const std::string& identity, const std::string& kubeconfig)
       : log_(::testing::TempDir() + "operator-" + identity + ".log") {
-    std::vector<std::string> args = {SONDE_OPERATOR_BINARY,
-                                     "--kubeconfig=" + kubeconfig,
-                                     "--leader-election-identity=" + identity,
-                                     "--metrics-address=127.0.0.1:" + std::to_string(free_port()),
-                                     "--lease-duration=2s",
-                                     "--renew-deadline=1500ms",
-                                     "--retry-period=200ms"};
+    std::vector<std::string> args = {
+        SONDE_OPERATOR_BINARY,
+        "--kubeconfig=" + kubeconfig,
+        "--leader-election-identity=" + identity,
+        "--metrics-address=127.0.0.1:" + std::to_string(sonde::testing::free_port()),
+        "--lease-duration=2s",
+        "--renew-deadline=1500ms",
+        "--retry-period=200ms"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

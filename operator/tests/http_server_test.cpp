@@ -1,31 +1,17 @@
 // /metrics, /healthz and /readyz over real HTTP.
 #include "operator/http_server.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <mutex>
 
 #include "common/kube/api_client.h"
+#include "common/testing/free_port.h"
 
 namespace sonde::op {
 namespace {
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 TEST(HttpServerTest, ServesMetricsHealthAndReadiness) {
   OperatorMetrics metrics;
@@ -34,7 +20,7 @@ TEST(HttpServerTest, ServesMetricsHealthAndReadiness) {
   std::atomic<bool> ready{false};
   std::string problem;  // written before each probe below, read by the listener thread
   std::mutex problem_mu;
-  const std::string address = "127.0.0.1:" + std::to_string(free_port());
+  const std::string address = "127.0.0.1:" + std::to_string(sonde::testing::free_port());
   HttpServer server(
       address, metrics, [&] { return ready.load(); },
       [&] {

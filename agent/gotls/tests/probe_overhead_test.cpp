@@ -8,6 +8,7 @@
 #include <string>
 
 #include "agent/discovery/proc_reader.h"
+#include "agent/tests/cgroup2_root.h"
 #include "common/files.h"
 #include "common/testing/manual_clock.h"
 
@@ -110,25 +111,23 @@ TEST(ProbeOverheadTest, ReadsTheCgroupV2PathAndItsCpuUsage) {
   EXPECT_EQ(cpu_stat_usage_usec("user_usec 5\n"), std::nullopt);
   EXPECT_EQ(cpu_stat_usage_usec("usage_usec x1\n"), std::nullopt);
   // This process's own cgroup, where the test runs: it has used some CPU.
-  auto mounts = read_file("/proc/self/mounts");
-  ASSERT_TRUE(mounts.ok());
-  auto root = cgroup2_mount(*mounts);
-  if (!root) GTEST_SKIP() << "no cgroup v2 hierarchy";
-  auto self = cgroup_cpu_seconds("/proc", *root, getpid());
+  const std::string root = sonde::testing::cgroup2_root();
+  if (root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  auto self = cgroup_cpu_seconds("/proc", root, getpid());
   ASSERT_TRUE(self.ok()) << self.error().message();
   EXPECT_GT(*self, 0);
-  EXPECT_FALSE(cgroup_cpu_seconds("/proc", *root, 0).ok());
+  EXPECT_FALSE(cgroup_cpu_seconds("/proc", root, 0).ok());
   // By id (what the kernel names; the cgroup directory's inode): the same cgroup, as far as
   // the CPU used between the two reads allows.
   auto path = cgroup2_path(*read_file("/proc/self/cgroup"));
   ASSERT_TRUE(path);
   struct stat st {};
-  ASSERT_EQ(stat((*root + (*path == "/" ? "" : *path)).c_str(), &st), 0);
-  auto by_id = cgroup_cpu_seconds_by_id(*root, st.st_ino);
+  ASSERT_EQ(stat((root + (*path == "/" ? "" : *path)).c_str(), &st), 0);
+  auto by_id = cgroup_cpu_seconds_by_id(root, st.st_ino);
   ASSERT_TRUE(by_id.ok()) << by_id.error().message();
   EXPECT_GE(*by_id, *self);
   EXPECT_LT(*by_id - *self, 5.0);
-  EXPECT_FALSE(cgroup_cpu_seconds_by_id(*root, 1ULL << 60).ok()) << "no such cgroup";
+  EXPECT_FALSE(cgroup_cpu_seconds_by_id(root, 1ULL << 60).ok()) << "no such cgroup";
 }
 
 }  // namespace
