@@ -136,6 +136,13 @@ TEST(Cgroup2Path, ByIdAsProcSaysAndGoneOnceRemoved) {
   const std::string made = "/sonde-test-" + std::to_string(getpid()) + "/cri-containerd-" +
                            std::string(64, 'a') + ".scope";
   std::filesystem::create_directories(root + made);
+  struct Removed {  // also when an assertion ends the test: a cgroup outlives its test
+    std::string leaf, parent;
+    ~Removed() {
+      (void)rmdir(leaf.c_str());
+      (void)rmdir(parent.c_str());
+    }
+  } removed{root + made, root + made.substr(0, made.rfind('/'))};
   ASSERT_EQ(stat((root + made).c_str(), &st), 0);
   path = cgroup2_path_of(root, st.st_ino);
   ASSERT_TRUE(path.ok()) << path.error().message();

@@ -445,6 +445,13 @@ TEST_F(AgentRuntimeTest, AProcessGoneBeforeItsExecIsHandledIsSelectedFromTheEven
   const std::string cgroup = "/sonde-runtime-test-" + std::to_string(getpid()) +
                              "/cri-containerd-" + std::string(64, 'c') + ".scope";
   std::filesystem::create_directories(root + cgroup);
+  struct Removed {  // also when an assertion ends the test: a cgroup outlives its test
+    std::string leaf, parent;
+    ~Removed() {
+      (void)rmdir(leaf.c_str());
+      (void)rmdir(parent.c_str());
+    }
+  } removed{root + cgroup, root + cgroup.substr(0, cgroup.rfind('/'))};
   struct stat st {};
   ASSERT_EQ(stat((root + cgroup).c_str(), &st), 0);
   const uint64_t cgroup_id = st.st_ino;  // a cgroup's id is its directory's inode
@@ -485,8 +492,6 @@ TEST_F(AgentRuntimeTest, AProcessGoneBeforeItsExecIsHandledIsSelectedFromTheEven
   EXPECT_EQ(b().releases_of(kGone), std::vector<uint64_t>{9});
   EXPECT_FALSE(outcome(kGone));
   EXPECT_FALSE(outcome(kNoCgroup));
-  ASSERT_EQ(rmdir((root + cgroup).c_str()), 0);
-  ASSERT_EQ(rmdir((root + cgroup.substr(0, cgroup.rfind('/'))).c_str()), 0);
 }
 
 // The exit event is handled on the event thread while the worker is still instrumenting: what
