@@ -1,6 +1,7 @@
 #include "agent/discovery/proc_reader.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +69,41 @@ std::optional<std::string> cgroup2_mount(std::string_view text) {
     if (line.substr(second + 1).starts_with("cgroup2 ") && !dir.empty()) return std::string(dir);
   }
   return std::nullopt;
+}
+
+Result<std::string> cgroup2_path_of(const std::string& cgroup2_root, uint64_t cgroup_id) {
+  // kernfs file handles (FILEID_KERNFS) are the node's 64-bit id, which for a cgroup is its id.
+  constexpr int kFileIdKernfs = 0xfe;
+  struct {
+    file_handle head;
+    uint64_t id;
+  } handle{};
+  handle.head.handle_bytes = sizeof handle.id;
+  handle.head.handle_type = kFileIdKernfs;
+  handle.id = cgroup_id;
+  const int mount = ::open(cgroup2_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (mount < 0) return errno_error("open " + cgroup2_root, errno);
+  const int dir = open_by_handle_at(mount, &handle.head, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int open_errno = errno;
+  ::close(mount);
+  if (dir < 0) {
+    return errno_error("open cgroup " + std::to_string(cgroup_id) + " below " + cgroup2_root,
+                       open_errno == ESTALE ? ENOENT : open_errno);  // ESTALE: removed
+  }
+  char buf[4096];
+  const ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(dir)).c_str(), buf, sizeof buf);
+  const int link_errno = errno;
+  ::close(dir);
+  if (n < 0) return errno_error("name cgroup " + std::to_string(cgroup_id), link_errno);
+  std::string_view path(buf, static_cast<size_t>(n));
+  std::string_view root = cgroup2_root;
+  while (root.size() > 1 && root.ends_with('/')) root.remove_suffix(1);
+  if (!path.starts_with(root) || (path.size() > root.size() && path[root.size()] != '/')) {
+    return Error("cgroup " + std::to_string(cgroup_id) + " is at " + std::string(path) +
+                 ", outside " + cgroup2_root);
+  }
+  path.remove_prefix(root.size());
+  return path.empty() ? std::string("/") : std::string(path);
 }
 
 std::optional<uint64_t> parse_stat_start_time(std::string_view stat) {

@@ -76,6 +76,12 @@ std::string container_id_from_cgroup(std::string_view cgroup_text);
 // cgroup2 mount ("/sys/fs/cgroup", ".../unified" on hybrid hosts), nullopt when there is none.
 std::optional<std::string> cgroup2_mount(std::string_view mounts_text);
 
+// The path of the cgroup v2 whose id is `cgroup_id` (bpf_get_current_cgroup_id()'s), relative
+// to the cgroup2 mount at `cgroup2_root` ("/" for the root, "/kubepods.slice/..."), opened by its
+// file handle (open_by_handle_at: CAP_DAC_READ_SEARCH). An error is_gone() when no such cgroup
+// exists (removed). Costs two opens and a readlink.
+Result<std::string> cgroup2_path_of(const std::string& cgroup2_root, uint64_t cgroup_id);
+
 // start_time from /proc/<pid>/stat text (the comm field may hold spaces and parentheses).
 std::optional<uint64_t> parse_stat_start_time(std::string_view stat_text);
 

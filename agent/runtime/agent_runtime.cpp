@@ -16,7 +16,9 @@
 #include "agent/runtime/fd_budget.h"
 #include "agent/runtime/inspection_queue.h"
 #include "agent/symbols/probe_target_cache.h"
+#include "common/files.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/version.h"
 
 namespace sonde::agent {
@@ -58,8 +60,9 @@ struct AgentRuntime::Impl {
 
   Status start(const PartsFactory& build);
   Status run(const StopSignals& stop);
-  // `exec_ns`: the exec event's time (0 for a process found by a scan).
-  void consider(pid_t pid, bool running, uint64_t exec_ns = 0);
+  // `exec`: the exec event that announced it (null for a process found by a scan).
+  void consider(pid_t pid, bool running, const ProcessEvent* exec = nullptr);
+  void select_exited(const ProcessEvent& exec);
   using ExitSlot = std::shared_ptr<std::optional<uint64_t>>;
   void instrument(ProcessInfo info, const Selection& selection, bool running,
                   const std::vector<Feature*>& on_worker, ProcessOutcome out, const ExitSlot& exit);
@@ -79,6 +82,7 @@ struct AgentRuntime::Impl {
   ProcReader proc;
   symbols::ProbeTargetCache cache;
   std::string node;
+  std::optional<std::string> cgroup2_root;  // where cgroup v2 is mounted, if it is
 
   std::deque<ProcessEvent> pending;
   std::unique_ptr<ProcessEvents> events;
@@ -116,6 +120,9 @@ struct AgentRuntime::Impl {
 
 Status AgentRuntime::Impl::start(const PartsFactory& build) {
   route_libbpf_log();
+  if (auto mounts = read_file(proc.root() + "/self/mounts"); mounts.ok()) {
+    cgroup2_root = cgroup2_mount(*mounts);
+  }
   health.set_problem(started_check, "starting: the first /proc scan has not run");
   node = options.node_name.empty() ? host_name() : options.node_name;
   // Events first, then the /proc scan (in run()): a process that starts in between is seen by
@@ -183,16 +190,19 @@ void AgentRuntime::Impl::record(ProcessOutcome out) {
 // On the event thread: only /proc is read here, never the process's executable, so an
 // unselected process costs a few /proc reads and a selected one is opened by the inspection
 // worker (unless no requested feature reads it).
-void AgentRuntime::Impl::consider(pid_t pid, bool running, uint64_t exec_ns) {
+void AgentRuntime::Impl::consider(pid_t pid, bool running, const ProcessEvent* exec) {
   auto info = proc.read(pid);
   if (!info.ok()) {
-    // A process gone, or one even root cannot read (a sandbox's init): nothing to do.
+    // A process gone (selected from its exec event, if it had one) or one even root cannot read
+    // (a sandbox's init).
     if (!is_gone(info.error())) {
       log::debug("cannot inspect process", {{"pid", pid}, {"error", info.error().message()}});
+    } else if (exec != nullptr) {
+      select_exited(*exec);
     }
     return;
   }
-  info->exec_ns = exec_ns;
+  info->exec_ns = exec != nullptr ? exec->timestamp_ns : 0;
   auto selection = selector.select(*info);
   bool was_selected = false;
   {
@@ -243,6 +253,30 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running, uint64_t exec_ns) {
   if (!queued) {
     log::debug("process not inspected", {{"pid", pid}, {"exe", info->exe}, {"file", key}});
     finish_inspection(pid, exit, std::move(out));  // what the event thread did (CPU sampling)
+  }
+}
+
+// A program that exited before its exec event was handled here (a short-lived one on a busy
+// node) has nothing left in /proc, yet a kernel probe may have counted it from its first call
+// (Go TLS probes kept on its file): it is selected from what its exec event says (the path
+// execve() was given, unresolved; its comm; the container of its cgroup v2), and each requested
+// feature's select() sees it, so that its exit, which follows, folds those counts into its
+// container. Nothing is inspected and no outcome is recorded. Not selected when its cgroup is
+// gone or there is no cgroup v2 hierarchy (its container cannot be told then).
+void AgentRuntime::Impl::select_exited(const ProcessEvent& exec) {
+  if (!cgroup2_root) return;
+  auto cgroup = cgroup2_path_of(*cgroup2_root, exec.cgroup_id);
+  if (!cgroup.ok()) return;
+  ProcessInfo info{.pid = static_cast<pid_t>(exec.pid),
+                   .start_time = 0,
+                   .comm = valid_utf8(exec.comm),
+                   .exe = valid_utf8(exec.filename),
+                   .container_id = container_id_from_cgroup("0::" + *cgroup + "\n"),
+                   .exec_ns = exec.timestamp_ns};
+  auto selection = selector.select(info);
+  if (!selection) return;
+  for (const auto& f : features) {
+    if (f->requested(*selection)) (void)f->select(info, *selection);
   }
 }
 
@@ -363,7 +397,7 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
       pending.pop_front();
       auto pid = static_cast<pid_t>(e.pid);
       if (e.kind == ProcessEvent::Kind::kExec) {
-        consider(pid, false, e.timestamp_ns);
+        consider(pid, false, &e);
       } else {
         exited(pid, e.timestamp_ns);
       }

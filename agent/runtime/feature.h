@@ -9,6 +9,9 @@
 //                 of the executable (CPU sampling) instruments here and answers; the others
 //                 answer nullopt and get instrument() on the inspection worker, with the
 //                 executable opened once for every feature (Candidate).
+//                 Also for a process that exited before the runtime could read it in /proc,
+//                 described by its exec event (start_time 0, `exe` as execve() was given it):
+//                 its answer is ignored, no instrument() follows, and its exit comes next.
 //   instrument()  on the inspection worker (it reads tenants' files; may take long).
 //   release()     the process exited or is no longer selected: fold its counters, detach.
 //                 Called for processes the feature never tracked too: then a no-op. On the

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/tests/cgroup2_root.h"
+
 namespace sonde::agent {
 namespace {
 
@@ -110,6 +112,47 @@ TEST(ProcReader, GoneProcessIsENOENT) {
   auto info = reader.read(999999999);
   ASSERT_FALSE(info.ok());
   EXPECT_EQ(info.error().code(), ENOENT);
+}
+
+// A cgroup v2 named by its id (what an exec event carries) is found where /proc/<pid>/cgroup
+// says, by path; a removed one is gone. Truth: the cgroup's id is its directory's inode number.
+TEST(Cgroup2Path, ByIdAsProcSaysAndGoneOnceRemoved) {
+  const std::string root = testing::cgroup2_root();
+  if (root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  if (geteuid() != 0) GTEST_SKIP() << "open_by_handle_at needs CAP_DAC_READ_SEARCH";
+  std::ifstream own("/proc/self/cgroup");
+  std::string line;
+  std::string mine;
+  while (std::getline(own, line)) {
+    if (line.starts_with("0::")) mine = line.substr(3);
+  }
+  ASSERT_FALSE(mine.empty());
+  struct stat st {};
+  ASSERT_EQ(stat((root + mine).c_str(), &st), 0);
+  auto path = cgroup2_path_of(root, st.st_ino);
+  ASSERT_TRUE(path.ok()) << path.error().message();
+  EXPECT_EQ(*path, mine);
+
+  const std::string made = "/sonde-test-" + std::to_string(getpid()) + "/cri-containerd-" +
+                           std::string(64, 'a') + ".scope";
+  std::filesystem::create_directories(root + made);
+  struct Removed {  // also when an assertion ends the test: a cgroup outlives its test
+    std::string leaf, parent;
+    ~Removed() {
+      (void)rmdir(leaf.c_str());
+      (void)rmdir(parent.c_str());
+    }
+  } removed{root + made, root + made.substr(0, made.rfind('/'))};
+  ASSERT_EQ(stat((root + made).c_str(), &st), 0);
+  path = cgroup2_path_of(root, st.st_ino);
+  ASSERT_TRUE(path.ok()) << path.error().message();
+  EXPECT_EQ(*path, made);
+  EXPECT_EQ(container_id_from_cgroup("0::" + *path + "\n"), std::string(64, 'a'));
+  ASSERT_EQ(rmdir((root + made).c_str()), 0);
+  ASSERT_EQ(rmdir((root + made.substr(0, made.rfind('/'))).c_str()), 0);
+  auto gone = cgroup2_path_of(root, st.st_ino);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.error().code(), ENOENT) << gone.error().message();  // is_gone()
 }
 
 }  // namespace

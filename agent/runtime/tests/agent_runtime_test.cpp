@@ -7,6 +7,7 @@
 #include "agent/runtime/agent_runtime.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,6 +23,7 @@
 #include <set>
 #include <thread>
 
+#include "agent/tests/cgroup2_root.h"
 #include "agent/tests/child_process.h"
 #include "agent/tests/http_get.h"
 #include "common/testing/manual_clock.h"
@@ -91,8 +93,9 @@ class FakeFeature final : public Feature {
   const std::vector<std::string>& symbol_names() const override { return names_; }
 
   std::optional<FeatureResult> select(const ProcessInfo& process, const Selection&) override {
-    if (on_worker_) return std::nullopt;
     std::lock_guard lock(mu_);
+    selected_.push_back(process);
+    if (on_worker_) return std::nullopt;
     calls_.push_back({false, process.pid, false, process.exe});
     return answer_locked(process.pid);
   }
@@ -161,6 +164,15 @@ class FakeFeature final : public Feature {
     }
     return out;
   }
+  // What select() was told of pid, every time.
+  std::vector<ProcessInfo> selects_of(pid_t pid) const {
+    std::lock_guard lock(mu_);
+    std::vector<ProcessInfo> out;
+    for (const auto& p : selected_) {
+      if (p.pid == pid) out.push_back(p);
+    }
+    return out;
+  }
   std::vector<uint64_t> releases_of(pid_t pid) const {
     std::lock_guard lock(mu_);
     std::vector<uint64_t> out;
@@ -188,6 +200,7 @@ class FakeFeature final : public Feature {
   const std::vector<std::string> names_ = {"main"};
   mutable std::mutex mu_;
   std::vector<Call> calls_;
+  std::vector<ProcessInfo> selected_;
   std::vector<std::pair<pid_t, uint64_t>> releases_;
   std::map<pid_t, FeatureResult> answers_;
   std::set<pid_t> tracked_;
@@ -418,6 +431,67 @@ TEST_F(AgentRuntimeTest, AnExitReleasesTheProcessFromEveryFeatureAtItsExitTime) 
                  .timestamp_ns = 5});
   settle();
   for (FakeFeature* f : features_) EXPECT_EQ(f->releases_of(other.pid()).size(), 1u);
+}
+
+// A short-lived program that exited before its exec event was handled: /proc has nothing of it,
+// so it is selected from the event (its exe as exec'd, its comm, its cgroup v2's container), each
+// requested feature's select() sees it (a kernel probe may have counted it from its first call,
+// its exit folds that), nothing is inspected and no outcome stays. A process whose cgroup cannot
+// be named is not selected: its container could not be told.
+TEST_F(AgentRuntimeTest, AProcessGoneBeforeItsExecIsHandledIsSelectedFromTheEvent) {
+  const std::string root = ::sonde::testing::cgroup2_root();
+  if (root.empty()) GTEST_SKIP() << "no cgroup v2 hierarchy";
+  if (geteuid() != 0) GTEST_SKIP() << "naming a cgroup by its id needs CAP_DAC_READ_SEARCH";
+  const std::string cgroup = "/sonde-runtime-test-" + std::to_string(getpid()) +
+                             "/cri-containerd-" + std::string(64, 'c') + ".scope";
+  std::filesystem::create_directories(root + cgroup);
+  struct Removed {  // also when an assertion ends the test: a cgroup outlives its test
+    std::string leaf, parent;
+    ~Removed() {
+      (void)rmdir(leaf.c_str());
+      (void)rmdir(parent.c_str());
+    }
+  } removed{root + cgroup, root + cgroup.substr(0, cgroup.rfind('/'))};
+  struct stat st {};
+  ASSERT_EQ(stat((root + cgroup).c_str(), &st), 0);
+  const uint64_t cgroup_id = st.st_ino;  // a cgroup's id is its directory's inode
+  constexpr pid_t kGone = 4'000'000;     // above PID_MAX_LIMIT: no process has it
+  constexpr pid_t kNoCgroup = 4'000'001;
+  selector_.set(kGone, selection(false, true, true));
+  selector_.set(kNoCgroup, selection(false, true, true));
+  start();
+  run();
+  events_->send({.kind = ProcessEvent::Kind::kExec,
+                 .pid = static_cast<uint32_t>(kGone),
+                 .timestamp_ns = 7,
+                 .cgroup_id = cgroup_id,
+                 .comm = "short",
+                 .filename = "/opt/bin/short"});
+  events_->send({.kind = ProcessEvent::Kind::kExec,
+                 .pid = static_cast<uint32_t>(kNoCgroup),
+                 .timestamp_ns = 8,
+                 .cgroup_id = 1ULL << 62,
+                 .comm = "short",
+                 .filename = "/opt/bin/short"});
+  events_->send(
+      {.kind = ProcessEvent::Kind::kExit, .pid = static_cast<uint32_t>(kGone), .timestamp_ns = 9});
+  ASSERT_TRUE(eventually([&] { return b().releases_of(kGone).size() == 1; }));
+  settle();
+  for (FakeFeature* f : {&b(), &c()}) {
+    const auto seen = f->selects_of(kGone);
+    ASSERT_EQ(seen.size(), 1u) << f->name();
+    EXPECT_EQ(seen[0].exe, "/opt/bin/short");
+    EXPECT_EQ(seen[0].comm, "short");
+    EXPECT_EQ(seen[0].container_id, std::string(64, 'c'));
+    EXPECT_EQ(seen[0].start_time, 0u);
+    EXPECT_EQ(seen[0].exec_ns, 7u);
+    EXPECT_TRUE(f->selects_of(kNoCgroup).empty()) << f->name();
+  }
+  EXPECT_TRUE(a().selects_of(kGone).empty());  // not requested
+  EXPECT_TRUE(b().calls_for(kGone).empty());   // nothing inspected
+  EXPECT_EQ(b().releases_of(kGone), std::vector<uint64_t>{9});
+  EXPECT_FALSE(outcome(kGone));
+  EXPECT_FALSE(outcome(kNoCgroup));
 }
 
 // The exit event is handled on the event thread while the worker is still instrumenting: what

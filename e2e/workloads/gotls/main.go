@@ -4,11 +4,14 @@
 //	                             with -log, prints "request METHOD STATUS PROTO" per request;
 //	                             /status/CODE answers with that status (any method), after reading
 //	                             the body; with the header "Early: 1" it sends 103 Early Hints first
-//	gotls client PORT REQ...     one HTTP/1.1 keep-alive connection, one request per REQ, in order;
+//	gotls [-await FILE] client PORT REQ...
+//	                             one HTTP/1.1 keep-alive connection, one request per REQ, in order;
 //	                             REQ is [METHOD][+continue][+early][+big:]CODE, e.g. 200,
 //	                             POST+continue:201 (a body sent after "Expect: 100-continue"),
 //	                             GET+early:200, GET+big:200 (a 24 KB header),
-//	                             PROPFIND:207; prints each final status, then "done N"
+//	                             PROPFIND:207; prints each final status, then "done N"; with
+//	                             -await, dials only once FILE exists (a test creates it when the
+//	                             agent tracks the process: its probes are attached)
 //	gotls load PORT SECONDS RATE GET /status/200 at RATE requests per second for SECONDS
 //	gotls -h2 streams PORT N CODE...
 //	                             over one HTTP/2 connection, N rounds of one concurrent request per
@@ -157,6 +160,7 @@ func check(err error) {
 func main() {
 	h2 := flag.Bool("h2", false, "use HTTP/2")
 	logRequests := flag.Bool("log", false, "server: print \"request METHOD STATUS PROTO\" per request")
+	await := flag.String("await", "", "client: dial once this file exists")
 	var logMu sync.Mutex
 	flag.Parse()
 	args := flag.Args()
@@ -225,6 +229,9 @@ func main() {
 			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 		}
 		client := &http.Client{Transport: tr}
+		if *await != "" {
+			awaitFile(*await)
+		}
 		for _, arg := range args[2:] {
 			resp, err := client.Do(request(args[1], arg))
 			check(err)
