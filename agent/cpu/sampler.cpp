@@ -15,11 +15,11 @@
 
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/symbolize/perf_ksymbol_events.h"
+#include "bpf/cpu/cpu_sampler.h"
+#include "bpf/nodejs/nodejs.h"
 #include "common/files.h"
 #include "common/unique_fd.h"
-#include "cpu_sampler.h"
 #include "cpu_sampler.skel.h"
-#include "nodejs.h"
 
 namespace sonde::agent::cpu {
 

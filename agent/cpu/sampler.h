@@ -1,4 +1,4 @@
-// CpuSampler: the kernel half of CPU profiles (bpf/cpu_sampler.bpf.c). One perf event per
+// CpuSampler: the kernel half of CPU profiles (bpf/cpu/cpu_sampler.bpf.c). One perf event per
 // online CPU runs the sampling program at a fixed frequency; samples of selected processes are
 // aggregated in kernel maps and handed to user space by drain().
 //
@@ -32,13 +32,13 @@ struct SamplerOptions {
   uint32_t frequency_hz = 19;
   // Sample every process; select_*() are then unnecessary.
   bool all_processes = false;
-  // The fd of the Node.js probes' `loops` map (bpf/nodejs.bpf.c), or -1. When given, samples
+  // The fd of the Node.js probes' `loops` map (bpf/nodejs/nodejs.bpf.c), or -1. When given, samples
   // of a tracked main thread taken while its loop is blocked are marked blocked.
   int nodejs_loops_map_fd = -1;
   std::string sys_root = "/sys";  // where devices/system/cpu/online is read
 };
 
-// One frame of a Node.js process's frame-pointer walk (bpf/cpu_sampler.h sonde_v8_frame): raw
+// One frame of a Node.js process's frame-pointer walk (bpf/cpu/cpu_sampler.h sonde_v8_frame): raw
 // values from the process's stack, not trusted until checked against its heap.
 struct V8Frame {
   uint64_t pc = 0;

@@ -11,11 +11,11 @@
 #include <tuple>
 
 #include "agent/cpu/sampler.h"
+#include "bpf/cpu/cpu_sampler.h"
+#include "bpf/nodejs/nodejs.h"
+#include "bpf/nodejs/nodejs_stalls.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "cpu_sampler.h"
-#include "nodejs.h"
-#include "nodejs_stalls.h"
 #include "nodejs_stalls.skel.h"
 
 namespace sonde::agent::cpu {

@@ -1,7 +1,7 @@
 // StallRecorder: the stack of each long event-loop turn of watched Node.js processes, named in
 // JavaScript (agent/nodejs/stall_watch.h is what the Node.js feature sees of it).
 //
-// How (bpf/nodejs_stalls.h has the kernel half):
+// How (bpf/nodejs/nodejs_stalls.h has the kernel half):
 //   - watch() puts the process's threshold in the Node.js probes' `stall_thresholds` map, so the
 //     end of a turn at least that long is one record in their `stall_events` ring buffer, with
 //     its exact start and duration; and it gives the process (with its V8 frame slots when its

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "bpf/gotls.h"
+#include "bpf/gotls/gotls.h"
 
 namespace sonde::agent::http2 {
 namespace {

@@ -98,7 +98,7 @@ enum class Protocol { kHttp2, kGrpc };
 
 struct Exchange {  // one finished stream = one request
   Protocol protocol;
-  uint8_t method;        // enum sonde_http_method from bpf/gotls.h (GET..OPTIONS, OTHER)
+  uint8_t method;        // enum sonde_http_method from bpf/gotls/gotls.h (GET..OPTIONS, OTHER)
   uint16_t status;       // :status, 0 when none was seen (reset or closed before a response)
   int grpc_code;         // 0..16 from grpc-status; -1 when not gRPC or absent
   bool reset;            // ended by RST_STREAM (either side) or GOAWAY, not by END_STREAM

@@ -8,7 +8,7 @@ namespace sonde::agent {
 namespace {
 
 constexpr size_t kHead = SONDE_H2_EVENT_HEAD;
-static_assert(kHead == 48, "sonde_h2_event's layout is shared with bpf/gotls.bpf.c");
+static_assert(kHead == 48, "sonde_h2_event's layout is shared with bpf/gotls/gotls.bpf.c");
 static_assert(sizeof(sonde_h2_event) == kHead + SONDE_GOTLS_H2_CHUNK);
 
 // The histogram bounds the kernel uses for HTTP/1.x, so both protocols share buckets.

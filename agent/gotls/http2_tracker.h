@@ -1,5 +1,5 @@
 // Http2Tracker: the HTTP/2 requests of every followed Go TLS connection on the node, rebuilt
-// from the kernel's ring-buffer records (struct sonde_h2_event, bpf/gotls.h) and summed per
+// from the kernel's ring-buffer records (struct sonde_h2_event, bpf/gotls/gotls.h) and summed per
 // process like the kernel sums HTTP/1.x (sonde_tls_request_key / sonde_tls_request_stats).
 //
 // Semantics:
@@ -61,7 +61,7 @@
 
 #include "agent/gotls/http2.h"
 #include "agent/gotls/wiped.h"
-#include "gotls.h"
+#include "bpf/gotls/gotls.h"
 
 namespace sonde::agent {
 

@@ -1,6 +1,6 @@
 // What sonde's Go TLS probes cost a workload, and the brake on it.
 //
-// Cost: the kernel counts a process's probe hits by kind of site (bpf/gotls.h, enum
+// Cost: the kernel counts a process's probe hits by kind of site (bpf/gotls/gotls.h, enum
 // sonde_gotls_site); the agent measured at start what one hit adds on this node, by kind
 // (agent/kernel/uprobe_cost.h). The estimate is hits × that cost: an emulated site costs the
 // emulated figure, a single-stepped one the single-step figure, and a RET the program performs
@@ -27,9 +27,9 @@
 #include <string_view>
 
 #include "agent/kernel/uprobe_cost.h"
+#include "bpf/gotls/gotls.h"
 #include "common/clock.h"
 #include "common/result.h"
-#include "gotls.h"
 
 namespace sonde::agent {
 

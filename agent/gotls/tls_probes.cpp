@@ -59,7 +59,7 @@ std::vector<std::pair<Key, Value>> take_entries_of(bpf_map* map, uint32_t tgid) 
   return out;
 }
 
-// Key and value layouts of the in-flight maps (bpf/gotls.bpf.c), for a process's entries.
+// Key and value layouts of the in-flight maps (bpf/gotls/gotls.bpf.c), for a process's entries.
 struct GoroutineKey {
   uint32_t pid;
   uint32_t pad;

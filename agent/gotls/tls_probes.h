@@ -1,4 +1,4 @@
-// TlsProbes: the kernel half of Go TLS instrumentation (bpf/gotls.bpf.c).
+// TlsProbes: the kernel half of Go TLS instrumentation (bpf/gotls/gotls.bpf.c).
 //
 // Loads the programs once; callers attach them per binary (through SharedUprobes) at the sites
 // probe_sites.h proved: (*Conn).Write and (*Conn).Read at their entry or at the `jbe` of Go's
@@ -46,8 +46,8 @@
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/kernel/process_cgroups.h"
 #include "agent/kernel/uprobe_links.h"
+#include "bpf/gotls/gotls.h"
 #include "common/result.h"
-#include "gotls.h"
 
 struct gotls_bpf;
 struct ring_buffer;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "agent/kernel/bpf_helpers.h"
-#include "process_cgroup.h"
+#include "bpf/kernel/process_cgroup.h"
 #include "process_cgroup.skel.h"
 
 namespace sonde::agent {

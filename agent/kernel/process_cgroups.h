@@ -1,7 +1,8 @@
-// ProcessCgroups: the cgroup (v2 id) of a process, read from the kernel (bpf/process_cgroup.bpf.c):
-// the id that BPF programs filtering on bpf_get_current_cgroup_id() see in its threads (the Go
-// TLS cgroup filter, the CPU sampler's cgroup selection). Right in any cgroup namespace, where
-// /proc/<pid>/cgroup is not (a pod's agent reads other pods' cgroups as "/../..").
+// ProcessCgroups: the cgroup (v2 id) of a process, read from the kernel
+// (bpf/kernel/process_cgroup.bpf.c): the id that BPF programs filtering on
+// bpf_get_current_cgroup_id() see in its threads (the Go TLS cgroup filter, the CPU sampler's
+// cgroup selection). Right in any cgroup namespace, where /proc/<pid>/cgroup is not (a pod's agent
+// reads other pods' cgroups as "/../..").
 //
 // Cost: one task iterator per call (5 syscalls, ~40 us measured with strace -T). Needs Linux 6.1
 // or later (task iterators for one process); earlier kernels answer an error (EINVAL).

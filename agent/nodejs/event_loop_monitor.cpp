@@ -9,9 +9,9 @@
 #include "agent/symbols/elf_file.h"
 #include "agent/v8/process_memory.h"
 #include "agent/v8/v8_layout.h"
+#include "bpf/nodejs/nodejs.h"
 #include "common/files.h"
 #include "common/log.h"
-#include "nodejs.h"
 
 namespace sonde::agent {
 namespace {

@@ -11,7 +11,7 @@
 //                (read from the loop in the process's memory by the kernel hook) are idle;
 //                nested loops (spawnSync) count as blocked
 //   epoll-only   no libuv symbols (stripped .symtab): every epoll wait of the main thread is idle
-// Nothing is written into Node.js processes: no uprobe (see bpf/nodejs.bpf.c for why).
+// Nothing is written into Node.js processes: no uprobe (see bpf/nodejs/nodejs.bpf.c for why).
 //
 // With the libc-uprobes wait source (`hooks`), a process is tracked only once its C library's
 // epoll functions are hooked for it (LibcWaitHooks); a process whose library cannot be hooked

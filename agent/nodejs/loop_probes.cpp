@@ -12,8 +12,8 @@
 
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/kernel/uprobe_links.h"
+#include "bpf/nodejs/nodejs.h"
 #include "common/log.h"
-#include "nodejs.h"
 #include "nodejs.skel.h"
 
 namespace sonde::agent {

@@ -1,4 +1,4 @@
-// LoopProbes: the kernel half of Node.js event-loop accounting (bpf/nodejs.bpf.c).
+// LoopProbes: the kernel half of Node.js event-loop accounting (bpf/nodejs/nodejs.bpf.c).
 //
 // Loads the programs once per agent: the epoll-wait hooks and the main-thread exit hook. By
 // default (kAuto) the wait hook costs processes the agent does not select nothing: fentry/fexit
@@ -24,9 +24,9 @@
 
 #include "agent/nodejs/libc_wait_hooks.h"
 #include "agent/runtime/container_totals.h"
+#include "bpf/nodejs/nodejs.h"
 #include "common/clock.h"
 #include "common/result.h"
-#include "nodejs.h"
 
 struct nodejs_bpf;
 struct bpf_map;
@@ -121,7 +121,7 @@ class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
 
   Result<LoopReading> untrack(pid_t pid, uint64_t end_ns) override;
 
-  // Long turns (bpf/nodejs_stalls.h), for the stall recorder: the map of watched processes'
+  // Long turns (bpf/nodejs/nodejs_stalls.h), for the stall recorder: the map of watched processes'
   // thresholds (tgid -> ns), the ring buffer of long turns' ends, and how many ends it had no
   // room for. Owned by this object.
   int stall_thresholds_fd() const;

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "agent/kernel/bpf_helpers.h"
-#include "procevents.h"
+#include "bpf/procevents/procevents.h"
 #include "procevents.skel.h"
 
 namespace sonde::agent {

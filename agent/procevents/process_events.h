@@ -1,5 +1,5 @@
 // ProcessEventSource: exec and exit events of every process on the host, from the kernel's
-// sched tracepoints through a BPF ring buffer (bpf/procevents.bpf.c).
+// sched tracepoints through a BPF ring buffer (bpf/procevents/procevents.bpf.c).
 //
 // Owns its BPF skeleton and links: destroying it detaches and frees every kernel object.
 // Not thread-safe: one thread calls poll(); the callback runs on that thread.

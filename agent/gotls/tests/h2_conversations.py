@@ -7,7 +7,7 @@ Prints the bytes each side sent, in the order they were sent, and what each stre
     expect <grpc 0|1> <method> <status> <grpc code> <reset 0|1> <duration ns>
 Times are a counter: each chunk is 1000 ns after the previous one; a stream's duration runs from
 the chunk holding its request's HEADERS to the chunk holding the end of its response (END_STREAM
-or RST_STREAM/GOAWAY). `method` is enum sonde_http_method (bpf/gotls.h). Deterministic.
+or RST_STREAM/GOAWAY). `method` is enum sonde_http_method (bpf/gotls/gotls.h). Deterministic.
 """
 import random
 import sys

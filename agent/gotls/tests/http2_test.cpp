@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "agent/gotls/tests/h2_test_util.h"
-#include "bpf/gotls.h"
+#include "bpf/gotls/gotls.h"
 
 namespace sonde::agent::http2 {
 namespace {

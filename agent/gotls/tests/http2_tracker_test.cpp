@@ -1,5 +1,5 @@
-// Http2Tracker: ring-buffer records as bpf/gotls.bpf.c writes them (struct sonde_h2_event) in,
-// per-process requests out. Header blocks use HPACK's static table and plain literals (RFC 7541
+// Http2Tracker: ring-buffer records as bpf/gotls/gotls.bpf.c writes them (struct sonde_h2_event)
+// in, per-process requests out. Header blocks use HPACK's static table and plain literals (RFC 7541
 // Appendix A indices), so each expected status and method is known from the RFC.
 #include "agent/gotls/http2_tracker.h"
 

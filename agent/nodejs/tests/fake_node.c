@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "nodejs.h"
+#include "bpf/nodejs/nodejs.h"
 
 struct fake_loop {
   char before[SONDE_UV_LOOP_BACKEND_FD_OFFSET];

@@ -1,4 +1,4 @@
-/* Go crypto/tls instrumentation, shared by bpf/gotls.bpf.c and the agent (C only).
+/* Go crypto/tls instrumentation, shared by bpf/gotls/gotls.bpf.c and the agent (C only).
  *
  * HTTP/1.x: only protocol metadata leaves the kernel: direction, HTTP method, status class,
  * protocol and timings, summed per process (tgid) in maps. The plaintext is peeked at

@@ -22,7 +22,7 @@
  * Processes are counted from their first call, per tgid, without waiting for user space: the
  * probes are per file, and user space attributes a tgid to its container when it learns of
  * it. When `filter_by_cgroup` is set, only processes of the cgroups in `allowed_cgroups` start
- * being counted; user space names a process's cgroup through bpf/process_cgroup.bpf.c.
+ * being counted; user space names a process's cgroup through bpf/kernel/process_cgroup.bpf.c.
  */
 #include "vmlinux.h"
 

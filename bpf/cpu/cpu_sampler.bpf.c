@@ -11,9 +11,9 @@
 #include <bpf/bpf_helpers.h>
 
 #include "cpu_sampler.h"
-#include "nodejs.h"
+#include "nodejs/nodejs.h"
 #include "pidns.bpf.h"
-#include "v8_walk.bpf.h"
+#include "v8/v8_walk.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -39,7 +39,7 @@ struct {
   __type(value, __u8);
 } selected_pids SEC(".maps");
 
-/* The Node.js event-loop state (bpf/nodejs.bpf.c). User space makes this the very map of the
+/* The Node.js event-loop state (bpf/nodejs/nodejs.bpf.c). User space makes this the very map of the
  * loaded Node.js probes with bpf_map__reuse_fd(), or shrinks it to one entry when unused. */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);

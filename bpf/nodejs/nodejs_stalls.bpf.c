@@ -13,18 +13,18 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
-#include "cpu_sampler.h"
+#include "cpu/cpu_sampler.h"
 #include "nodejs.h"
 #include "nodejs_stalls.h"
 #include "pidns.bpf.h"
-#include "v8_walk.bpf.h"
+#include "v8/v8_walk.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 /* Written by user space while running: the generation new samples go to. */
 volatile __u8 generation = 0;
 
-/* The Node.js probes' loop state (bpf/nodejs.bpf.c), made the same map with
+/* The Node.js probes' loop state (bpf/nodejs/nodejs.bpf.c), made the same map with
  * bpf_map__reuse_fd(). */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -1,4 +1,4 @@
-/* Node.js event-loop accounting, shared by bpf/nodejs.bpf.c and the agent (C only).
+/* Node.js event-loop accounting, shared by bpf/nodejs/nodejs.bpf.c and the agent (C only).
  *
  * Blocked time is the wall time the main thread spends outside the epoll waits of its event
  * loop. The kernel side keeps, per tracked process, the sum of finished busy periods and the

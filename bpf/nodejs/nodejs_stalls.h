@@ -1,5 +1,5 @@
-/* Long event-loop turns of Node.js processes ("stalls"), shared by bpf/nodejs.bpf.c (which
- * reports the end of a long turn), bpf/nodejs_stalls.bpf.c (the stall sampler) and the agent
+/* Long event-loop turns of Node.js processes ("stalls"), shared by bpf/nodejs/nodejs.bpf.c (which
+ * reports the end of a long turn), bpf/nodejs/nodejs_stalls.bpf.c (the stall sampler) and the agent
  * (C only).
  *
  * A turn is one busy period of a tracked loop (nodejs.h): it starts when the main thread leaves

@@ -1,4 +1,4 @@
-/* Shared by bpf/process_cgroup.bpf.c and agent/kernel/process_cgroups.cpp (C only). */
+/* Shared by bpf/kernel/process_cgroup.bpf.c and agent/kernel/process_cgroups.cpp (C only). */
 #ifndef SONDE_BPF_PROCESS_CGROUP_H
 #define SONDE_BPF_PROCESS_CGROUP_H
 

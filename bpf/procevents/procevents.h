@@ -1,4 +1,4 @@
-/* Process exec/exit events, shared by bpf/procevents.bpf.c and the agent (C only). */
+/* Process exec/exit events, shared by bpf/procevents/procevents.bpf.c and the agent (C only). */
 #ifndef SONDE_BPF_PROCEVENTS_H
 #define SONDE_BPF_PROCEVENTS_H
 
