@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -81,7 +82,19 @@ class MetricsServer {
 };
 
 // Builders for families (labels as name/value pairs, in order).
+//
+// Label values come from tenants (process names, paths, a binary's build info), and one value
+// that is not UTF-8 makes Prometheus reject the node's whole scrape. add_sample() and
+// add_histogram() therefore pass every value through label_value(): no caller has to remember.
 using LabelPairs = std::vector<std::pair<std::string, std::string>>;
+// Longest label value exported, in bytes. Prometheus has no limit of its own, but a path or a
+// name a tenant chose can be 4 KiB, and each byte is stored per sample by every Prometheus.
+inline constexpr size_t kMaxLabelValueBytes = 1024;
+// `value` as a label value: ill-formed UTF-8 replaced by U+FFFD (common/text.h), and a value
+// longer than kMaxLabelValueBytes cut at a character and ended with "…" and 16 hex digits of a
+// hash of the whole value, so that two long values with a common prefix stay two series.
+// Valid values within the bound are returned unchanged.
+std::string label_value(std::string_view value);
 prometheus::MetricFamily counter_family(std::string name, std::string help);
 prometheus::MetricFamily gauge_family(std::string name, std::string help);
 void add_sample(prometheus::MetricFamily& family, const LabelPairs& labels, double value);
