@@ -8,6 +8,7 @@ void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, Feature
   runtime.proc_root = flags.proc_root;
   if (!flags.metrics_address.empty()) runtime.metrics_address = flags.metrics_address;
   runtime.debug_address = flags.debug_address;
+  runtime.health_address = flags.health_address;
   features.wait_source = flags.wait_source;
   features.go_tls_perform_ret = flags.go_tls_perform_ret;
   features.max_go_tls_binaries = flags.max_go_tls_binaries;
@@ -22,6 +23,10 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
                  "host:port for the /debug/ routes (CPU profiles), e.g. 127.0.0.1:9465 to reach "
                  "them only from inside the agent's network namespace (kubectl port-forward); "
                  "default: the metrics address");
+  app.add_option("--health-address", flags.health_address,
+                 "host:port for /healthz and /readyz on a listener of their own, which slow "
+                 "clients of the metrics port cannot starve (point kubelet's probes here); "
+                 "default: only on the metrics address");
   app.add_option("--proc-root", flags.proc_root, "the host's /proc")->capture_default_str();
   cli::add_log_flags(app, flags.log, level_default);
   static const std::map<std::string, LoopProbes::WaitSource> kSources = {

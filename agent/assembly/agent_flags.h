@@ -16,6 +16,7 @@ namespace sonde::agent {
 struct AgentFlags {
   std::string metrics_address;  // empty: the mode's default
   std::string debug_address;    // RuntimeOptions::debug_address
+  std::string health_address;   // RuntimeOptions::health_address
   std::string proc_root = "/proc";
   cli::LogFlags log;
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;

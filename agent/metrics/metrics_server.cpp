@@ -84,8 +84,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   self->debug_guard_ = std::move(debug_guard);
   mg_init_library(0);
   std::string threads = std::to_string(kThreads);
-  const char* options[] = {"listening_ports", address.c_str(), "num_threads", threads.c_str(),
-                           nullptr};
+  std::string timeout = std::to_string(kRequestTimeoutMs);
+  const char* options[] = {"listening_ports",    address.c_str(), "num_threads", threads.c_str(),
+                           "request_timeout_ms", timeout.c_str(), nullptr};
   mg_callbacks callbacks{};
   mg_init_data init{&callbacks, self.get(), options};
   char text[256] = {};
@@ -141,6 +142,28 @@ std::string MetricsServer::render_metrics() const {
   return out.str();
 }
 
+// A place among the kMaxDebugRequests, held for one request's guard and handler.
+class MetricsServer::DebugSlot {
+ public:
+  explicit DebugSlot(MetricsServer& server) : server_(server) {
+    std::lock_guard lock(server_.mu_);
+    held_ = server_.debug_in_flight_ < kMaxDebugRequests;
+    if (held_) ++server_.debug_in_flight_;
+  }
+  ~DebugSlot() {
+    if (!held_) return;
+    std::lock_guard lock(server_.mu_);
+    --server_.debug_in_flight_;
+  }
+  DebugSlot(const DebugSlot&) = delete;
+  DebugSlot& operator=(const DebugSlot&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  MetricsServer& server_;
+  bool held_ = false;
+};
+
 int MetricsServer::on_request(mg_connection* conn, void* cbdata) {
   auto* self = static_cast<MetricsServer*>(cbdata);
   const mg_request_info* info = mg_get_request_info(conn);
@@ -150,8 +173,17 @@ int MetricsServer::on_request(mg_connection* conn, void* cbdata) {
                       authorization ? authorization : ""};
   HttpResponse response;
   std::optional<HttpResponse> refused;
-  if (self->debug_guard_ && request.path.starts_with("/debug/")) {
-    refused = self->debug_guard_(request);
+  std::optional<DebugSlot> slot;
+  if (request.path.starts_with("/debug/")) {
+    slot.emplace(*self);
+    if (!slot->held()) {
+      refused = HttpResponse{.status = 429,
+                             .body = "busy: " + std::to_string(kMaxDebugRequests) +
+                                     " /debug/ requests already running; retry later\n",
+                             .headers = {{"Retry-After", "5"}}};
+    } else if (self->debug_guard_) {
+      refused = self->debug_guard_(request);
+    }
   }
   if (refused) {
     response = std::move(*refused);

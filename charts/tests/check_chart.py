@@ -138,15 +138,22 @@ def invariants(rendered, values_file):
         fail("no containers rendered")
     # The kubelet probes what each binary says of itself: /healthz restarts a binary whose loops
     # stopped, /readyz holds a rollout until its caches listed; never /metrics, which answers
-    # whatever the loops do.
-    for kind in ("Deployment", "DaemonSet"):
+    # whatever the loops do. The agent's on its probe listener (--health-address), which slow
+    # clients of the metrics port cannot starve.
+    for kind, port in (("Deployment", "metrics"), ("DaemonSet", "health")):
         for o in kinds.get(kind, []):
             for c in o["spec"]["template"]["spec"]["containers"]:
                 for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
                     got = ((c.get(probe) or {}).get("httpGet") or {})
-                    if got.get("path") != path or got.get("port") != "metrics":
+                    if got.get("path") != path or got.get("port") != port:
                         fail(f'{kind}/{o["metadata"]["name"]}/{c["name"]}: {probe} is {got}, '
-                             f'want GET {path} on port metrics')
+                             f'want GET {path} on port {port}')
+                if kind == "DaemonSet":
+                    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+                    want = f"--health-address=0.0.0.0:{ports.get('health')}"
+                    if want not in c.get("args", []):
+                        fail(f'DaemonSet/{o["metadata"]["name"]}/{c["name"]}: port health is '
+                             f'{ports.get("health")} but the agent is not told {want}')
     # The agents watch the policies the operator watches (operator.watchNamespace).
     scope = (values.get("operator") or {}).get("watchNamespace") or ""
     for o in kinds.get("DaemonSet", []):
