@@ -13,6 +13,7 @@ void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, Feature
   features.go_tls_perform_ret = flags.go_tls_perform_ret;
   features.max_go_tls_binaries = flags.max_go_tls_binaries;
   features.go_tls_keep_probes_seconds = flags.go_tls_keep_probes_seconds;
+  if (flags.max_cpu_frequency_hz != 0) features.cpu.max_frequency_hz = flags.max_cpu_frequency_hz;
 }
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metrics_default,
@@ -64,6 +65,13 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
                  "or --max-go-tls-binaries slot; 0 detaches at the last exit")
       ->check(CLI::Range(uint64_t{0}, uint64_t{86400}))
       ->capture_default_str();
+  app.add_option("--max-cpu-frequency-hz", flags.max_cpu_frequency_hz,
+                 "the node's cap on CPU sampling: a policy (or the config) asking for more is "
+                 "sampled at this rate, and says so (sonde_cpu_profile_capped_processes) "
+                 "(default " +
+                     std::to_string(kClusterMaxCpuFrequencyHz) + " in-cluster, " +
+                     std::to_string(cpu::CpuSampler::kMaxFrequencyHz) + " standalone)")
+      ->check(CLI::Range(uint32_t{1}, cpu::CpuSampler::kMaxFrequencyHz));
 }
 
 }  // namespace sonde::agent

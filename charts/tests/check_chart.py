@@ -123,6 +123,11 @@ def invariants(rendered, values_file):
             if is_agent and f"--go-tls-keep-probes-seconds={keep}" not in c.get("args", []):
                 fail(f"{cname}: --go-tls-keep-probes-seconds in args is not "
                      f"agent.goTls.keepProbesSeconds ({keep})")
+            max_hz = ((values.get("agent") or {}).get("cpu") or {}).get(
+                "maxFrequencyHz", defaults["agent"]["cpu"]["maxFrequencyHz"])
+            if is_agent and f"--max-cpu-frequency-hz={max_hz}" not in c.get("args", []):
+                fail(f"{cname}: --max-cpu-frequency-hz in args is not agent.cpu.maxFrequencyHz "
+                     f"({max_hz})")
             for m in c.get("volumeMounts", []):
                 if m["name"] in host_volumes and m.get("readOnly") is not True:
                     fail(f"{cname}: host volume {m['name']} mounted read-write")
