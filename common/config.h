@@ -1,6 +1,6 @@
 // The agent's configuration file (YAML), for standalone mode and for the chart's ConfigMap.
 //
-//   metricsAddress: "0.0.0.0:9464"
+//   metricsAddress: "127.0.0.1:9464"   # loopback unless told: /debug/ is unauthenticated here
 //   logLevel: info                 # debug | info | warn | error
 //   symbolCache:
 //     maxEntries: 4096             # (binary, symbol) entries kept, LRU
@@ -42,7 +42,9 @@ struct ProcessTarget {
 };
 
 struct AgentConfig {
-  std::string metrics_address = "0.0.0.0:9464";
+  // Loopback by default: standalone has no API server to authorize /debug/ (profiles of every
+  // process on the host), so reaching it from the network is something to ask for.
+  std::string metrics_address = "127.0.0.1:9464";
   std::string log_level = "info";
   uint32_t symbol_cache_entries = 4096;
   std::vector<ProcessTarget> targets;

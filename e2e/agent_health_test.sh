@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The agent's /healthz (liveness) and /readyz (readiness), and its exit on SIGTERM, against the
 # in-repo fake API server made to hang: requests read and never answered, watches silent.
-#  - cluster mode, everything answered: both 200, each check listed ([+]name ok);
+#  - cluster mode, everything answered: both 200, each check listed ([+]name ok), on the
+#    probes' own listener (--health-address, as the chart deploys it) and on the metrics port;
 #  - every API request hung: /readyz 503 naming the node Lease once it goes unrenewed past its
 #    40 s, while /healthz stays 200 (a restart cannot make the API server answer); back to 200
 #    once the server answers again;
@@ -46,9 +47,11 @@ probe() {  # probe PORT PATH: prints the status code, then the body
 status_is() { [[ "$(probe "$1" "$2" | head -1)" == "$3" ]]; }
 body() { probe "$1" "$2" | tail -n +2; }
 
-start_cluster_agent() {  # start_cluster_agent PORT LOG
+# start_cluster_agent PORT LOG [HEALTH_PORT]: with HEALTH_PORT, the probes' own listener too
+# (--health-address, where the chart's probes point).
+start_cluster_agent() {
   "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
-    --metrics-address "127.0.0.1:$1" >"$2" 2>&1 &
+    --metrics-address "127.0.0.1:$1" ${3:+--health-address "127.0.0.1:$3"} >"$2" 2>&1 &
   AGENT_PID=$!
 }
 sigterm() {  # sigterm: SIGTERM the agent and wait for it; sets rc and took (seconds)
@@ -62,10 +65,14 @@ sigterm() {  # sigterm: SIGTERM the agent and wait for it; sets rc and took (sec
 }
 
 echo "--- cluster mode, API server answering: alive and ready"
+# Probed on their own listener, as the chart's kubelet probes are; the metrics port answers the
+# same.
+metrics_port="$(free_port)"
 port="$(free_port)"
-start_cluster_agent "$port" "$tmp/agent.log"
+start_cluster_agent "$metrics_port" "$tmp/agent.log" "$port"
 wait_until 600 status_is "$port" /readyz 200 ||
   { cat "$tmp/agent.log"; probe "$port" /readyz; fail "the agent never became ready"; }
+status_is "$metrics_port" /readyz 200 || fail "/readyz on the metrics port: $(body "$metrics_port" /readyz)"
 ready="$(body "$port" /readyz)"
 for check in event-thread inspection runtime informers node-report-writer node-lease; do
   expect_contains "$ready" "[+]$check ok" "/readyz"
@@ -76,7 +83,7 @@ expect_contains "$live" "[+]node-report-writer ok" "/healthz"
 [[ "$live" != *node-lease* && "$live" != *informers* ]] ||
   fail "/healthz carries readiness checks:"$'\n'"$live"
 echo "$ready" | sed 's/^/  readyz: /'
-check_metrics_documented "$port"
+check_metrics_documented "$metrics_port"
 
 echo "--- every request hung, watches silent: not ready once the Lease lapses, still alive"
 fault '{"path": ".", "hang": 600, "times": 1000000}'

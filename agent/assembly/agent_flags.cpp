@@ -8,10 +8,12 @@ void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, Feature
   runtime.proc_root = flags.proc_root;
   if (!flags.metrics_address.empty()) runtime.metrics_address = flags.metrics_address;
   runtime.debug_address = flags.debug_address;
+  runtime.health_address = flags.health_address;
   features.wait_source = flags.wait_source;
   features.go_tls_perform_ret = flags.go_tls_perform_ret;
   features.max_go_tls_binaries = flags.max_go_tls_binaries;
   features.go_tls_keep_probes_seconds = flags.go_tls_keep_probes_seconds;
+  if (flags.max_cpu_frequency_hz != 0) features.cpu.max_frequency_hz = flags.max_cpu_frequency_hz;
 }
 
 void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metrics_default,
@@ -22,6 +24,10 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
                  "host:port for the /debug/ routes (CPU profiles), e.g. 127.0.0.1:9465 to reach "
                  "them only from inside the agent's network namespace (kubectl port-forward); "
                  "default: the metrics address");
+  app.add_option("--health-address", flags.health_address,
+                 "host:port for /healthz and /readyz on a listener of their own, which slow "
+                 "clients of the metrics port cannot starve (point kubelet's probes here); "
+                 "default: only on the metrics address");
   app.add_option("--proc-root", flags.proc_root, "the host's /proc")->capture_default_str();
   cli::add_log_flags(app, flags.log, level_default);
   static const std::map<std::string, LoopProbes::WaitSource> kSources = {
@@ -59,6 +65,13 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
                  "or --max-go-tls-binaries slot; 0 detaches at the last exit")
       ->check(CLI::Range(uint64_t{0}, uint64_t{86400}))
       ->capture_default_str();
+  app.add_option("--max-cpu-frequency-hz", flags.max_cpu_frequency_hz,
+                 "the node's cap on CPU sampling: a policy (or the config) asking for more is "
+                 "sampled at this rate, and says so (sonde_cpu_profile_capped_processes) "
+                 "(default " +
+                     std::to_string(kClusterMaxCpuFrequencyHz) + " in-cluster, " +
+                     std::to_string(cpu::CpuSampler::kMaxFrequencyHz) + " standalone)")
+      ->check(CLI::Range(uint32_t{1}, cpu::CpuSampler::kMaxFrequencyHz));
 }
 
 }  // namespace sonde::agent

@@ -55,8 +55,9 @@ PartsFactory agent_parts(FeatureOptions options) {
       o.node_name = s.node;
       o.series_grace = s.options.series_grace;
       o.binaries = binaries;
-      ASSIGN_OR_RETURN(auto f, CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope,
-                                                 options.cpu.by_cgroup));
+      ASSIGN_OR_RETURN(auto f,
+                       CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope,
+                                         options.cpu.by_cgroup, options.cpu.max_frequency_hz));
       parts.features.push_back(std::move(f));
     }
     return parts;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "agent/cpu/sampler.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/nodejs/stall_ring.h"
 #include "agent/runtime/agent_runtime.h"
@@ -32,6 +33,8 @@ struct FeatureOptions {
   std::function<void(const Stall&)> on_stall;
   struct Cpu {
     uint32_t frequency_hz = 19;  // unless selections ask for more (the policies' cpu.frequencyHz)
+    // The node's cap: no selection samples faster (CpuFeature).
+    uint32_t max_frequency_hz = cpu::CpuSampler::kMaxFrequencyHz;
     bool all_processes = false;  // sample every process, not only selected ones
     // Sample a selected process's whole cgroup (cluster mode, where a container is what is
     // selected: what it forks without exec is sampled too); else the process alone.

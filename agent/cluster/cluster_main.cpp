@@ -235,6 +235,7 @@ int cluster_main(int argc, char** argv) {
 
   RuntimeOptions options;
   FeatureOptions features;
+  features.cpu.max_frequency_hz = kClusterMaxCpuFrequencyHz;  // a flag given overrides it
   apply_agent_flags(args->agent, options, features);
   features.on_stall = [&stall_events](const Stall& stall) { stall_events.post(stall); };
   options.node_name = args->node_name;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agent/cpu/sampler.h"
 #include "agent/discovery/candidate.h"
 #include "common/log.h"
 
@@ -9,17 +10,27 @@ namespace sonde::agent {
 
 Result<std::unique_ptr<CpuFeature>> CpuFeature::start(const cpu::ProfilerOptions& options,
                                                       bool required, const PyroscopeConfig& push,
-                                                      bool by_cgroup) {
-  auto profiler = cpu::CpuProfiler::start(options);
+                                                      bool by_cgroup, uint32_t max_hz) {
+  if (max_hz == 0 || max_hz > cpu::CpuSampler::kMaxFrequencyHz) {
+    return Error("CPU sampling cap " + std::to_string(max_hz) + " Hz: must be 1.." +
+                 std::to_string(cpu::CpuSampler::kMaxFrequencyHz));
+  }
+  cpu::ProfilerOptions capped = options;
+  if (options.frequency_hz > max_hz) {
+    log::warn("the configured CPU sampling frequency is above this node's cap: sampling at the cap",
+              {{"frequency_hz", options.frequency_hz}, {"max_frequency_hz", max_hz}});
+    capped.frequency_hz = max_hz;
+  }
+  auto profiler = cpu::CpuProfiler::start(capped);
   if (!profiler.ok()) {
     if (required) return profiler.error();
     log::warn("this node cannot sample CPUs; policies asking for cpu are reported so",
               {{"error", profiler.error().message()}});
     return std::unique_ptr<CpuFeature>(
-        new CpuFeature(nullptr, options.frequency_hz, profiler.error().message(), ""));
+        new CpuFeature(nullptr, capped.frequency_hz, max_hz, profiler.error().message(), ""));
   }
-  std::unique_ptr<CpuFeature> self(
-      new CpuFeature(std::move(profiler).value(), options.frequency_hz, "", options.node_name));
+  std::unique_ptr<CpuFeature> self(new CpuFeature(std::move(profiler).value(), capped.frequency_hz,
+                                                  max_hz, "", options.node_name));
   if (by_cgroup) {
     auto cgroups = ProcessCgroups::load();
     if (cgroups.ok()) {
@@ -75,9 +86,21 @@ std::optional<FeatureResult> CpuFeature::select(const ProcessInfo& process,
     // A process that moved to another cgroup (or a new one under its pid) leaves the old.
     if (old != pids_.end()) unsample_locked(process.pid, old->second);
   }
-  pids_[process.pid] = {cpu_params(*selection.instrumentations[kind()]).frequency_hz, cgroup};
+  const uint32_t asked = cpu_params(*selection.instrumentations[kind()]).frequency_hz;
+  pids_[process.pid] = {asked, cgroup};
   retune_locked();
-  return FeatureResult{State::kInstrumented, ""};
+  if (asked <= max_hz_) return FeatureResult{State::kInstrumented, ""};
+  std::string capped = "CPU sampled at " + std::to_string(profiler_->frequency_hz()) +
+                       " Hz, not the " + std::to_string(asked) + " Hz its policy asks: this " +
+                       "node's cap is " + std::to_string(max_hz_) +
+                       " Hz (the chart's agent.cpu.maxFrequencyHz)";
+  log::warn("a policy asks for a CPU sampling frequency above this node's cap",
+            {{"pid", process.pid},
+             {"namespace", selection.labels.namespace_name},
+             {"pod", selection.labels.pod},
+             {"frequency_hz", asked},
+             {"max_frequency_hz", max_hz_}});
+  return FeatureResult{State::kInstrumented, std::move(capped)};
 }
 
 Status CpuFeature::sample_locked(pid_t pid, std::optional<uint64_t> cgroup,
@@ -113,6 +136,7 @@ void CpuFeature::retune_locked() {
   uint32_t hz = 0;
   for (const auto& [pid, selected] : pids_) hz = std::max(hz, selected.hz);
   if (hz == 0) hz = default_hz_;
+  hz = std::min(hz, max_hz_);
   if (hz == profiler_->frequency_hz()) return;
   if (auto st = profiler_->set_frequency(hz); !st.ok()) {
     log::warn("cannot change the CPU sampling frequency", {{"error", st.error().message()}});
@@ -130,6 +154,12 @@ uint32_t CpuFeature::frequency_hz() const {
   return profiler_ ? profiler_->frequency_hz() : 0;
 }
 
+size_t CpuFeature::capped() const {
+  std::lock_guard lock(mu_);
+  return static_cast<size_t>(std::count_if(
+      pids_.begin(), pids_.end(), [this](const auto& p) { return p.second.hz > max_hz_; }));
+}
+
 void CpuFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   if (!profiler_) return;
   for (auto& f : profiler_->metrics()) out.push_back(std::move(f));
@@ -138,6 +168,17 @@ void CpuFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                          "The node's CPU sampling frequency now (samples per second per CPU)");
   add_sample(hz, {{"node", node_}}, static_cast<double>(profiler_->frequency_hz()));
   out.push_back(std::move(hz));
+  auto max = gauge_family("sonde_cpu_profile_max_frequency_hertz",
+                          "This node's cap on the CPU sampling frequency (--max-cpu-frequency-hz, "
+                          "the chart's agent.cpu.maxFrequencyHz): no policy samples faster");
+  add_sample(max, {{"node", node_}}, static_cast<double>(max_hz_));
+  out.push_back(std::move(max));
+  auto capped_family = gauge_family(
+      "sonde_cpu_profile_capped_processes",
+      "Processes selected for CPU sampling whose policies ask for a frequency above this node's "
+      "cap: they are sampled at the cap");
+  add_sample(capped_family, {{"node", node_}}, static_cast<double>(capped()));
+  out.push_back(std::move(capped_family));
   if (!pusher_) return;
   auto pushes = counter_family("sonde_cpu_profile_pushes_total",
                                "Per-container CPU profiles pushed to the Pyroscope endpoint: "

@@ -3,9 +3,13 @@
 // inspection. Exports the profiler's metric families and serves GET /debug/pprof/profile.
 //
 // One perf frequency per node: the highest any selected process asks for (a cluster policy's
-// cpu.frequencyHz), else the configured one; it follows the selections as they come and go. A
-// process whose policy asks for less is sampled at the node's rate (its profiles' period says
-// which), so its CPU time is right and its profile has more samples than asked for.
+// cpu.frequencyHz), else the configured one, and never above the node's cap (`max_hz`, the
+// chart's agent.cpu.maxFrequencyHz): every CPU of the node pays for the rate, so one tenant's
+// policy must not choose it for all. It follows the selections as they come and go. A process
+// whose policy asks for less is sampled at the node's rate (its profiles' period says which),
+// so its CPU time is right and its profile has more samples than asked for; one whose policy
+// asks for more is sampled at the cap, and that is said: its outcome's message, a warning in
+// the log, and sonde_cpu_profile_capped_processes.
 //
 // A node that cannot sample (no perf events, refused) does not stop the agent when sampling is
 // optional (cluster mode): every process selected for it is reported kFailed with the reason,
@@ -43,9 +47,10 @@ class CpuFeature final : public Feature {
  public:
   // Starts the profiler (and the pusher when `push.url` is set); when the profiler cannot start
   // and `required` is false, a feature that reports why instead.
+  // `max_hz`: the node's cap (1..CpuSampler::kMaxFrequencyHz).
   static Result<std::unique_ptr<CpuFeature>> start(const cpu::ProfilerOptions& options,
                                                    bool required, const PyroscopeConfig& push,
-                                                   bool by_cgroup);
+                                                   bool by_cgroup, uint32_t max_hz);
 
   Instrumentation kind() const override { return Instrumentation::kCpu; }
   const std::vector<std::string>& symbol_names() const override;
@@ -62,12 +67,15 @@ class CpuFeature final : public Feature {
 
   // The node's sampling frequency now; 0 when it cannot sample.
   uint32_t frequency_hz() const;
+  // Selected processes whose policies ask for more than the node's cap.
+  size_t capped() const;
 
  private:
-  CpuFeature(std::unique_ptr<cpu::CpuProfiler> profiler, uint32_t default_hz,
+  CpuFeature(std::unique_ptr<cpu::CpuProfiler> profiler, uint32_t default_hz, uint32_t max_hz,
              std::string unavailable, std::string node)
       : profiler_(std::move(profiler)),
         default_hz_(default_hz),
+        max_hz_(max_hz),
         unavailable_(std::move(unavailable)),
         node_(std::move(node)) {}
   struct Selected {
@@ -83,6 +91,7 @@ class CpuFeature final : public Feature {
   std::unique_ptr<cpu::CpuProfiler> profiler_;    // null when the node cannot sample
   std::unique_ptr<cpu::PyroscopePusher> pusher_;  // after the profiler it collects from
   const uint32_t default_hz_;
+  const uint32_t max_hz_;                    // the node's cap: no selection samples faster
   const std::string unavailable_;            // why the node cannot sample
   const std::string node_;                   // the `node` label
   std::unique_ptr<ProcessCgroups> cgroups_;  // set when sampling by cgroup

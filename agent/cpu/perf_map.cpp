@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 
+#include "agent/symbols/tenant_file.h"
 #include "common/unique_fd.h"
 
 namespace sonde::agent::cpu {
@@ -59,15 +60,23 @@ PerfMap PerfMap::parse(std::string_view text) {
 Result<PerfMap> PerfMap::read(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid()) return errno_error("open " + path, errno);
+  return read(fd.get(), path);
+}
+
+Result<UniqueFd> open_perf_map(const std::string& proc_root, pid_t pid, uint64_t nspid) {
+  return symbols::open_in_root(proc_root, pid, "/tmp/perf-" + std::to_string(nspid) + ".map");
+}
+
+Result<PerfMap> PerfMap::read(int fd, const std::string& path) {
   struct stat st {};
-  if (fstat(fd.get(), &st) != 0) return errno_error("stat " + path, errno);
+  if (fstat(fd, &st) != 0) return errno_error("stat " + path, errno);
   if (!S_ISREG(st.st_mode)) return Error(path + " is not a regular file");
   // Read straight into the string: callers may run on small thread stacks.
   std::string text;
   size_t used = 0;
   while (used < kMaxBytes) {
     text.resize(std::min(kMaxBytes, std::max<size_t>(used + kReadChunk, text.size())));
-    ssize_t n = ::read(fd.get(), text.data() + used, text.size() - used);
+    ssize_t n = ::read(fd, text.data() + used, text.size() - used);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno_error("read " + path, errno);
     if (n == 0) break;

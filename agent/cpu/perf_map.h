@@ -7,6 +7,8 @@
 // lookups may run on several threads.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace sonde::agent::cpu {
 
@@ -26,6 +29,8 @@ class PerfMap {
   static PerfMap parse(std::string_view text);
   // Reads and parses the file at path (at most kMaxBytes of it).
   static Result<PerfMap> read(const std::string& path);
+  // The same from a file open already (open_perf_map()); `path` names it in errors.
+  static Result<PerfMap> read(int fd, const std::string& path);
 
   struct Symbol {
     std::string_view name;
@@ -48,5 +53,11 @@ class PerfMap {
   std::vector<Entry> entries_;  // sorted by start, unique starts
   std::string names_;
 };
+
+// The perf map process `pid` writes, /tmp/perf-<nspid>.map as that process sees it (`nspid`: its
+// pid in its own pid namespace): resolved inside its root directory, so a /tmp that is a
+// symlink (to /proc/<host-pid>/root/tmp, say) cannot lead the agent to another container's
+// map; never waits on a FIFO (symbols/tenant_file.h).
+Result<UniqueFd> open_perf_map(const std::string& proc_root, pid_t pid, uint64_t nspid);
 
 }  // namespace sonde::agent::cpu

@@ -231,11 +231,11 @@ void StackSymbolizer::maybe_read_perf_map(Process& p) {
   if (p.perf_map_round == round_) return;
   p.perf_map_round = round_;
   uint64_t nspid = read_nspid(proc_root_, p.pid);
-  std::string path =
-      proc_root_ + "/" + std::to_string(p.pid) + "/root/tmp/perf-" + std::to_string(nspid) + ".map";
+  auto fd = open_perf_map(proc_root_, p.pid, nspid);
+  if (!fd.ok()) return;
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0 || st.st_size == p.perf_map_size) return;
-  auto map = PerfMap::read(path);
+  if (fstat(fd->get(), &st) != 0 || st.st_size == p.perf_map_size) return;
+  auto map = PerfMap::read(fd->get(), "perf map of pid " + std::to_string(p.pid));
   if (!map.ok()) return;
   p.perf_map = std::move(map).value();
   p.perf_map_size = st.st_size;

@@ -3,8 +3,11 @@
 #include <civetweb.h>
 #include <prometheus/text_serializer.h>
 
+#include <cstdio>
 #include <limits>
 #include <sstream>
+
+#include "common/text.h"
 
 namespace sonde::agent {
 namespace {
@@ -44,7 +47,36 @@ void send(mg_connection* conn, const HttpResponse& r) {
   mg_write(conn, r.body.data(), r.body.size());
 }
 
+// FNV-1a, 64 bits: a label's suffix only needs to tell long values apart, not resist a
+// tenant that wants two of its own series to collide.
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::vector<prometheus::ClientMetric::Label> labels_of(const LabelPairs& labels) {
+  std::vector<prometheus::ClientMetric::Label> out;
+  out.reserve(labels.size());
+  for (const auto& [k, v] : labels) out.push_back({k, label_value(v)});
+  return out;
+}
+
 }  // namespace
+
+std::string label_value(std::string_view value) {
+  if (value.size() <= kMaxLabelValueBytes && is_valid_utf8(value)) return std::string(value);
+  std::string out = valid_utf8(value);
+  if (out.size() <= kMaxLabelValueBytes) return out;
+  char suffix[32];
+  int n = std::snprintf(suffix, sizeof suffix, "\u2026%016llx",
+                        static_cast<unsigned long long>(fnv1a(value)));
+  out = valid_utf8(out, kMaxLabelValueBytes - static_cast<size_t>(n));
+  return out.append(suffix, static_cast<size_t>(n));
+}
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address,
                                                             Guard debug_guard) {
@@ -52,8 +84,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   self->debug_guard_ = std::move(debug_guard);
   mg_init_library(0);
   std::string threads = std::to_string(kThreads);
-  const char* options[] = {"listening_ports", address.c_str(), "num_threads", threads.c_str(),
-                           nullptr};
+  std::string timeout = std::to_string(kRequestTimeoutMs);
+  const char* options[] = {"listening_ports",    address.c_str(), "num_threads", threads.c_str(),
+                           "request_timeout_ms", timeout.c_str(), nullptr};
   mg_callbacks callbacks{};
   mg_init_data init{&callbacks, self.get(), options};
   char text[256] = {};
@@ -109,6 +142,28 @@ std::string MetricsServer::render_metrics() const {
   return out.str();
 }
 
+// A place among the kMaxDebugRequests, held for one request's guard and handler.
+class MetricsServer::DebugSlot {
+ public:
+  explicit DebugSlot(MetricsServer& server) : server_(server) {
+    std::lock_guard lock(server_.mu_);
+    held_ = server_.debug_in_flight_ < kMaxDebugRequests;
+    if (held_) ++server_.debug_in_flight_;
+  }
+  ~DebugSlot() {
+    if (!held_) return;
+    std::lock_guard lock(server_.mu_);
+    --server_.debug_in_flight_;
+  }
+  DebugSlot(const DebugSlot&) = delete;
+  DebugSlot& operator=(const DebugSlot&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  MetricsServer& server_;
+  bool held_ = false;
+};
+
 int MetricsServer::on_request(mg_connection* conn, void* cbdata) {
   auto* self = static_cast<MetricsServer*>(cbdata);
   const mg_request_info* info = mg_get_request_info(conn);
@@ -118,8 +173,17 @@ int MetricsServer::on_request(mg_connection* conn, void* cbdata) {
                       authorization ? authorization : ""};
   HttpResponse response;
   std::optional<HttpResponse> refused;
-  if (self->debug_guard_ && request.path.starts_with("/debug/")) {
-    refused = self->debug_guard_(request);
+  std::optional<DebugSlot> slot;
+  if (request.path.starts_with("/debug/")) {
+    slot.emplace(*self);
+    if (!slot->held()) {
+      refused = HttpResponse{.status = 429,
+                             .body = "busy: " + std::to_string(kMaxDebugRequests) +
+                                     " /debug/ requests already running; retry later\n",
+                             .headers = {{"Retry-After", "5"}}};
+    } else if (self->debug_guard_) {
+      refused = self->debug_guard_(request);
+    }
   }
   if (refused) {
     response = std::move(*refused);
@@ -154,7 +218,7 @@ prometheus::MetricFamily gauge_family(std::string name, std::string help) {
 
 void add_sample(prometheus::MetricFamily& family, const LabelPairs& labels, double value) {
   prometheus::ClientMetric m;
-  for (const auto& [k, v] : labels) m.label.push_back({k, v});
+  m.label = labels_of(labels);
   if (family.type == prometheus::MetricType::Counter) {
     m.counter.value = value;
   } else {
@@ -170,7 +234,7 @@ prometheus::MetricFamily histogram_family(std::string name, std::string help) {
 void add_histogram(prometheus::MetricFamily& family, const LabelPairs& labels,
                    std::span<const double> bounds, std::span<const uint64_t> counts, double sum) {
   prometheus::ClientMetric m;
-  for (const auto& [k, v] : labels) m.label.push_back({k, v});
+  m.label = labels_of(labels);
   uint64_t cumulative = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     cumulative += counts[i];

@@ -7,6 +7,7 @@
 #include "agent/discovery/candidate.h"
 #include "agent/nodejs/wait_entry_site.h"
 #include "agent/symbols/elf_file.h"
+#include "agent/symbols/tenant_file.h"
 #include "common/files.h"
 #include "common/log.h"
 
@@ -71,14 +72,13 @@ MappedCLibrary c_library_from_maps(std::string_view maps) {
     const size_t eol = maps.find('\n');
     std::string_view line = maps.substr(0, eol);
     maps = eol == std::string_view::npos ? std::string_view() : maps.substr(eol + 1);
-    // "start-end perms offset dev inode   path": the path is the first field starting with '/'.
-    const size_t slash = line.find(" /");
-    if (slash == std::string_view::npos) continue;
-    std::string_view path = line.substr(slash + 1);
-    if (path.ends_with(" (deleted)")) continue;
+    auto file = symbols::parse_mapped_file(line);
+    if (!file || file->path.ends_with(" (deleted)")) continue;
+    std::string_view path = file->path;
     std::string_view name = path.substr(path.rfind('/') + 1);
     if (is_c_library(path)) {
-      out.path = std::string(path);
+      out.path = file->path;
+      out.file = std::move(file);
       return out;
     }
     if (name.starts_with("ld-linux")) out.loader = true;
@@ -162,7 +162,12 @@ Result<LibcWaitHooks::Hooked> LibcWaitHooks::hook(pid_t pid, uint64_t start_time
                       "system call on the node"),
                 failure);
   }
-  auto binary = symbols::OpenBinary::open(dir + "/root" + *library);
+  // The file the process maps, never whatever its path names now: the tenant can swap in a
+  // FIFO (an open that blocks this worker) or another file between the maps read and the open.
+  auto opened = symbols::open_mapped_file(proc_root_, pid, *mapped.file);
+  auto binary = opened.ok() ? symbols::OpenBinary::from_fd(std::move(opened).value(),
+                                                           dir + "/root" + *library)
+                            : Result<symbols::OpenBinary>(opened.error());
   if (!binary.ok()) {
     if (is_gone(binary.error())) return binary.error();
     return fail(Failure::kLibraryNotFound,

@@ -76,6 +76,7 @@
 #include "agent/kernel/uprobe_links.h"
 #include "agent/runtime/fd_budget.h"
 #include "agent/symbols/probe_target_cache.h"
+#include "agent/symbols/tenant_file.h"
 #include "common/result.h"
 
 namespace sonde::agent {
@@ -85,6 +86,8 @@ struct MappedCLibrary {
   // The path of the first file mapping named like glibc's or musl's C library; nullopt when
   // there is none (a static binary, a deleted file, or not mapped yet).
   std::optional<std::string> path;
+  // That mapping (range, device, inode), to open the very file mapped (symbols/tenant_file.h).
+  std::optional<symbols::MappedFileRef> file;
   // glibc's dynamic loader (ld-linux*) is mapped: a process just past exec whose loader has not
   // mapped libc.so.6 yet.
   bool loader = false;

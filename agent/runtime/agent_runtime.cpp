@@ -12,6 +12,7 @@
 #include "agent/discovery/candidate.h"
 #include "agent/kernel/libbpf_log.h"
 #include "agent/metrics/metrics_server.h"
+#include "agent/metrics/probe_server.h"
 #include "agent/procevents/process_events.h"
 #include "agent/runtime/fd_budget.h"
 #include "agent/runtime/inspection_queue.h"
@@ -52,6 +53,7 @@ struct AgentRuntime::Impl {
   // What the inspection worker and the metrics server call into goes after them; features in
   // the reverse order of their start (the CPU sampler reads the Node.js probes' map).
   ~Impl() {
+    probe_server.reset();
     debug_server.reset();
     server.reset();
     inspections.reset();
@@ -116,6 +118,7 @@ struct AgentRuntime::Impl {
   std::unique_ptr<InspectionQueue> inspections;
   std::unique_ptr<MetricsServer> server;
   std::unique_ptr<MetricsServer> debug_server;  // the /debug/ routes, when on their own address
+  std::unique_ptr<ProbeServer> probe_server;    // /healthz and /readyz, when on their own address
 };
 
 Status AgentRuntime::Impl::start(const PartsFactory& build) {
@@ -158,6 +161,12 @@ Status AgentRuntime::Impl::start(const PartsFactory& build) {
   };
   server->add_route("/healthz", probe(HealthRegistry::Probe::kLiveness));
   server->add_route("/readyz", probe(HealthRegistry::Probe::kReadiness));
+  if (!options.health_address.empty()) {
+    ASSIGN_OR_RETURN(probe_server,
+                     ProbeServer::start(options.health_address,
+                                        {{"/healthz", probe(HealthRegistry::Probe::kLiveness)},
+                                         {"/readyz", probe(HealthRegistry::Probe::kReadiness)}}));
+  }
   return ok_status();
 }
 
@@ -517,6 +526,10 @@ int AgentRuntime::metrics_port() const {
 
 int AgentRuntime::debug_port() const {
   return impl_->debug_server ? impl_->debug_server->port() : impl_->server->port();
+}
+
+int AgentRuntime::health_port() const {
+  return impl_->probe_server ? impl_->probe_server->port() : impl_->server->port();
 }
 
 void AgentRuntime::add_collector(MetricsServer::Collector collector) {

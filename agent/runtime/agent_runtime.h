@@ -64,6 +64,9 @@ struct RuntimeOptions {
   // Serve the /debug/ routes (CPU profiles) on this host:port instead of the metrics port, e.g.
   // 127.0.0.1:9465 so that only who can enter the pod (kubectl port-forward) reaches them.
   std::string debug_address;
+  // Serve /healthz and /readyz on this host:port too, from a thread no client can hold
+  // (ProbeServer): the address kubelet's probes use. Empty: only on the metrics port.
+  std::string health_address;
 };
 
 // What the runtime drives, built once at start: the process events and the features. The agent's
@@ -114,6 +117,9 @@ class AgentRuntime {
   // Where the /debug/ routes are served: RuntimeOptions::debug_address's port, else the metrics
   // port.
   int debug_port() const;
+  // Where the probes are answered apart from the metrics port: RuntimeOptions::health_address's
+  // port, else the metrics port.
+  int health_port() const;
   // Adds series to /metrics: `collector` runs at every scrape, on the server's threads.
   void add_collector(MetricsServer::Collector collector);
   // What /healthz and /readyz answer; callers add their own loops' checks.

@@ -18,7 +18,8 @@
 namespace sonde::agent {
 
 // Descriptors kept free of uprobe links, for everything else the agent opens: the /metrics and
-// /healthz listeners and their connections (a scrape, a probe, a few at once), the API client's
+// /healthz listeners and their connections (a scrape, a probe, a few at once; the probe
+// listener holds at most ProbeServer::kMaxConnections, 16), the API client's
 // watches and report writes (a handful of sockets), the /proc files, binaries and cgroup files
 // the workers open while inspecting a process (a few at a time each), ring buffers, logs and
 // libbpf's transient descriptors while it attaches. Those need tens; 64 leaves them room twice.

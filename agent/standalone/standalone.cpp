@@ -31,7 +31,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
       "selects (every Node.js process when no config is given) and serves Prometheus metrics.",
       "sonde-agent --standalone"};
   app.add_option("--config", a.config_path, "agent config (YAML; see README 'Configuration')");
-  add_agent_flags(app, a.agent, "the config's, else 0.0.0.0:9464", "the config's, else info");
+  add_agent_flags(app, a.agent, "the config's, else 127.0.0.1:9464", "the config's, else info");
   return cli::parse(app, argc, argv);
 }
 

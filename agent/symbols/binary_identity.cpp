@@ -184,6 +184,10 @@ Status OpenBinary::check_bytes() const {
 Result<OpenBinary> OpenBinary::open(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return errno_error("open " + path, errno);
+  return from_fd(std::move(fd), path);
+}
+
+Result<OpenBinary> OpenBinary::from_fd(UniqueFd fd, const std::string& path) {
   ASSIGN_OR_RETURN(const BinaryIdentity id, identify(fd.get(), path));
   return OpenBinary(path, std::move(fd), id);
 }

@@ -69,6 +69,8 @@ Result<BinaryIdentity> identify(int fd, const std::string& what);
 class OpenBinary {
  public:
   static Result<OpenBinary> open(const std::string& path);
+  // A file opened already (a tenant's, through tenant_file.h); `path` names it in messages.
+  static Result<OpenBinary> from_fd(UniqueFd fd, const std::string& path);
 
   const std::string& path() const { return path_; }
   const BinaryIdentity& identity() const { return identity_; }

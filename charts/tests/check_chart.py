@@ -123,6 +123,11 @@ def invariants(rendered, values_file):
             if is_agent and f"--go-tls-keep-probes-seconds={keep}" not in c.get("args", []):
                 fail(f"{cname}: --go-tls-keep-probes-seconds in args is not "
                      f"agent.goTls.keepProbesSeconds ({keep})")
+            max_hz = ((values.get("agent") or {}).get("cpu") or {}).get(
+                "maxFrequencyHz", defaults["agent"]["cpu"]["maxFrequencyHz"])
+            if is_agent and f"--max-cpu-frequency-hz={max_hz}" not in c.get("args", []):
+                fail(f"{cname}: --max-cpu-frequency-hz in args is not agent.cpu.maxFrequencyHz "
+                     f"({max_hz})")
             for m in c.get("volumeMounts", []):
                 if m["name"] in host_volumes and m.get("readOnly") is not True:
                     fail(f"{cname}: host volume {m['name']} mounted read-write")
@@ -138,15 +143,22 @@ def invariants(rendered, values_file):
         fail("no containers rendered")
     # The kubelet probes what each binary says of itself: /healthz restarts a binary whose loops
     # stopped, /readyz holds a rollout until its caches listed; never /metrics, which answers
-    # whatever the loops do.
-    for kind in ("Deployment", "DaemonSet"):
+    # whatever the loops do. The agent's on its probe listener (--health-address), which slow
+    # clients of the metrics port cannot starve.
+    for kind, port in (("Deployment", "metrics"), ("DaemonSet", "health")):
         for o in kinds.get(kind, []):
             for c in o["spec"]["template"]["spec"]["containers"]:
                 for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
                     got = ((c.get(probe) or {}).get("httpGet") or {})
-                    if got.get("path") != path or got.get("port") != "metrics":
+                    if got.get("path") != path or got.get("port") != port:
                         fail(f'{kind}/{o["metadata"]["name"]}/{c["name"]}: {probe} is {got}, '
-                             f'want GET {path} on port metrics')
+                             f'want GET {path} on port {port}')
+                if kind == "DaemonSet":
+                    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+                    want = f"--health-address=0.0.0.0:{ports.get('health')}"
+                    if want not in c.get("args", []):
+                        fail(f'DaemonSet/{o["metadata"]["name"]}/{c["name"]}: port health is '
+                             f'{ports.get("health")} but the agent is not told {want}')
     # The agents watch the policies the operator watches (operator.watchNamespace).
     scope = (values.get("operator") or {}).get("watchNamespace") or ""
     for o in kinds.get("DaemonSet", []):

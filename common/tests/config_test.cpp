@@ -12,7 +12,7 @@ namespace {
 TEST(Config, EmptyMeansDefaults) {
   auto cfg = parse_agent_config("", "<test>");
   ASSERT_TRUE(cfg.ok()) << cfg.error().message();
-  EXPECT_EQ(cfg->metrics_address, "0.0.0.0:9464");
+  EXPECT_EQ(cfg->metrics_address, "127.0.0.1:9464") << "standalone serves on loopback unless told";
   EXPECT_EQ(cfg->symbol_cache_entries, 4096u);
   EXPECT_TRUE(cfg->instrumentations[Instrumentation::kNodejsEventLoop]);
   EXPECT_TRUE(cfg->instrumentations[Instrumentation::kGoTls]);

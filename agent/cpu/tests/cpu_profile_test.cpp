@@ -2,8 +2,12 @@
 // profile building (pprof fields, merging, folded stacks).
 #include <gtest/gtest.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +44,73 @@ TEST(PerfMapTest, LooksUpRangesAndSkipsMalformedLines) {
 TEST(PerfMapTest, RefusesWhatIsNotARegularFile) {
   EXPECT_FALSE(PerfMap::read("/dev/zero").ok());
   EXPECT_FALSE(PerfMap::read("/nonexistent/perf-1.map").ok());
+}
+
+// A process in a root of its own (chroot) whose /tmp is a symlink to
+// /proc/<another pid>/root/tmp: through /proc/<pid>/root the symlink resolves in the agent's
+// root and reaches the other process's perf map; open_perf_map resolves it inside the process's
+// root, where there is no such file. A symlink that stays inside the root is followed.
+TEST(PerfMapTest, ATenantsSymlinkNeverLeadsOutOfItsRoot) {
+  symbols::testing::TempDir root;
+  const std::filesystem::path victim_dir = "/tmp";  // this process's /tmp: "another container"
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t tenant = fork();
+  ASSERT_GE(tenant, 0);
+  if (tenant == 0) {
+    // Only async-signal-safe calls until the parent kills it.
+    char c = 0;
+    if (chroot(root.path().c_str()) != 0 || chdir("/") != 0 || write(ready[1], &c, 1) != 1) {
+      _exit(1);
+    }
+    for (;;) pause();
+  }
+  const std::string name = "perf-" + std::to_string(tenant) + ".map";
+  const std::filesystem::path secret = victim_dir / name;
+  // Whatever fails below, the tenant is killed and the other tenant's file removed.
+  struct Cleanup {
+    pid_t pid;
+    std::filesystem::path file;
+    ~Cleanup() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      std::error_code ec;
+      std::filesystem::remove(file, ec);
+    }
+  } cleanup{tenant, secret};
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+  std::ofstream(secret) << "1000 10 JS:*anotherTenantsSecret\n";
+  std::filesystem::create_directory_symlink("/proc/" + std::to_string(getpid()) + "/root/tmp",
+                                            root.path() / "tmp");
+
+  // The naive path does leave the root: the setup is the attack.
+  auto naive = PerfMap::read("/proc/" + std::to_string(tenant) + "/root/tmp/" + name);
+  ASSERT_TRUE(naive.ok()) << naive.error().message();
+  EXPECT_TRUE(naive->lookup(0x1000));
+
+  auto escaped = open_perf_map("/proc", tenant, static_cast<uint64_t>(tenant));
+  EXPECT_FALSE(escaped.ok()) << "read a perf map outside the process's root";
+
+  // The tenant's own map, behind a symlink inside its root: found.
+  std::filesystem::remove(root.path() / "tmp");
+  std::filesystem::create_directories(root.path() / "data");
+  std::filesystem::create_directory_symlink("/data", root.path() / "tmp");
+  std::ofstream(root.path() / "data" / name) << "2000 10 JS:*ownFunction\n";
+  auto own = open_perf_map("/proc", tenant, static_cast<uint64_t>(tenant));
+  ASSERT_TRUE(own.ok()) << own.error().message();
+  auto map = PerfMap::read(own->get(), name);
+  ASSERT_TRUE(map.ok()) << map.error().message();
+  EXPECT_FALSE(map->lookup(0x1000));
+  ASSERT_TRUE(map->lookup(0x2000));
+  EXPECT_EQ(map->lookup(0x2000)->name, "JS:*ownFunction");
+
+  // A FIFO in its place is refused at once, not waited on.
+  std::filesystem::remove(root.path() / "data" / name);
+  ASSERT_EQ(mkfifo((root.path() / "data" / name).c_str(), 0600), 0);
+  EXPECT_FALSE(open_perf_map("/proc", tenant, static_cast<uint64_t>(tenant)).ok());
 }
 
 // The agent's own vDSO named as readelf reads the same image: every exported function, at its

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/cpu/cpu_feature.h"
 #include "agent/cpu/cpu_profiler.h"
 #include "agent/cpu/profile.pb.h"
 #include "agent/cpu/pyroscope_pusher.h"
@@ -613,6 +614,78 @@ TEST(PyroscopeNameTest, LeavesOutEmptyLabelsAndReplacesDelimiters) {
   EXPECT_EQ(pyroscope_name("app", {"ns", "p{1}", ""}, "n=1"),
             "app.cpu{namespace=ns,pod=p_1_,node=n_1}");
   EXPECT_EQ(pyroscope_name("app", {}, ""), "app.cpu{}");
+}
+
+// One tenant's policy asks 999 Hz of a node capped at 99 Hz: the node samples at 99 Hz (the
+// profile's period, and its samples against the CPU time the process used), the process's
+// outcome and /metrics say it is capped, and a lower ask is followed once that process is gone.
+TEST(CpuFeatureCap, APolicyAskingMoreIsSampledAtTheCapAndSaysSo) {
+  ProfilerOptions o;
+  o.node_name = "cap-node";
+  auto started = CpuFeature::start(o, /*required=*/true, {}, /*by_cgroup=*/false, 99);
+  ASSERT_TRUE(started.ok()) << started.error().message();
+  CpuFeature& feature = **started;
+  auto server = MetricsServer::start("127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.error().message();
+  (*server)->add([&] {
+    std::vector<prometheus::MetricFamily> out;
+    feature.collect(out);
+    return out;
+  });
+  feature.add_routes(**server);
+  ChildProcess greedy({SONDE_HOT_C});
+  ChildProcess modest({SONDE_HOT_C});
+  ASSERT_TRUE(greedy.wait_for_line("ready", milliseconds(10000)));
+  ASSERT_TRUE(modest.wait_for_line("ready", milliseconds(10000)));
+  auto selection = [](uint32_t hz, const std::string& pod) {
+    Selection s;
+    s.labels = {"test", pod, "main"};
+    s.instrumentations[Instrumentation::kCpu] = nlohmann::json{{"frequencyHz", hz}};
+    return s;
+  };
+  auto metric = [&](const std::string& series) {
+    std::string body = http_get((*server)->port(), "/metrics").body;
+    size_t at = body.find("\n" + series + " ");
+    return at == std::string::npos ? std::string("none")
+                                   : body.substr(at + series.size() + 2,
+                                                 body.find('\n', at + 1) - at - series.size() - 2);
+  };
+
+  auto r = feature.select(ProcessInfo{.pid = greedy.pid()}, selection(999, "greedy"));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->state, ProcessOutcome::State::kInstrumented);
+  EXPECT_NE(r->message.find("sampled at 99 Hz, not the 999 Hz its policy asks"), std::string::npos)
+      << r->message;
+  EXPECT_EQ(feature.frequency_hz(), 99u);
+  EXPECT_EQ(metric("sonde_cpu_profile_frequency_hertz{node=\"cap-node\"}"), "99");
+  EXPECT_EQ(metric("sonde_cpu_profile_max_frequency_hertz{node=\"cap-node\"}"), "99");
+  EXPECT_EQ(metric("sonde_cpu_profile_capped_processes{node=\"cap-node\"}"), "1");
+
+  double cpu0 = cpu_seconds(greedy.pid());
+  HttpResult served = http_get(
+      (*server)->port(), std::string(CpuProfiler::kRoute) + "?seconds=3&namespace=test&pod=greedy");
+  double cpu = cpu_seconds(greedy.pid()) - cpu0;
+  ASSERT_EQ(served.status, 200) << served.body;
+  Decoded d;
+  ASSERT_TRUE(d.p.ParseFromString(gunzip(served.body)));
+  auto total = static_cast<double>(d.total());
+  std::printf(
+      "capped at 99 Hz (999 asked): %.0f samples for %.2f s of CPU (%.0f at 99 Hz, %.0f "
+      "at 999 Hz)\n",
+      total, cpu, cpu * 99, cpu * 999);
+  EXPECT_EQ(d.p.period(), 1'000'000'000 / 99);
+  EXPECT_GT(total, 0.6 * cpu * 99 - 5);
+  EXPECT_LT(total, 1.4 * cpu * 99 + 5);
+
+  auto within = feature.select(ProcessInfo{.pid = modest.pid()}, selection(49, "modest"));
+  ASSERT_TRUE(within);
+  EXPECT_EQ(within->message, "") << "a policy within the cap is not reported capped";
+  EXPECT_EQ(feature.frequency_hz(), 99u);
+  feature.release(greedy.pid(), 0);
+  EXPECT_EQ(feature.frequency_hz(), 49u) << "the remaining policy's rate";
+  EXPECT_EQ(metric("sonde_cpu_profile_capped_processes{node=\"cap-node\"}"), "0");
+  feature.release(modest.pid(), 0);
+  EXPECT_EQ(feature.frequency_hz(), 19u) << "the configured rate when nothing asks";
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 // its pid, the bounds, and a counted verdict for every way hooking can fail.
 #include "agent/nodejs/libc_wait_hooks.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -37,6 +41,8 @@ class FakeAttacher final : public WaitProbeAttacher {
     pids.push_back(pid);
     (fires == UprobeFires::kAtSite ? entry_sites : return_sites).assign(sites.begin(), sites.end());
     last_path = path;
+    struct stat st {};
+    last_inode = stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
     return std::unique_ptr<Attachment>(new testing::CountingAttachment(alive));
   }
   size_t attachment_fds(size_t) const override { return fds_each; }
@@ -47,6 +53,7 @@ class FakeAttacher final : public WaitProbeAttacher {
   std::atomic<int> alive{0};
   std::vector<UprobeSite> entry_sites, return_sites;
   std::string last_path;
+  ino_t last_inode = 0;  // of the file attached to last
 };
 
 // objdump's instruction at file offset `off` of `lib` (its vaddr equals its file offset in
@@ -235,7 +242,9 @@ TEST(LibcWaitHooks, BoundsGiveLimitExceededAndNoAttach) {
   EXPECT_EQ(hooks.failures()[static_cast<size_t>(Failure::kLimitExceeded)], 2u);
 }
 
-// A /proc fixture: <root>/<pid>/maps naming `mapped`, and that file under <root>/<pid>/root.
+// A /proc fixture: <root>/<pid>/maps naming `mapped`, and that file under <root>/<pid>/root;
+// the maps line of `mapped` gets the copy's real device and inode, as the kernel would show.
+// It has no map_files/: the hooks open the file by its path, checked against those.
 class FixtureProc {
  public:
   FixtureProc() {
@@ -246,12 +255,24 @@ class FixtureProc {
   void add(pid_t pid, const std::string& maps, const std::string& mapped = "",
            const std::string& source = "") {
     fs::create_directories(root_ / std::to_string(pid));
-    std::ofstream(root_ / std::to_string(pid) / "maps") << maps;
+    std::string text = maps;
     if (!mapped.empty()) {
       fs::path dest = root_ / std::to_string(pid) / "root" / mapped.substr(1);
       fs::create_directories(dest.parent_path());
       fs::copy_file(source, dest);
+      struct stat st {};
+      EXPECT_EQ(stat(dest.c_str(), &st), 0);
+      char dev_ino[64];
+      (void)std::snprintf(dev_ino, sizeof dev_ino, " %x:%x %llu ", major(st.st_dev),
+                          minor(st.st_dev), static_cast<unsigned long long>(st.st_ino));
+      // "start-end perms offset dev inode path": dev and inode are the 4th and 5th fields.
+      size_t at = text.find(" " + mapped);
+      size_t line = text.rfind('\n', at) + 1;  // npos + 1 == 0 for the first line
+      size_t dev = line;
+      for (int field = 0; field < 3; ++field) dev = text.find(' ', dev) + 1;
+      text.replace(dev - 1, at - dev + 2, dev_ino);
     }
+    std::ofstream(root_ / std::to_string(pid) / "maps") << text;
   }
   std::string root() const { return root_.string(); }
 
@@ -308,6 +329,71 @@ TEST(LibcWaitHooks, EveryFailureIsACountedVerdict) {
   EXPECT_EQ(counts[static_cast<size_t>(Failure::kAttachRefused)], 1u);
   EXPECT_EQ(counts[static_cast<size_t>(Failure::kLimitExceeded)], 0u);
   hooks.unhook(105);
+}
+
+// A tenant swaps a FIFO in for its C library and back (renameat2 RENAME_EXCHANGE, in a loop)
+// while the hooks inspect it: every hook returns at once and hooks the file the process maps,
+// never blocking on the FIFO (which would hang an inspection worker for good) nor taking
+// whatever the path names at that instant.
+TEST(LibcWaitHooks, AFifoSwappedInForTheLibraryNeitherBlocksNorIsHooked) {
+  char tmpl[] = "/tmp/libc-swap-XXXXXX";
+  const fs::path dir = mkdtemp(tmpl);
+  const std::string libc =
+      c_library_from_maps(command_output("cat /proc/self/maps")).path.value_or("");
+  ASSERT_FALSE(libc.empty());
+  const fs::path lib = dir / "libc.so.6";
+  const fs::path fifo = dir / "fifo";
+  fs::copy_file(libc, lib);
+  struct stat lib_stat {};
+  ASSERT_EQ(stat(lib.c_str(), &lib_stat), 0);
+  ChildProcess child({"/usr/bin/env", "LD_LIBRARY_PATH=" + dir.string(), "/bin/sleep", "30"});
+  auto maps_copy = [&] {
+    auto lib_of =
+        c_library_from_maps(command_output("cat /proc/" + std::to_string(child.pid()) + "/maps"));
+    return lib_of.path == lib.string();
+  };
+  for (int i = 0; i < 500 && !maps_copy(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(maps_copy()) << "the child does not map " << lib;
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::atomic<bool> stop = false;
+  std::atomic<int> swaps = 0;
+  std::thread swapper([&] {
+    while (!stop) {
+      if (renameat2(AT_FDCWD, lib.c_str(), AT_FDCWD, fifo.c_str(), RENAME_EXCHANGE) == 0) ++swaps;
+    }
+  });
+  // Were a hook to block on the FIFO, a writer's open releases it, and the test fails instead
+  // of hanging.
+  auto release = [&] {
+    for (const fs::path& p : {lib, fifo}) close(open(p.c_str(), O_WRONLY | O_NONBLOCK));
+  };
+  FakeAttacher kernel;
+  symbols::ProbeTargetCache cache(64);
+  LibcWaitHooks hooks(kernel, cache);
+  constexpr int kHooks = 200;
+  int hooked = 0;
+  for (int i = 0; i < kHooks; ++i) {
+    auto pending = std::async(std::launch::async, [&] { return hooks.hook(child.pid(), 0); });
+    while (pending.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+      ADD_FAILURE() << "hook " << i << " blocked on the swapped-in FIFO";
+      release();
+    }
+    auto r = pending.get();
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    if (r.ok()) {
+      ++hooked;
+      EXPECT_EQ(kernel.last_inode, lib_stat.st_ino) << "hooked a file the process does not map";
+    }
+    hooks.unhook(child.pid());
+  }
+  stop = true;
+  swapper.join();
+  std::printf("%d of %d hooks of the mapped library while the path was swapped %d times\n", hooked,
+              kHooks, swaps.load());
+  EXPECT_GT(swaps, kHooks) << "the path was not swapped while the hooks looked";
+  fs::remove_all(dir);
 }
 
 // musl's epoll functions are found by symbol in its .dynsym (readelf's answer), whatever the
