@@ -23,22 +23,14 @@
 
 #include "agent/gotls/go_tls_plan.h"
 #include "agent/symbolize/go_binary.h"
+#include "agent/symbolize/tests/go_test_binary.h"
 #include "agent/symbols/elf_file.h"
 #include "agent/symbols/symbol_resolver.h"
 
 namespace sonde::agent {
 namespace {
 
-std::string run(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  pclose(p);
-  return out;
-}
+using symbolize::testing::run_command;
 
 std::string hex(uint64_t v) {
   char buf[24];
@@ -56,7 +48,7 @@ Result<GoTlsPlan> plan_file(const std::string& path) {
 
 // The address of `name` in path's .symtab as readelf prints it, 0 when absent.
 uint64_t readelf_symbol(const std::string& path, const std::string& name) {
-  std::istringstream in(run("readelf -sW '" + path + "'"));
+  std::istringstream in(run_command("readelf -sW '" + path + "'"));
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream f(line);
@@ -71,7 +63,7 @@ uint64_t readelf_symbol(const std::string& path, const std::string& name) {
 // Go, which reads the tables of Go 1.2 to 1.19), 0 when it cannot tell.
 uint64_t gosym_entry(const std::string& path, const std::string& name) {
   std::istringstream in(
-      run(std::string(SONDE_GOSYM_ENTRY) + " '" + path + "' '" + name + "' 2>/dev/null"));
+      run_command(std::string(SONDE_GOSYM_ENTRY) + " '" + path + "' '" + name + "' 2>/dev/null"));
   std::string address, found;
   while (in >> address >> found) {
     if (found == name) return std::stoull(address, nullptr, 16);
@@ -81,8 +73,8 @@ uint64_t gosym_entry(const std::string& path, const std::string& name) {
 
 // The first instructions at `address` as binutils' objdump decodes them (amd64).
 std::string objdump_at(const std::string& path, uint64_t address) {
-  return run("objdump -d --no-show-raw-insn --start-address=" + hex(address) +
-             " --stop-address=" + hex(address + 16) + " '" + path + "'");
+  return run_command("objdump -d --no-show-raw-insn --start-address=" + hex(address) +
+                     " --stop-address=" + hex(address + 16) + " '" + path + "'");
 }
 
 bool starts_with_go_stack_check_amd64(const std::string& disassembly) {
@@ -155,7 +147,7 @@ TEST_P(GoReleases, VerdictAndProbeSitesAreRight) {
   }
   // The build info's release, as Go's own `go version` reads it.
   if (r.info == "info") {
-    std::string said = run(std::string(SONDE_GO) + " version '" + r.path() + "'");
+    std::string said = run_command(std::string(SONDE_GO) + " version '" + r.path() + "'");
     EXPECT_NE(said.find(": " + r.go + "\n"), std::string::npos) << said;
   }
   // The entries: Go's register-ABI stack check at each, by another decoder than the code under
@@ -273,7 +265,7 @@ TEST(GoVariantsSymbolized, ACgoBinarysFramesAreNamedFromRuntimeText) {
     EXPECT_EQ(frame->entry, write);
     // binutils' addr2line, from the twin's DWARF line table (Go 1.19's own addr2line does not
     // read a cgo PIE's table).
-    std::string line = run("addr2line -e '" + twin + "' " + hex(write + 16));
+    std::string line = run_command("addr2line -e '" + twin + "' " + hex(write + 16));
     EXPECT_EQ(line, std::string(frame->file) + ":" + std::to_string(frame->line) + "\n");
   }
 }
