@@ -71,7 +71,7 @@ std::optional<std::string> cgroup2_mount(std::string_view text) {
   return std::nullopt;
 }
 
-Result<std::string> cgroup2_path_of(const std::string& cgroup2_root, uint64_t cgroup_id) {
+Result<UniqueFd> open_cgroup2_by_id(const std::string& cgroup2_root, uint64_t cgroup_id) {
   // kernfs file handles (FILEID_KERNFS) are the node's 64-bit id, which for a cgroup is its id.
   constexpr int kFileIdKernfs = 0xfe;
   struct {
@@ -81,20 +81,25 @@ Result<std::string> cgroup2_path_of(const std::string& cgroup2_root, uint64_t cg
   handle.head.handle_bytes = sizeof handle.id;
   handle.head.handle_type = kFileIdKernfs;
   handle.id = cgroup_id;
-  const int mount = ::open(cgroup2_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (mount < 0) return errno_error("open " + cgroup2_root, errno);
-  const int dir = open_by_handle_at(mount, &handle.head, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const int open_errno = errno;
-  ::close(mount);
-  if (dir < 0) {
-    return errno_error("open cgroup " + std::to_string(cgroup_id) + " below " + cgroup2_root,
-                       open_errno == ESTALE ? ENOENT : open_errno);  // ESTALE: removed
+  const UniqueFd mount(::open(cgroup2_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (mount.get() < 0) return errno_error("open " + cgroup2_root, errno);
+  UniqueFd dir(open_by_handle_at(mount.get(), &handle.head, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0) {
+    const int err = errno == ESTALE ? ENOENT : errno;  // ESTALE: removed
+    return errno_error("open cgroup " + std::to_string(cgroup_id) + " below " + cgroup2_root, err);
   }
+  return dir;
+}
+
+Result<std::string> cgroup2_path_of(const std::string& cgroup2_root, uint64_t cgroup_id) {
+  ASSIGN_OR_RETURN(UniqueFd dir, open_cgroup2_by_id(cgroup2_root, cgroup_id));
   char buf[4096];
-  const ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(dir)).c_str(), buf, sizeof buf);
-  const int link_errno = errno;
-  ::close(dir);
-  if (n < 0) return errno_error("name cgroup " + std::to_string(cgroup_id), link_errno);
+  const ssize_t n =
+      ::readlink(("/proc/self/fd/" + std::to_string(dir.get())).c_str(), buf, sizeof buf);
+  if (n < 0) {
+    const int err = errno;
+    return errno_error("name cgroup " + std::to_string(cgroup_id), err);
+  }
   std::string_view path(buf, static_cast<size_t>(n));
   std::string_view root = cgroup2_root;
   while (root.size() > 1 && root.ends_with('/')) root.remove_suffix(1);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace sonde::agent {
 
@@ -76,10 +77,14 @@ std::string container_id_from_cgroup(std::string_view cgroup_text);
 // cgroup2 mount ("/sys/fs/cgroup", ".../unified" on hybrid hosts), nullopt when there is none.
 std::optional<std::string> cgroup2_mount(std::string_view mounts_text);
 
-// The path of the cgroup v2 whose id is `cgroup_id` (bpf_get_current_cgroup_id()'s), relative
-// to the cgroup2 mount at `cgroup2_root` ("/" for the root, "/kubepods.slice/..."), opened by its
-// file handle (open_by_handle_at: CAP_DAC_READ_SEARCH). An error is_gone() when no such cgroup
-// exists (removed). Costs two opens and a readlink.
+// The directory of the cgroup v2 whose id is `cgroup_id` (bpf_get_current_cgroup_id()'s: the
+// directory's inode), opened by its file handle below the cgroup2 mount at `cgroup2_root`
+// (open_by_handle_at: CAP_DAC_READ_SEARCH), so neither a cgroup namespace nor a path matters. An
+// error is_gone() when no such cgroup exists (removed). Costs two opens.
+Result<UniqueFd> open_cgroup2_by_id(const std::string& cgroup2_root, uint64_t cgroup_id);
+
+// The path of that cgroup relative to the cgroup2 mount ("/" for the root,
+// "/kubepods.slice/..."). Costs open_cgroup2_by_id() and a readlink.
 Result<std::string> cgroup2_path_of(const std::string& cgroup2_root, uint64_t cgroup_id);
 
 // start_time from /proc/<pid>/stat text (the comm field may hold spaces and parentheses).

@@ -1,12 +1,11 @@
 #include "agent/gotls/probe_overhead.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <charconv>
 
+#include "agent/discovery/proc_reader.h"
 #include "common/files.h"
+#include "common/unique_fd.h"
 
 namespace sonde::agent {
 
@@ -79,27 +78,9 @@ Result<double> cgroup_cpu_seconds(const std::string& proc_root, const std::strin
 }
 
 Result<double> cgroup_cpu_seconds_by_id(const std::string& cgroup2_root, uint64_t cgroup_id) {
-  // kernfs file handles (FILEID_KERNFS) are the node's 64-bit id, which for a cgroup is its id.
-  constexpr int kFileIdKernfs = 0xfe;
-  struct {
-    file_handle head;
-    uint64_t id;
-  } handle{};
-  handle.head.handle_bytes = sizeof handle.id;
-  handle.head.handle_type = kFileIdKernfs;
-  handle.id = cgroup_id;
-  const int mount = open(cgroup2_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (mount < 0) return errno_error("open " + cgroup2_root, errno);
-  const int dir = open_by_handle_at(mount, &handle.head, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const int open_errno = errno;
-  close(mount);
-  if (dir < 0) {
-    return errno_error("open cgroup " + std::to_string(cgroup_id) + " below " + cgroup2_root,
-                       open_errno);
-  }
-  const std::string file = "/proc/self/fd/" + std::to_string(dir) + "/cpu.stat";
+  ASSIGN_OR_RETURN(UniqueFd dir, open_cgroup2_by_id(cgroup2_root, cgroup_id));
+  const std::string file = "/proc/self/fd/" + std::to_string(dir.get()) + "/cpu.stat";
   auto stat = read_file(file, 64 << 10);
-  close(dir);
   if (!stat.ok()) return stat.error().wrap("cgroup " + std::to_string(cgroup_id));
   auto usec = cpu_stat_usage_usec(*stat);
   if (!usec) return Error("cgroup " + std::to_string(cgroup_id) + ": cpu.stat has no usage_usec");
