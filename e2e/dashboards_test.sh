@@ -82,9 +82,8 @@ api_pid=$API_PID
 kube() { kube_admin "$@"; }
 
 # --- workloads: processes exec'd inside cgroups named like containerd containers
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
-(cd "$here/workloads/gotls" && go build -o "$tmp/bin/gotls" .) || fail "go build gotls"
+go_build gotls "$tmp/bin/gotls"
 # A Go binary the agent refuses, for the "not instrumentable" panel and alert: stripped binaries
 # are instrumented now, so its Read symbol claims 1 GiB (no return site can be proven).
 cp "$tmp/bin/gotls" "$tmp/bin/gotls-legacy"

@@ -56,9 +56,7 @@ expect_contains "$out" "--cap-add BPF --cap-add PERFMON --cap-add SYS_PTRACE --c
 
 # --binary: a Go TLS program built here and Debian's kubectl (stripped Go) are instrumentable;
 # a C program is no Go TLS user; a missing file exits 1 and says which.
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$SONDE_E2E_TMP/gocache" GOPATH="$SONDE_E2E_TMP/gopath" CGO_ENABLED=0
-(cd "$(dirname "$0")/workloads/gotls" && go build -ldflags="-s -w" -o "$SONDE_E2E_TMP/gotls" .) ||
-  fail "go build gotls"
+go_build gotls "$SONDE_E2E_TMP/gotls" -ldflags="-s -w"
 out="$("$agent" doctor --binary "$SONDE_E2E_TMP/gotls" --binary /bin/true)" ||
   fail "doctor --binary exited $?: $out"
 expect_contains "$out" "go tls        instrumentable: $(go env GOVERSION)" "doctor --binary (Go)"

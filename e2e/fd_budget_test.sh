@@ -23,9 +23,8 @@ cleanup() {
 trap cleanup EXIT
 
 binaries=80 bound=64
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
-(cd "$workloads/gotls" && go build -o "$tmp/gotls" .) || fail "go build gotls"
+go_build gotls "$tmp/gotls"
 for i in $(seq 1 $binaries); do
   cp "$tmp/gotls" "$tmp/bin/gtls-$i"
   printf 'sonde fd budget variant %d\n' "$i" >>"$tmp/bin/gtls-$i"

@@ -27,9 +27,8 @@ trap cleanup EXIT
 
 [[ $EUID -eq 0 ]] || fail "needs root (BPF and cgroups)"
 command -v kubectl >/dev/null || fail "kubectl is not installed (a stripped Go 1.23 TLS client)"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
-(cd "$workloads/gotls" && go build -o "$tmp/bin/gotls" .) || fail "go build gotls"
+go_build gotls "$tmp/bin/gotls"
 ln -s gotls "$tmp/bin/server"
 cp "$tmp/bin/gotls" "$tmp/bin/client" # a file of its own: its probes come and go with its runs
 cp "$(command -v kubectl)" "$tmp/bin/kubectl"

@@ -22,9 +22,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
-(cd "$workloads/gotls" && go build -o "$tmp/bin/gotls" .) || fail "go build gotls"
+go_build gotls "$tmp/bin/gotls"
 # The container label is the program name in standalone mode.
 for role in server client streams rate; do ln -s gotls "$tmp/bin/h2-$role"; done
 
@@ -170,7 +169,7 @@ lost="$(metrics | awk '$1 == "sonde_agent_gotls_http2_connections_total{outcome=
 # 7. gRPC: a real grpc-go (Debian's golang-google-grpc-dev 1.33) server and client over TLS,
 # unary and server-streaming calls with known codes, 60 unary calls at once on one connection,
 # and streaming calls the client cancels (RST_STREAM: reset on both sides, no grpc-status).
-(cd "$workloads/gogrpc" && GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= go build -o "$tmp/bin/gogrpc" .) ||
+(cd "$workloads/gogrpc" && GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= GOCACHE="$E2E_GOCACHE" CGO_ENABLED=0 go build -o "$tmp/bin/gogrpc" .) ||
   fail "go build gogrpc (golang-google-grpc-dev installed?)"
 for role in server client; do ln -s gogrpc "$tmp/bin/grpc-$role"; done
 "$tmp/bin/grpc-server" server >"$tmp/grpc-server.out" 2>&1 &

@@ -13,9 +13,8 @@ source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 cluster_test_start sonde-e2e-overhead
 
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
-(cd "$here/workloads/gotls" && go build -o "$tmp/bin/gotls" .) || fail "go build gotls"
+go_build gotls "$tmp/bin/gotls"
 for copy in server chatty quiet; do cp "$tmp/bin/gotls" "$tmp/bin/gotls-$copy"; done
 
 policies=/apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies

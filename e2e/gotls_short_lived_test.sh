@@ -17,9 +17,8 @@ cleanup() {
 trap cleanup EXIT
 
 command -v kubectl >/dev/null || fail "kubectl is not installed (a stripped Go 1.23 TLS client)"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
-(cd "$workloads/gotls" && go build -o "$tmp/bin/gotls" .) || fail "go build gotls"
+go_build gotls "$tmp/bin/gotls"
 ln -s gotls "$tmp/bin/server"
 ln -s gotls "$tmp/bin/client"
 cp "$(command -v kubectl)" "$tmp/bin/kubectl"

@@ -17,12 +17,10 @@ cleanup() {
 trap cleanup EXIT
 
 # Offline builds: standard library only, caches in the scratch folder.
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
-(cd "$workloads/gotls" && go build -o "$tmp/bin/gotls" .) || fail "go build gotls"
-(cd "$workloads/gotls" && go build -ldflags="-s -w" -o "$tmp/bin/gotls-stripped" .) ||
-  fail "go build gotls (stripped)"
-(cd "$workloads/gonotls" && go build -o "$tmp/bin/gonotls" .) || fail "go build gonotls"
+go_build gotls "$tmp/bin/gotls"
+go_build gotls "$tmp/bin/gotls-stripped" -ldflags="-s -w"
+go_build gonotls "$tmp/bin/gonotls"
 readelf -S "$tmp/bin/gotls-stripped" | grep -q '\.symtab' && fail "the stripped build has a .symtab"
 # The container label is the program name in standalone mode.
 for role in server client load calls; do ln -s gotls "$tmp/bin/gotls-$role"; done

@@ -25,9 +25,8 @@ trap cleanup EXIT
 
 [[ $EUID -eq 0 ]] || fail "needs root (BPF)"
 command -v promtool >/dev/null || fail "promtool not found (make deps)"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
 mkdir -p "$tmp/bin"
-(cd "$workloads/gotls" && go build -o "$tmp/bin/gotls-badver" .) || fail "go build gotls"
+go_build gotls "$tmp/bin/gotls-badver"
 python3 "$workloads/go_set_version.py" "$tmp/bin/gotls-badver" 'go1.19.\xff' ||
   fail "cannot patch the Go version"
 

@@ -102,8 +102,7 @@ echo "  measured $v s blocked (injected 0.4 s)"
 check_scrape non-utf8
 
 echo "--- a Go binary whose crypto/tls Read symbol spans 1 GiB of a sparse file"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0
-(cd "$workloads/gotls" && go build -o "$tmp/sel/gotls-huge" .) || fail "go build gotls"
+go_build gotls "$tmp/sel/gotls-huge"
 /usr/bin/python3 "$workloads/elf_set_symbol_size.py" "$tmp/sel/gotls-huge" 'crypto/tls.(*Conn).Read' 0x40000000
 truncate -s +1G "$tmp/sel/gotls-huge"
 "$tmp/sel/gotls-huge" echo 50 64 >"$tmp/huge.out" 2>&1 || { cat "$tmp/huge.out"; fail "gotls-huge failed"; }

@@ -77,6 +77,22 @@ start_gotls_server() {
     fail "the agent does not track $name: $(curl -sf "http://127.0.0.1:$agent_port/metrics" | grep gotls_processes)"
 }
 
+# One Go build cache for every test's workloads, the same as the build's test fixtures use
+# (SONDE_GOCACHE in agent/CMakeLists.txt): Go keys it by content and allows concurrent use. A
+# cache per test rebuilt the standard library's TLS and HTTP packages each time (11 s here).
+# SONDE_E2E_GOCACHE moves it.
+E2E_GOCACHE="${SONDE_E2E_GOCACHE:-$HOME/.cache/sonde-go}"
+# go_build WORKLOAD OUT [GO BUILD FLAG...]: builds e2e/workloads/WORKLOAD offline (standard
+# library only, no cgo) into OUT, or fails the test.
+go_build() {
+  local workload="$1" out="$2"
+  shift 2
+  mkdir -p "$(dirname "$out")"
+  (cd "$(dirname "${BASH_SOURCE[0]}")/workloads/$workload" &&
+    GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$E2E_GOCACHE" GOPATH="$SONDE_E2E_TMP/gopath" \
+      CGO_ENABLED=0 go build "$@" -o "$out" .) || fail "go build $workload $*"
+}
+
 # A free TCP port on loopback.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Go TLS fixture (agent/symbols/tests/go_tls_fixture) in every shape a Go release
 # can take, with the system's Go, for go_releases_test: OUT/<variant> and, for each that is
-# stripped, the unstripped twin whose .symtab is the truth. Offline: standard library only,
-# caches under OUT. Usage: build_go_variants.sh GO SRC OUT
+# stripped, the unstripped twin whose .symtab is the truth. Offline: standard library only; the
+# build cache is $GOCACHE when set, else under OUT. Usage: build_go_variants.sh GO SRC OUT
 #   plain         internal linking, position dependent
 #   pie           -buildmode=pie (internal linking)
 #   cgo           CGO_ENABLED=1, external linking by the system linker (runtime.text after .text)
@@ -15,7 +15,7 @@
 set -euo pipefail
 go="$1" src="$2" out="$3"
 mkdir -p "$out"
-export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$out/gocache" GOPATH="$out/gopath" GOENV=off
+export GOFLAGS=-mod=mod GOPROXY=off GOCACHE="${GOCACHE:-$out/gocache}" GOPATH="$out/gopath" GOENV=off
 cd "$src"
 CGO_ENABLED=0 "$go" build -o "$out/plain" .
 CGO_ENABLED=0 "$go" build -buildmode=pie -o "$out/pie" .
