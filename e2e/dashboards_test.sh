@@ -292,10 +292,21 @@ firing | sort | sed 's/^/  /'
 firing | grep '^SondeEventLoopBlocked ' | grep -q '"pod":"web-1"' || fail "SondeEventLoopBlocked not for web-1"
 ! firing | grep '^SondeEventLoopBlocked ' | grep -q '"pod":"web-2"' || fail "SondeEventLoopBlocked for web-2"
 echo "--- limits.maxUprobesPerNode: a Go TLS policy too tight for one binary leaves its new processes out"
-kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
+# The processes running already keep their probes; a process that starts once the agent knows the
+# policy is left out. It runs on, in a pod of its own: a container none of whose processes is
+# instrumented is what a policy's condition reports (the client pod's refused processes live
+# under a second each, so a report may be written between two of them).
+tight_uid="$(kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
   "metadata": {"name": "tight", "namespace": "shop"},
   "spec": {"targets": [{"selector": {"matchLabels": {"app": "api"}}}],
-           "instrumentations": {"goTLS": {}}, "limits": {"maxUprobesPerNode": 1}}}' >/dev/null
+           "instrumentations": {"goTLS": {}}, "limits": {"maxUprobesPerNode": 1}}}' | jq -r .metadata.uid)"
+reported() { kube GET "/apis/sonde.dev/v1alpha1/namespaces/$report_ns/profilingnodereports/$node_name" |
+  jq -e --arg uid "$tight_uid" '.status.policies[] | select(.uid == $uid)'; }
+within_seconds 60 reported || fail "the agent's report does not list the tight policy ($tight_uid)"
+late_id="$(new_id)"
+run_in_container late "$late_id" "$tmp/bin/gotls" server
+wait_until 100 grep -q listening "$tmp/late.out" || fail "late did not start"
+kube POST /api/v1/namespaces/shop/pods "$(pod_json late-1 "$late_id" '{"app": "api"}' late)" >/dev/null
 degraded() { kube GET "$policies/tight" | jq -r '.status.conditions[]? | select(.type == "Degraded" and .status == "True") | .reason + ": " + .message'; }
 tight_degraded() { [[ "$(degraded)" == LimitExceeded:* ]]; }
 within_seconds 120 tight_degraded || fail "the tight policy is not Degraded by LimitExceeded: $(kube GET "$policies/tight" | jq -c .status)"
