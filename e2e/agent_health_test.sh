@@ -13,6 +13,7 @@
 #    lists are answered; SIGTERM during those first lists ends it within 10 s as well;
 #  - standalone: the same endpoints, without the cluster checks.
 # Needs root (BPF) and helm.
+# e2e-lane: beside (scripts/run-e2e.sh: no workload, no cgroup, nothing timed on the host)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -7,6 +7,7 @@
 # open; with the API server gone a token not yet decided gets 503. The routes are served on
 # --debug-address (the pod's loopback in the chart's agent.debugAuth.loopbackPort), not on the
 # metrics port. Needs root and helm.
+# e2e-lane: beside (scripts/run-e2e.sh: no workload, no cgroup, nothing timed on the host)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"

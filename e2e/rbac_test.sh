@@ -6,6 +6,7 @@
 # operator cannot write the status of either policy kind; both get
 # the real server's 403 and say so in their logs, and the e2e checks that rely on those writes
 # (cluster_agent_test.sh) would fail. Needs root (the agent loads BPF) and helm.
+# e2e-lane: beside (scripts/run-e2e.sh: no workload, no cgroup, nothing timed on the host)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
