@@ -16,6 +16,8 @@ source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 blocker="$here/workloads/blocker.js"
+# Profiles are read with a token issued for the agent's audience (sonde, the default).
+FAKE_API_IDENTITIES=("profiler-token=admin;aud=sonde")
 cluster_test_start sonde-e2e
 
 policies=/apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies
@@ -178,7 +180,7 @@ wait_until 150 cpu_entry_is '[1,1,0]' ||
 wait_until 100 grep -q 'CPU sampling frequency changed.*frequency_hz=49' "$tmp/agent.log" ||
   fail "the node does not sample at the policy's 49 Hz: $(grep -i 'cpu' "$tmp/agent.log" | tail -3)"
 folded_samples() {  # folded_samples POD: samples of shop/POD in a 3 s profile
-  curl -sf -H "Authorization: Bearer admin-token" \
+  curl -sf -H "Authorization: Bearer profiler-token" \
     "http://127.0.0.1:$port/debug/pprof/profile?seconds=3&format=folded&namespace=shop&pod=$1" |
     awk '{ n += $NF } END { print n + 0 }'
 }
@@ -190,7 +192,7 @@ cpu_ticks() {  # cpu_ticks PID...: utime + stime, summed
 ticks0="$(cpu_ticks "$busy_pid" "$worker_pid")"
 busy_samples="$(folded_samples busy-1)"
 busy_cpu="$(awk -v a="$ticks0" -v b="$(cpu_ticks "$busy_pid" "$worker_pid")" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')"
-worker_samples="$(curl -sf -H "Authorization: Bearer admin-token" \
+worker_samples="$(curl -sf -H "Authorization: Bearer profiler-token" \
   "http://127.0.0.1:$port/debug/pprof/profile?seconds=2&format=folded&pid=$worker_pid" |
   awk '{ n += $NF } END { print n + 0 }')"
 spare_samples="$(folded_samples spare-1)"

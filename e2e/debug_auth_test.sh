@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Who may read a CPU profile from an in-cluster agent: the agent asks the (fake) API server, as
-# the real one would answer, with a TokenReview for the bearer token (audience "sonde") and a
-# SubjectAccessReview for get profiles.sonde.dev in the profile's namespace. alice may read
+# the real one would answer, with a TokenReview for the bearer token (audience "sonde", the
+# agent's default) and a SubjectAccessReview for get profiles.sonde.dev in the profile's
+# namespace. alice may read
 # namespace team-a (a RoleBinding to the chart's profile-reader ClusterRole) and nothing else;
 # no, forged, expired and wrong-audience tokens get 401, bob (no binding) 403; /metrics stays
 # open; with the API server gone a token not yet decided gets 503. The routes are served on
@@ -53,7 +54,7 @@ kube_admin POST /api/v1/nodes '{"metadata": {"name": "auth-node"}}' >/dev/null |
 port="$(free_port)" dport="$(free_port)"
 while [[ "$dport" == "$port" ]]; do dport="$(free_port)"; done
 "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name auth-node \
-  --metrics-address "127.0.0.1:$port" --debug-address "127.0.0.1:$dport" --token-audience sonde \
+  --metrics-address "127.0.0.1:$port" --debug-address "127.0.0.1:$dport" \
   >"$tmp/agent.log" 2>&1 &
 AGENT_PID=$!
 wait_until 300 curl -sf "http://127.0.0.1:$port/metrics" ||

@@ -49,7 +49,7 @@ struct Args {
   std::string watch_namespace;
   AgentFlags agent;
   PyroscopeConfig pyroscope;
-  std::string token_audience;
+  std::string token_audience = "sonde";
 };
 
 // The ClusterProfilingPolicy and Namespace informers that feed the selector, or none when
@@ -120,7 +120,9 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
       ->capture_default_str();
   app.add_option("--token-audience", a.token_audience,
                  "the audience the bearer tokens of /debug/ requests must be issued for (kubectl "
-                 "create token SA --audience ...); default: the API server's");
+                 "create token SA --audience sonde), so that a token minted for the API server or "
+                 "another service is refused; empty: the API server's own audience")
+      ->capture_default_str();
   if (auto exit_code = cli::parse(app, argc, argv)) return exit_code;
   if (!a.pyroscope.url.empty()) {
     if (auto st = check_pyroscope(a.pyroscope); !st.ok()) {
