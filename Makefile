@@ -11,7 +11,7 @@ CMAKE_GEN := -G Ninja
 
 SOURCES = $(shell git ls-files '*.cpp' '*.h' '*.c' 2>/dev/null | grep -v '^bpf/vmlinux')
 
-.PHONY: help deps build test-build test unit-test fuzz e2e chart chart-test crds image image-test image-test-if-engine run bench fmt fmt-check tidy lint clean
+.PHONY: help deps build test-build test unit-test fuzz e2e chart chart-test crds image image-test run bench fmt fmt-check tidy lint clean
 
 help:
 	@echo "make deps       install the Debian packages (root, idempotent)"
@@ -70,28 +70,32 @@ crds:
 chart-test:
 	@scripts/chart-test.sh
 
-# The image test needs a container engine (`make deps` installs podman); without one it says
-# so and is skipped. clang-tidy needs only the compile commands, so it runs at the lowest
-# priority beside the other steps and takes the CPU they leave idle (most kernel and e2e tests
-# wait on a process or a timer); its result is reported at the end, and a failing step stops it.
+# The unit and kernel tests, e2e tests and the format check run one after the other, each
+# timed. Beside them, at the lowest priority (scripts/test-beside.sh), what measures no time: the
+# image build, the fuzzers, clang-tidy and the chart's checks; their output is printed at the end.
+# The image's tests need a container engine (`make deps` installs podman; without one they are
+# skipped) and run last, on the image built beside. A failing step stops the rest.
+TEST_STEPS = unit-test e2e fmt-check
 test: test-build
 	@rm -f $(TEST_BUILD)/flaky.txt
-	@setsid nice -n 19 $(MAKE) --no-print-directory tidy >$(TEST_BUILD)/tidy.out 2>&1 & tidy=$$!; \
-	if ! $(MAKE) --no-print-directory unit-test fuzz e2e chart-test image-test-if-engine fmt-check; then \
-	  kill -- -$$tidy 2>/dev/null; exit 1; fi; \
-	wait $$tidy; rc=$$?; cat $(TEST_BUILD)/tidy.out; \
+	@t0=$$(date +%s); setsid nice -n 19 scripts/test-beside.sh $(TEST_BUILD) >$(TEST_BUILD)/beside.out 2>&1 & beside=$$!; \
+	for step in $(TEST_STEPS); do start=$$(date +%s); \
+	  if ! $(MAKE) --no-print-directory $$step; then kill -- -$$beside 2>/dev/null; \
+	    echo "make test: $$step failed"; exit 1; fi; \
+	  echo "make test: $$step took $$(( $$(date +%s) - start )) s"; done; \
+	start=$$(date +%s); wait $$beside; rc=$$?; cat $(TEST_BUILD)/beside.out; \
+	echo "make test: waited $$(( $$(date +%s) - start )) s for the steps beside"; \
+	if [ -s $(TEST_BUILD)/image.ref ]; then \
+	  SONDE_IMAGE=$$(cat $(TEST_BUILD)/image.ref) e2e/image/image_test.sh || rc=1; fi; \
 	if [ -s $(TEST_BUILD)/flaky.txt ]; then echo "=== flaky tests (failed once, passed on retry) and leaked processes:"; \
-	  cat $(TEST_BUILD)/flaky.txt; fi; exit $$rc
+	  cat $(TEST_BUILD)/flaky.txt; fi; \
+	echo "make test: the tests took $$(( $$(date +%s) - t0 )) s after the build"; exit $$rc
 
 image:
 	@scripts/image.sh
 
 image-test:
 	@e2e/image/image_test.sh
-
-image-test-if-engine:
-	@if bash -c 'source scripts/image-lib.sh && image_engine' >/dev/null 2>&1; then e2e/image/image_test.sh; \
-	else echo "image-test: skipped, no container engine (make deps installs podman)"; fi
 
 run: build
 	@scripts/run-standalone.sh $(BUILD)

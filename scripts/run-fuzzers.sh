@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target registered by sonde_fuzzer() for a bounded time each, starting
 # from its seed corpus (copied, so the committed corpus is never modified). A libFuzzer run uses
-# one core, so JOBS of them (default: the number of cores) run at once. Fails on a crash.
+# one core, so JOBS of them (default: the number of cores) run at once. Fails on a crash, or on
+# an input that runs 60 s (wall time: `make test` runs the fuzzers at the lowest priority beside
+# the tests, so a slow input may wait for the CPU many times its own run time).
 set -euo pipefail
 build="$1"
 seconds="${2:-20}"
@@ -15,7 +17,7 @@ run_one() {
   local work="$build/fuzz-work/$name" log="$build/fuzz-work/$name.log"
   rm -rf "$work" && mkdir -p "$work"
   if [[ -n "$corpus" && -d "$corpus" ]]; then cp -r "$corpus"/. "$work"/; fi
-  if "$build/bin/$name" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+  if "$build/bin/$name" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=60 \
     -print_final_stats=1 "$work" 2> "$log"; then
     echo "fuzz: $name for ${seconds}s (corpus: ${corpus:-none}):" \
       "$(grep -E '^stat::number_of_executed_units' "$log" || echo 'no stats')"

@@ -7,7 +7,8 @@
 #    Node.js process on this host that blocks its event loop 200 ms every second;
 #  - run bare (--privileged --pid host) doctor passes; with the engine's default capabilities
 #    doctor blames the missing permission (not the kernel) and the agent names what to add.
-# Needs root and podman or docker. Ends with 'image-test: N passed, N failed'.
+# Needs root and podman or docker. Ends with 'image-test: N passed, N failed'. SONDE_IMAGE=REF
+# tests an image built already by scripts/image.sh (`make test` builds it beside the other tests).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$root/scripts/image-lib.sh"
@@ -22,8 +23,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$root/scripts/image.sh" | tee "$tmp/build.log" || { echo "image-test: build failed" >&2; exit 1; }
-image="$(tail -n1 "$tmp/build.log")"
+if [[ -n "${SONDE_IMAGE:-}" ]]; then
+  image="$SONDE_IMAGE"
+  echo "image-test: $image (built already)"
+else
+  "$root/scripts/image.sh" | tee "$tmp/build.log" || { echo "image-test: build failed" >&2; exit 1; }
+  image="$(tail -n1 "$tmp/build.log")"
+fi
 mapfile -t runtime < <(image_engine_flags "$engine")
 run=("$engine" run --rm "${runtime[@]}")
 
