@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What `make test` runs beside the unit, kernel and e2e tests, started at the lowest priority so
-# that it takes only the CPU they leave idle (most of them wait on a process or a timer): the
+# What `make test` runs beside the unit, kernel and e2e tests, started at the lowest priority
+# (SCHED_IDLE, nice 19) so that it takes only the CPU they leave idle (most of them wait on a
+# process or a timer; a test's agent that must keep up with a flood is not slowed): the
 # container image build (when there is a container engine), the fuzzers, clang-tidy and the
 # chart's checks. None of them measures time (a fuzzer runs for its wall-clock seconds, with less
 # CPU when the tests take it). Each step runs even when another failed; each prints its output
