@@ -72,8 +72,8 @@ chart-test:
 
 # The unit and kernel tests, e2e tests and the format check run one after the other, each
 # timed. Beside them, at the lowest priority (SCHED_IDLE: the CPU only when nothing else wants
-# it; scripts/test-beside.sh), what measures no time: the
-# image build, the fuzzers, clang-tidy and the chart's checks; their output is printed at the end.
+# it; scripts/test-beside.sh), what measures no time: the image build, the fuzzers, clang-tidy
+# and the chart's checks; their output is printed at the end.
 # The image's tests need a container engine (`make deps` installs podman; without one they are
 # skipped) and run last, on the image built beside. A failing step stops the rest.
 TEST_STEPS = unit-test e2e fmt-check
