@@ -25,6 +25,13 @@
 // yet gives its HTTP/2 connection up as lost. Failed inserts into a full map are counted per map
 // (full()).
 //
+// Each process holds at most its share (Shares, set at load) of each table it fills at its
+// peers' pace (enum sonde_gotls_shared_table, gotls.h): past it, its own new connections,
+// exchanges and Reads are not followed, counted in its Counts (over_share) and in full()
+// (SONDE_GOTLS_SHARE_*), and nobody else's. The kernel counts what it inserts and deletes; what
+// user space deletes from a live process (forget_connection()) it tells the kernel through the
+// map `released`.
+//
 // Owns the skeleton, the ring buffer (2 descriptors for the agent, not per binary) and the
 // tracker; destroying it detaches everything. drain() may run on any thread concurrently with
 // the rest; everything else is not thread-safe (TlsMonitor serializes calls).
@@ -108,9 +115,14 @@ class TlsProbes final : public TlsCounters {
   // the programs attach (tests force kSingle to compare; kMulti needs a kernel that has it).
   // `http2`: follow HTTP/2 framing (the programs need bpf_loop, Linux 5.17+; without it the
   // *_h1 programs load: HTTP/1.x and HTTP/2 connection counts only, http2() says so).
+  // Entries of each shared table one process may hold, by enum sonde_gotls_shared_table.
+  using Shares = std::array<uint32_t, SONDE_GOTLS_SHARED_COUNT>;
+  // 1/SONDE_GOTLS_SHARE_DIVISOR of each table.
+  static Shares default_shares();
   static Result<std::unique_ptr<TlsProbes>> load(bool perform_ret = false,
                                                  UprobeLinkKind links = uprobe_link_support().kind,
-                                                 bool http2 = kernel_has_bpf_loop());
+                                                 bool http2 = kernel_has_bpf_loop(),
+                                                 const Shares& shares = default_shares());
   // Whether the kernel offers bpf_loop to uprobe programs (asked once).
   static bool kernel_has_bpf_loop();
   ~TlsProbes() override;
@@ -144,13 +156,16 @@ class TlsProbes final : public TlsCounters {
   TlsProbes() = default;
   // Stops following connection `conn` of `pid` in the kernel (the tracker evicted it).
   void forget_connection(uint32_t pid, uint64_t conn) const;
+  // Tells the kernel that user space deleted n entries of `table` of the live process tgid.
+  void release(uint32_t tgid, sonde_gotls_shared_table table, uint64_t n) const;
   static Result<std::unique_ptr<TlsProbes>> open_and_load(bool perform_ret, UprobeLinkKind links,
-                                                          bool http2);
+                                                          bool http2, const Shares& shares);
 
   std::unique_ptr<gotls_bpf, void (*)(gotls_bpf*)> skel_{nullptr, nullptr};
   std::unique_ptr<Http2Tracker> tracker_;
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> ring_{nullptr, nullptr};
   mutable std::mutex drain_mu_;              // ring_buffer__consume() is single-consumer
+  mutable std::mutex released_mu_;           // `released` is read, added to and written back
   std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_
   std::optional<Error> cgroups_error_;
   bool can_perform_ret_ = false;
@@ -165,5 +180,10 @@ Status kernel_allows_uprobe_register_writes();
 
 // The name of a sonde_gotls_counter, for metrics ("processes", "requests", ...).
 const char* gotls_counter_map_name(sonde_gotls_counter counter);
+// Why a sonde_gotls_counter's inserts failed: "process_share" (SONDE_GOTLS_SHARE_*: the process
+// held its share), else "map_full" (the map was full, or a bound was hit).
+const char* gotls_counter_reason(sonde_gotls_counter counter);
+// The map name of a shared table ("h2_states", "exchanges", "reads", "carried").
+const char* gotls_shared_table_name(sonde_gotls_shared_table table);
 
 }  // namespace sonde::agent

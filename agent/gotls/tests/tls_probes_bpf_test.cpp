@@ -188,7 +188,7 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   pid_t after = run_client(selected, port);
   EXPECT_EQ(requests_of(*probes_, after, &counted), 0u);
   EXPECT_FALSE(counted);
-  for (const auto& [map, n] : monitor.kernel_map_full()) EXPECT_EQ(n, 0u) << map;
+  for (const auto& [map, n] : monitor.kernel_map_full()) EXPECT_EQ(n, 0u) << map.first;
 }
 
 // On a kernel with uprobe_multi links (6.6+) a binary costs one descriptor per program (write,
@@ -552,7 +552,7 @@ TEST_F(TlsProbesBpfTest, TwoAgentsPerformingOneRetLeaveTheProgramIntactAndCountE
     bool counted = false;
     EXPECT_EQ(requests_of(*a.probes, load.pid(), &counted), sent);
     EXPECT_EQ(requests_of(*a.probes, server.pid(), &counted), sent);
-    for (const auto& [map, n] : a.monitor->kernel_map_full()) EXPECT_EQ(n, 0u) << map;
+    for (const auto& [map, n] : a.monitor->kernel_map_full()) EXPECT_EQ(n, 0u) << map.first;
   }
   ChildProcess echo({SONDE_GOTLS_WORKLOAD, "echo", "20000", "64"});
   ASSERT_TRUE(echo.wait_for_line("", 60s));
@@ -623,6 +623,112 @@ TEST_F(TlsProbesBpfTest, AContainersSeriesLeaveAGracePeriodAfterItsLastProcess) 
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   monitor.sweep();
   EXPECT_EQ(monitor.snapshot().count({"", "", "gone-soon"}), 0u);
+}
+
+// Each process holds at most its share of each node-wide table (TlsProbes::Shares; h2_states's
+// lowered here to kShare entries, the others as in the agent). A hostile client holds kConnections
+// HTTP/2 connections open against one server: it and that server follow kShare / 2 of them (two
+// framing states each) and lose the rest, counted against themselves in the kernel and in their
+// container's series; a second client and server, running meanwhile, have every stream counted
+// exactly and lose nothing.
+TEST_F(TlsProbesBpfTest, AProcessOverItsShareLosesOnlyItsOwnConnections) {
+  constexpr uint32_t kShare = 8;
+  constexpr int kConnections = 20;
+  TlsProbes::Shares shares = TlsProbes::default_shares();
+  shares[SONDE_GOTLS_SHARED_H2_STATES] = kShare;
+  auto loaded = TlsProbes::load(false, uprobe_link_support().kind, true, shares);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  TlsProbes& probes = **loaded;
+  if (!probes.follows_http2()) GTEST_SKIP() << "no bpf_loop: HTTP/2 framing is not followed";
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(probes, cache, uprobes, proc);
+
+  ChildProcess crowded({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
+  ChildProcess quiet({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
+  ASSERT_TRUE(crowded.wait_for_line("listening", 20s));
+  ASSERT_TRUE(quiet.wait_for_line("listening", 20s));
+  const std::string crowded_port = crowded.last_line().substr(std::string("listening ").size());
+  const std::string quiet_port = quiet.last_line().substr(std::string("listening ").size());
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, crowded.pid(), "crowded"));
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, quiet.pid(), "quiet"));
+
+  ChildProcess hostile(
+      {SONDE_GOTLS_WORKLOAD, "prefaces", crowded_port, std::to_string(kConnections)});
+  ASSERT_TRUE(hostile.wait_for_line("opened", 30s)) << "the hostile client did not connect";
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, hostile.pid(), "hostile"));
+
+  std::vector<std::string> args = {SONDE_GOTLS_WORKLOAD, "-h2", "streams", quiet_port, "2"};
+  for (int i = 0; i < 10; ++i) args.emplace_back("200");
+  for (int i = 0; i < 5; ++i) args.emplace_back("404");
+  ChildProcess client(args);
+  ASSERT_TRUE(client.wait_for_line("done 31", 30s)) << "client did not finish";
+  int status = client.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  // The crowded server reads each preface after the hostile client wrote it: wait until it has
+  // seen them all (each followed or refused), as the kernel counts prefaces before following.
+  auto prefaces_of = [&probes](pid_t pid) {
+    uint64_t n = 0;
+    auto all = probes.counts();
+    for (const auto& [k, s] : all[static_cast<uint32_t>(pid)].requests) {
+      if (k.protocol == SONDE_TLS_HTTP2) n += s.count;
+    }
+    return n;
+  };
+  for (auto end = std::chrono::steady_clock::now() + 10s;
+       prefaces_of(crowded.pid()) < kConnections && std::chrono::steady_clock::now() < end;) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto all = probes.counts();
+  for (pid_t pid : {hostile.pid(), crowded.pid()}) {
+    SCOPED_TRACE(pid == hostile.pid() ? "hostile client" : "crowded server");
+    const auto& c = all[static_cast<uint32_t>(pid)];
+    EXPECT_EQ(prefaces_of(pid), static_cast<uint64_t>(kConnections)) << "every connection counted";
+    EXPECT_EQ(c.process.held[SONDE_GOTLS_SHARED_H2_STATES], static_cast<int64_t>(kShare));
+    EXPECT_GE(c.process.over_share[SONDE_GOTLS_SHARED_H2_STATES], kConnections - kShare / 2);
+  }
+  // The hostile client only writes: one refusal per connection past its share, exactly.
+  EXPECT_EQ(
+      all[static_cast<uint32_t>(hostile.pid())].process.over_share[SONDE_GOTLS_SHARED_H2_STATES],
+      static_cast<uint64_t>(kConnections - kShare / 2));
+
+  for (pid_t pid : {client.pid(), quiet.pid()}) {
+    SCOPED_TRACE(pid == client.pid() ? "quiet client" : "quiet server");
+    std::map<int, uint64_t> by_class;
+    uint64_t prefaces = 0;
+    for (const auto& [k, s] : all[static_cast<uint32_t>(pid)].requests) {
+      if (k.protocol == SONDE_TLS_HTTP2) {
+        prefaces += s.count;
+        continue;
+      }
+      EXPECT_EQ(k.protocol, SONDE_TLS_HTTP2_STREAM);
+      by_class[k.status_class] += s.count;
+    }
+    EXPECT_EQ(by_class[2], 21u) << "2 rounds of 10 GETs and the HEAD that opens the connection";
+    EXPECT_EQ(by_class[4], 10u);
+    EXPECT_EQ(by_class.size(), 2u);
+    EXPECT_EQ(prefaces, 1u);
+    for (uint64_t n : all[static_cast<uint32_t>(pid)].process.over_share) EXPECT_EQ(n, 0u);
+  }
+  EXPECT_EQ(probes.full(SONDE_GOTLS_FULL_H2_STATES), 0u) << "the table itself never filled";
+  EXPECT_GE(probes.full(SONDE_GOTLS_SHARE_H2_STATES), 2u * (kConnections - kShare / 2));
+  EXPECT_EQ(probes.full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
+  EXPECT_EQ(probes.http2().stats().lost, 0u);
+
+  // Counted against the container, with its series.
+  const auto snapshot = monitor.snapshot();
+  ASSERT_EQ(snapshot.count({"", "", "hostile"}), 1u);
+  EXPECT_EQ(snapshot.at({"", "", "hostile"}).over_share[SONDE_GOTLS_SHARED_H2_STATES],
+            static_cast<uint64_t>(kConnections - kShare / 2));
+  EXPECT_EQ(snapshot.at({"", "", "quiet"}).over_share[SONDE_GOTLS_SHARED_H2_STATES], 0u);
+  const auto lost = monitor.kernel_map_full();
+  EXPECT_GE(lost.at({"h2_states", "process_share"}), 2u * (kConnections - kShare / 2));
+  EXPECT_EQ(lost.at({"h2_states", "map_full"}), 0u);
+  monitor.exited(hostile.pid());
+  monitor.exited(crowded.pid());
+  monitor.exited(quiet.pid());
 }
 
 }  // namespace
