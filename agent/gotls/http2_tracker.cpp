@@ -43,6 +43,10 @@ void Http2Tracker::on_record(std::span<const uint8_t> record) {
     start_locked(key, e);
     return;
   }
+  if (e.kind == SONDE_H2_CLOSED) {
+    end_locked(key, e);
+    return;
+  }
   auto it = conns_.find(key);
   if (it == conns_.end()) {
     if (!ignored_.contains(key)) {
@@ -205,6 +209,21 @@ std::map<uint32_t, Http2Tracker::Requests> Http2Tracker::counts() const {
     for (const auto& [k, s] : by_key) r.emplace_back(k, s);
   }
   return out;
+}
+
+void Http2Tracker::end_locked(const Key& key, const sonde_h2_event& e) {
+  ignored_.erase(key);
+  auto it = conns_.find(key);
+  if (it == conns_.end()) return;
+  if (e.seq != it->second->dirs[e.outgoing != 0 ? 1 : 0].next_seq) {
+    give_up_locked(it, true);
+    ignored_.erase(key);
+    return;
+  }
+  scratch_.clear();
+  it->second->connection.close(e.ts_ns, scratch_);
+  for (const http2::Exchange& x : scratch_) count_locked(key.first, it->second->side, x);
+  drop_locked(it, false);
 }
 
 void Http2Tracker::on_exit_state(uint32_t tgid, uint64_t conn, bool outgoing, uint64_t next_seq,

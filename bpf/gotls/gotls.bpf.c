@@ -40,6 +40,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define GO_ARG2(ctx) ((ctx)->bx)
 #define GO_ARG3(ctx) ((ctx)->cx)
 #define GO_G(ctx) ((ctx)->r14)
+/* At a RET of Read: the type word of the error result (nil: no error). */
+#define GO_RET_ERR_TYPE(ctx) ((ctx)->bx)
 /* Before `jbe morestack`: the jump is taken when CF or ZF is set. */
 #define GO_STACK_CHECK_FAILS(ctx) (((ctx)->flags & (0x1 | 0x40)) != 0)
 #elif defined(__TARGET_ARCH_arm64)
@@ -47,6 +49,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define GO_ARG2(ctx) (((struct user_pt_regs*)(ctx))->regs[1])
 #define GO_ARG3(ctx) (((struct user_pt_regs*)(ctx))->regs[2])
 #define GO_G(ctx) (((struct user_pt_regs*)(ctx))->regs[28])
+#define GO_RET_ERR_TYPE(ctx) (((struct user_pt_regs*)(ctx))->regs[1])
 /* Before `b.ls morestack`: taken when C is clear or Z is set (PSTATE bits 29 and 30). */
 #define GO_STACK_CHECK_FAILS(ctx)                                 \
   ((((struct user_pt_regs*)(ctx))->pstate & (1ULL << 29)) == 0 || \
@@ -616,6 +619,40 @@ static __always_inline void h2_midway(struct sonde_tls_process* proc, __u32 pid,
   bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
+/* A Read of conn returned no bytes and an error: the connection is over (crypto/tls keeps a
+ * Read error for good, except a deadline's; Go's HTTP/1.x server aborts its background one-byte
+ * Read with a deadline after the response is written, when nothing is in flight, and Go's
+ * HTTP/2 client and server close a connection on any Read error). Its state is freed now rather
+ * than at its process's exit: a request still waiting for its response is counted as ended now,
+ * status unknown (as at an exit, tls_probes.h), and user space is told that an HTTP/2
+ * connection ended (SONDE_H2_CLOSED) so that its open streams end too. */
+static __always_inline void conn_ended(struct sonde_tls_process* proc, __u32 pid, __u64 conn,
+                                       const bool h2) {
+  struct conn_key key = {.pid = pid, .conn = conn};
+  delete_shared(&carried, &key, proc, SONDE_GOTLS_SHARED_CARRIED);
+  __u64 now = bpf_ktime_get_ns();
+  struct exchange* x = bpf_map_lookup_elem(&exchanges, &key);
+  if (x) {
+    struct exchange open = *x;
+    if (bpf_map_delete_elem(&exchanges, &key) == 0) {
+      __sync_fetch_and_add(&proc->held[SONDE_GOTLS_SHARED_EXCHANGES], -1);
+      if (open.direction == SONDE_TLS_CLIENT || open.direction == SONDE_TLS_SERVER)
+        count_request(pid, open.direction, SONDE_TLS_HTTP1, open.method, 0, now - open.start_ns);
+    }
+  }
+  if (!h2) return;
+  struct h2_key hk = {.pid = pid, .outgoing = 0, .conn = conn};
+  struct h2_state* st = bpf_map_lookup_elem(&h2_states, &hk);
+  if (st && !st->midway) {
+    struct h2_walk w = {.st = st, .conn = conn, .now = now, .pid = pid, .outgoing = 0};
+    if (st->notify) h2_notify(&w);
+    if (!st->dead) h2_emit(&w, SONDE_H2_CLOSED, 0);
+  }
+  delete_shared(&h2_states, &hk, proc, SONDE_GOTLS_SHARED_H2_STATES);
+  hk.outgoing = 1;
+  delete_shared(&h2_states, &hk, proc, SONDE_GOTLS_SHARED_H2_STATES);
+}
+
 /* Plaintext leaving (Write) or arriving (Read returned) on conn: start or finish an exchange.
  * `outgoing` tells which side of the call the bytes are on. `h2` (a constant per program) says
  * whether HTTP/2 framing is followed: the *_h1 programs leave it out for kernels without
@@ -745,6 +782,7 @@ static __always_inline void read_returned(struct pt_regs* ctx, const bool h2, co
   struct pending_read read = *r;
   delete_shared(&reads, &key, bytes, SONDE_GOTLS_SHARED_READS);
   long n = (long)GO_ARG1(ctx);
+  if (n == 0 && GO_RET_ERR_TYPE(ctx) != 0) conn_ended(bytes, pid, read.conn, h2);
   if (n <= 0) return;
   __sync_fetch_and_add(&bytes->read, (__u64)n);
   on_plaintext(bytes, pid, read.conn, (const void*)read.buf, (__u64)n, false, h2);

@@ -12,8 +12,9 @@
  * copied; neither are PING, SETTINGS or WINDOW_UPDATE payloads.
  *
  * Every map is a plain hash (no LRU): an entry leaves only when user space deletes it (the
- * process exited) or the kernel finishes with it (an exchange answered, a Read returned), so no
- * live state is evicted. An insert into a full map fails and is counted per map in `counters`.
+ * process exited) or the kernel finishes with it (an exchange answered, a Read returned, the
+ * connection ended: a Read of it failed), so no live state is evicted. An insert into a full map
+ * fails and is counted per map in `counters`.
  *
  * The tables a process fills at its peers' pace (h2_states, exchanges, reads, carried: one
  * entry per connection or blocked Read) are shared: each process (tgid) may hold at most its
@@ -165,8 +166,9 @@ enum sonde_gotls_counter {
 
 /* HTTP/2 framing, bounds. */
 /* Per (process, connection, direction) framing states: two per followed connection. An entry
- * lives until its process exits (the agent deletes it, TlsProbes::take()) or the agent evicts
- * the connection (the least recently active past its bounds, see http2_tracker.h); a new
+ * lives until the connection ends (a Read of it fails, SONDE_H2_CLOSED), its process exits (the
+ * agent deletes it, TlsProbes::take()) or the agent evicts the connection (the least recently
+ * active past its bounds, see http2_tracker.h); a new
  * connection finding the map full, or its process holding its share of it, is not followed
  * (SONDE_GOTLS_FULL_H2_STATES, SONDE_GOTLS_SHARE_H2_STATES). A connection joined midway holds
  * one marker entry (SONDE_H2_MIDWAY) until its process exits. */
@@ -199,6 +201,9 @@ enum sonde_h2_event_kind {
    * what can only be HTTP/2 frames (seen on a Read): not followed (no HPACK history), sent
    * once. */
   SONDE_H2_MIDWAY = 5,
+  /* The connection ended (a Read of it failed, see gotls.bpf.c): the kernel freed its framing
+   * states; its streams still open end now. Sent in the read direction's sequence. */
+  SONDE_H2_CLOSED = 6,
 };
 
 /* One ring-buffer record. Records without payload end at `data` (SONDE_H2_EVENT_HEAD bytes). */
