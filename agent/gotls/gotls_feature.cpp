@@ -1,8 +1,6 @@
 #include "agent/gotls/gotls_feature.h"
 
 #include <array>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 
@@ -68,13 +66,10 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
 GoTlsFeature::~GoTlsFeature() = default;
 
 void GoTlsFeature::drain_loop(const std::stop_token& stop) {
-  std::mutex mu;  // only for the sleep, which ends early when the feature stops
-  std::condition_variable_any sleep;
-  std::unique_lock lock(mu);
   while (!stop.stop_requested()) {
     probes_->drain();
-    sleep.wait_for(lock, stop, std::chrono::milliseconds(TlsProbes::kDrainPeriodMs),
-                   [] { return false; });
+    // At most kDrainPeriodMs, less when the kernel wakes it (a flood): stopping waits as long.
+    probes_->wait_for_records(TlsProbes::kDrainPeriodMs);
   }
 }
 

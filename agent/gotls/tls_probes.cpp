@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -339,6 +340,13 @@ Result<uint64_t> TlsProbes::cgroup_of(pid_t pid, uint64_t start_time) const {
 void TlsProbes::drain() const {
   std::lock_guard lock(drain_mu_);
   ring_buffer__consume(ring_.get());
+}
+
+bool TlsProbes::wait_for_records(int timeout_ms) const {
+  // The ring buffer's epoll set, waited on directly: ring_buffer__poll() would hold drain_mu_
+  // (it consumes) for the whole wait, and counts() and take() drain.
+  epoll_event event{};
+  return epoll_wait(ring_buffer__epoll_fd(ring_.get()), &event, 1, timeout_ms) > 0;
 }
 
 void TlsProbes::forget_connection(uint32_t pid, uint64_t conn) const {

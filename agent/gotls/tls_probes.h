@@ -13,17 +13,17 @@
 // HTTP/1.x is counted in the kernel, per process (tgid), from the process's first call: nothing
 // to drain and nothing to lose between polls. HTTP/2 frames come through the ring buffer
 // `h2_events` (gotls.h), which drain() empties into an Http2Tracker (http2_tracker.h); the
-// kernel does not wake anyone per record, so something must call drain() every
-// kDrainPeriodMs (GoTlsFeature's thread) — the buffer holds seconds of frames at the rates
-// measured (bench/RESULTS.md). counts() and take() drain first, so a process's last streams are
-// in its final counts. User space reads the counts of a process (counts(), HTTP/1.x and HTTP/2
-// merged) and takes them when it exits (take()), which also frees every map entry and tracked
-// connection of that process. A request still waiting for its response then (HTTP/1.x: its
-// exchange entry; HTTP/2: an open stream) is counted as ended at take() (the exit, or the agent
-// no longer counting a live process), status_class
-// "unknown" unless a final status came (http2_tracker.h), and a loss the kernel had not reported
-// yet gives its HTTP/2 connection up as lost. Failed inserts into a full map are counted per map
-// (full()).
+// kernel does not wake anyone per record, only once SONDE_GOTLS_H2_WAKEUP_BYTES wait, so
+// something must call drain() every kDrainPeriodMs and as soon as wait_for_records() returns
+// (GoTlsFeature's thread) — below the level the buffer holds seconds of frames at the rates
+// measured (bench/RESULTS.md), past it a flood is drained as it comes. counts() and take() drain
+// first, so a process's last streams are in its final counts. User space reads the counts of a
+// process (counts(), HTTP/1.x and HTTP/2 merged) and takes them when it exits (take()), which also
+// frees every map entry and tracked connection of that process. A request still waiting for its
+// response then (HTTP/1.x: its exchange entry; HTTP/2: an open stream) is counted as ended at
+// take() (the exit, or the agent no longer counting a live process), status_class "unknown" unless
+// a final status came (http2_tracker.h), and a loss the kernel had not reported yet gives its
+// HTTP/2 connection up as lost. Failed inserts into a full map are counted per map (full()).
 //
 // Each process holds at most its share (Shares, set at load) of each table it fills at its
 // peers' pace (enum sonde_gotls_shared_table, gotls.h): past it, its own new connections,
@@ -148,6 +148,10 @@ class TlsProbes final : public TlsCounters {
   static constexpr int kDrainPeriodMs = 100;
   // Hands every record in the HTTP/2 ring buffer to the tracker. Thread-safe.
   void drain() const;
+  // Blocks until the kernel wakes user space (records past SONDE_GOTLS_H2_WAKEUP_BYTES, or left
+  // since the last wakeup) or timeout_ms pass; true when woken. Takes no lock: drain() and the
+  // rest run meanwhile. For one thread at a time.
+  bool wait_for_records(int timeout_ms) const;
   const Http2Tracker& http2() const { return *tracker_; }
   // Whether HTTP/2 framing is followed (load()'s `http2`).
   bool follows_http2() const { return http2_; }

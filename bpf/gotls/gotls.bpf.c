@@ -352,6 +352,14 @@ static __always_inline void count_request(__u32 tgid, __u16 direction, __u16 pro
 
 /* ---- HTTP/2 framing ---- */
 
+/* How a record is submitted: waking user space only past SONDE_GOTLS_H2_WAKEUP_BYTES (gotls.h);
+ * timestamps are taken when the record is made, so a late drain changes no duration. */
+static __always_inline __u64 h2_wakeup(void) {
+  return bpf_ringbuf_query(&h2_events, BPF_RB_AVAIL_DATA) >= SONDE_GOTLS_H2_WAKEUP_BYTES
+             ? BPF_RB_FORCE_WAKEUP
+             : BPF_RB_NO_WAKEUP;
+}
+
 /* One Read's or Write's walk over its frames (the bpf_loop context). */
 struct h2_walk {
   struct h2_state* st;
@@ -407,9 +415,7 @@ static __always_inline bool h2_emit(struct h2_walk* w, __u8 kind, __u64 n) {
     }
     e->len = (__u16)n;
   }
-  /* No wakeup: user space drains the buffer on a timer (TlsProbes), sparing a wakeup per frame;
-   * timestamps are taken here, so the delay does not change any duration. */
-  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  bpf_ringbuf_submit(e, h2_wakeup());
   return true;
 }
 
@@ -425,7 +431,7 @@ static __always_inline void h2_notify(struct h2_walk* w) {
   e->conn = w->conn;
   e->seq = st->seq++;
   e->ts_ns = w->now;
-  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  bpf_ringbuf_submit(e, h2_wakeup());
   st->notify = 0;
 }
 
@@ -616,7 +622,7 @@ static __always_inline void h2_midway(struct sonde_tls_process* proc, __u32 pid,
   e->outgoing = outgoing;
   e->conn = conn;
   e->ts_ns = bpf_ktime_get_ns();
-  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  bpf_ringbuf_submit(e, h2_wakeup());
 }
 
 /* A Read of conn returned no bytes and an error: the connection is over (crypto/tls keeps a

@@ -184,6 +184,10 @@ enum sonde_gotls_counter {
 #define SONDE_GOTLS_H2_MAX_STEPS 8192
 /* The ring buffer (a power of two, in bytes): ~13,000 payload events or ~90,000 others. */
 #define SONDE_GOTLS_H2_RINGBUF_BYTES (4 << 20)
+/* Records wake user space only once this many bytes wait in the ring buffer: below it user space
+ * drains on a timer (a wakeup per record would cost more than the record), past it at once, so a
+ * flood is drained as it comes instead of filling the buffer between two drains. */
+#define SONDE_GOTLS_H2_WAKEUP_BYTES (SONDE_GOTLS_H2_RINGBUF_BYTES / 4)
 
 /* HTTP/2 connection preface (RFC 9113 3.4): 24 bytes. */
 #define SONDE_GOTLS_H2_PREFACE_LEN 24

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -383,15 +384,16 @@ TEST_F(TlsProbesBpfTest, RequestsOpenWhenTheProcessExitsAreCountedAtTheExit) {
 // instrumented before it connects: it waits for a go-ahead file (GO_FILE) this creates once every
 // probe is attached. Once the client has written its WRITES Writes, `then(client, go_file)` runs.
 void with_h2raw_client(TlsProbes& probes, int frames, int writes,
-                       const std::function<void(ChildProcess&, const std::string&)>& then) {
+                       const std::function<void(ChildProcess&, const std::string&)>& then,
+                       int pause_ms = 0) {
   ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
   ASSERT_TRUE(server.wait_for_line("listening", 20s));
   const std::string port = server.last_line().substr(std::string("listening ").size());
   char dir[] = "/tmp/sonde-gotls-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string go = std::string(dir) + "/go";
-  ChildProcess client(
-      {SONDE_GOTLS_WORKLOAD, "h2raw", go, port, std::to_string(frames), std::to_string(writes)});
+  ChildProcess client({SONDE_GOTLS_WORKLOAD, "h2raw", go, port, std::to_string(frames),
+                       std::to_string(writes), std::to_string(pause_ms)});
   // It prints nothing before the go-ahead: wait for its exec before reading what it runs.
   const std::string workload = std::filesystem::canonical(SONDE_GOTLS_WORKLOAD).string();
   for (int i = 0; i < 500; ++i) {
@@ -412,6 +414,39 @@ void with_h2raw_client(TlsProbes& probes, int frames, int writes,
   if (written) then(client, go);
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(written) << "the client did not write";
+}
+
+// The same flood with a consumer that drains when the kernel wakes it, else every 2 s (the
+// flood's Writes take far less): records past SONDE_GOTLS_H2_WAKEUP_BYTES wake it, so the flood
+// is drained as it comes and nothing is lost, where no drain meanwhile loses the connection.
+TEST_F(TlsProbesBpfTest, AFloodWakesTheConsumerBeforeTheRingBufferFills) {
+  constexpr int kFloodFrames = 1000, kFloodWrites = 100, kFloodPauseMs = 10;
+  std::atomic<int> wakeups = 0;
+  std::jthread consumer([&](const std::stop_token& stop) {
+    while (!stop.stop_requested()) {
+      probes_->drain();
+      if (probes_->wait_for_records(2'000)) ++wakeups;
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  with_h2raw_client(
+      *probes_, kFloodFrames, kFloodWrites,
+      [&](ChildProcess& client, const std::string& go) {
+        std::ofstream(go + ".more").close();
+        ASSERT_TRUE(client.wait_for_line("done", 30s)) << "the client did not finish";
+        const int status = client.wait();
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+      },
+      kFloodPauseMs);
+  std::cout << "flood: " << wakeups.load() << " wakeups in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count()
+            << " ms\n";
+  EXPECT_GE(wakeups.load(), 1);
+  EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
+  EXPECT_EQ(probes_->http2().stats().followed, 2u);
+  EXPECT_EQ(probes_->http2().stats().lost, 0u);
 }
 
 // The h2raw client's last Write comes after the ring buffer is drained; it must finish and

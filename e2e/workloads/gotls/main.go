@@ -459,15 +459,20 @@ func main() {
 		fmt.Printf("opened %d\n", len(conns))
 		select {}
 	case "h2raw":
-		if len(args) != 4 && len(args) != 5 {
-			fmt.Fprintln(os.Stderr, "usage: gotls h2raw GO_FILE PORT FRAMES [WRITES]")
+		if len(args) < 4 || len(args) > 6 {
+			fmt.Fprintln(os.Stderr, "usage: gotls h2raw GO_FILE PORT FRAMES [WRITES [PAUSE_MS]]")
 			os.Exit(2)
 		}
 		count, err := strconv.Atoi(args[3])
 		check(err)
 		writes := 1
-		if len(args) == 5 {
+		if len(args) >= 5 {
 			writes, err = strconv.Atoi(args[4])
+			check(err)
+		}
+		pause := 0
+		if len(args) == 6 {
+			pause, err = strconv.Atoi(args[5])
 			check(err)
 		}
 		awaitFile(args[1])
@@ -489,6 +494,7 @@ func main() {
 		_, err = c.Write(append(first, frames...))
 		check(err)
 		for i := 1; i < writes; i++ {
+			time.Sleep(time.Duration(pause) * time.Millisecond)
 			_, err = c.Write(frames)
 			check(err)
 		}
