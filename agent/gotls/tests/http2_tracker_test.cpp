@@ -272,6 +272,43 @@ TEST(Http2TrackerTest, StreamsOpenAtExitCountedWithTheirStatusOrUnknown) {
   EXPECT_EQ(t.connections(), 0u);
 }
 
+// The kernel saw the connection end while its process lives on: its open stream is counted then
+// (unknown, its duration up to the end), the connection is forgotten, and a later record of it
+// (a Write the process makes after the end) counts it as unparsed, not as a request.
+TEST(Http2TrackerTest, AConnectionThatEndedCountsItsOpenStreamsThenAndIsForgotten) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  r.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kStatus200, 2'000'000);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 3, kGetRequest, 3'000'000);  // unanswered
+  ASSERT_EQ(t.connections(), 1u);
+  r.closed(7'000'000);
+  EXPECT_EQ(t.connections(), 0u);
+  const auto counts = t.counts()[kPid];
+  ASSERT_EQ(total(counts), 2u);
+  for (const auto& [k, s] : counts) {
+    EXPECT_EQ(k.status_class, s.duration_sum_ns == 4'000'000 ? 0 : 2) << s.duration_sum_ns;
+  }
+  EXPECT_EQ(t.stats().lost, 0u);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 5, kGetRequest, 8'000'000);
+  EXPECT_EQ(t.stats().unparsed, 1u);
+  EXPECT_EQ(total(t.take(kPid, 9'000'000)), 2u);
+}
+
+// A CLOSED record after a gap: the connection was lost before it ended; nothing of it is counted.
+TEST(Http2TrackerTest, AConnectionThatEndedAfterAGapIsLost) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  r.skip(false);
+  r.closed(2'000'000);
+  EXPECT_EQ(t.connections(), 0u);
+  EXPECT_EQ(t.stats().lost, 1u);
+  EXPECT_EQ(total(t.take(kPid, 3'000'000)), 0u);
+}
+
 TEST(Http2TrackerTest, ServerExitingWithARequestUnansweredCountsItUnknown) {
   Http2Tracker t;
   Records r(t);
