@@ -225,7 +225,7 @@ TEST(Http2TrackerTest, TakeReturnsTheProcessRequestsAndForgetsIt) {
   r.preface(true);
   other.preface(true);
   for (uint32_t id = 1; id <= 5; id += 2) {
-    r.frame(true, kHeaders, kEndStream | kEndHeaders, id, kGetRequest, 1000 * id);
+    r.frame(true, kHeaders, kEndStream | kEndHeaders, id, kGetRequest, uint64_t{1000} * id);
     r.frame(false, kHeaders, kEndStream | kEndHeaders, id, kStatus200, 1000 * id + 500);
   }
   EXPECT_EQ(total(t.take(kPid, 10'000)), 3u);
