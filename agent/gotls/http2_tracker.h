@@ -32,8 +32,10 @@
 //
 // Bounds (the peer controls how many connections and streams there are):
 //   - at most Limits::max_connections connections and Limits::max_memory bytes of
-//     http2::Connection::memory() in all; past either the least recently active connection is
-//     evicted (counted as `evicted`) and `forget` is called so the kernel frees its framing
+//     http2::Connection::memory() in all; past either the least recently active connection of
+//     the process holding the most connections (or bytes) is evicted, so that a process that
+//     floods the tracker loses its own connections first, not its neighbours' (counted as
+//     `evicted`), and `forget` is called so the kernel frees its framing
 //     states too: that is how connections that ended unseen (no failed Read: there is no probe
 //     on Close) leave the kernel map before their process exits.
 //   - connections known to be ignored (unparsed, evicted, lost, malformed): at most
@@ -146,6 +148,11 @@ class Http2Tracker {
   std::list<Key> lru_;  // least recently active first
   std::set<Key> ignored_;
   size_t memory_ = 0;
+  struct Holding {
+    size_t connections = 0;
+    size_t memory = 0;  // of its connections, as memory_ sums them
+  };
+  std::map<uint32_t, Holding> holdings_;  // by pid, of conns_; none empty
   struct KeyLess {
     bool operator()(const sonde_tls_request_key& a, const sonde_tls_request_key& b) const;
   };

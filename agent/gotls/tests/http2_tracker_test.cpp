@@ -207,6 +207,27 @@ TEST(Http2TrackerTest, EvictsTheLeastRecentlyActiveAndTellsTheKernel) {
   EXPECT_EQ(t.stats().unparsed, 0u);
 }
 
+// Past the bound, the process holding the most connections loses its own least recently active
+// one, however recent its neighbour's older connection is.
+TEST(Http2TrackerTest, ThePidHoldingTheMostGivesUpItsOwnConnection) {
+  std::vector<std::pair<uint32_t, uint64_t>> forgotten;
+  Http2TrackerLimits limits;
+  limits.max_connections = 3;
+  Http2Tracker t(limits, [&](uint32_t pid, uint64_t conn) { forgotten.emplace_back(pid, conn); });
+  Records quiet(t, kPid, 1);
+  Records h1(t, kPid + 1, 1), h2(t, kPid + 1, 2), h3(t, kPid + 1, 3);
+  quiet.preface(true);  // the least recently active of all
+  h1.preface(true);
+  h2.preface(true);
+  h3.preface(true);
+  EXPECT_EQ(t.connections(), 3u);
+  ASSERT_EQ(forgotten.size(), 1u);
+  EXPECT_EQ(forgotten[0], std::make_pair(kPid + 1, uint64_t{1}));
+  quiet.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  quiet.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kStatus200, 2'000'000);
+  EXPECT_EQ(total(t.counts()[kPid]), 1u) << "the quiet process's connection is still followed";
+}
+
 TEST(Http2TrackerTest, MemoryBoundEvicts) {
   Http2TrackerLimits limits;
   limits.max_memory = 1;  // every connection is over it once it holds anything
