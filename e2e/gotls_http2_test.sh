@@ -162,7 +162,7 @@ got_server="$(q "$metric{container=\"h2-server\"}")"
 echo "oversized header block: client counted $((got_client - ${#reqs[@]})), server $((got_server - server_before)) (2 each before it)"
 [[ $((got_client - ${#reqs[@]})) == 2 && $((got_server - server_before)) == 2 ]] ||
   fail "oversized header block: counted client $((got_client - ${#reqs[@]})), server $((got_server - server_before)), want 2 and 2"
-bound="$(metrics | awk '$1 == "sonde_agent_gotls_map_full_total{map=\"h2_frame_bytes\"}" { print $2 }')"
+bound="$(metrics | awk '$1 == "sonde_agent_gotls_map_full_total{map=\"h2_frame_bytes\",reason=\"map_full\"}" { print $2 }')"
 lost="$(metrics | awk '$1 == "sonde_agent_gotls_http2_connections_total{outcome=\"lost\"}" { print $2 }')"
 [[ "$bound" == 2 && "$lost" == 2 ]] || fail "oversized header block: bound hit $bound times, $lost connections lost; want 2 and 2"
 

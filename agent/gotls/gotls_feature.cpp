@@ -1,8 +1,6 @@
 #include "agent/gotls/gotls_feature.h"
 
 #include <array>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 
@@ -68,13 +66,10 @@ Result<std::unique_ptr<GoTlsFeature>> GoTlsFeature::load(symbols::ProbeTargetCac
 GoTlsFeature::~GoTlsFeature() = default;
 
 void GoTlsFeature::drain_loop(const std::stop_token& stop) {
-  std::mutex mu;  // only for the sleep, which ends early when the feature stops
-  std::condition_variable_any sleep;
-  std::unique_lock lock(mu);
   while (!stop.stop_requested()) {
     probes_->drain();
-    sleep.wait_for(lock, stop, std::chrono::milliseconds(TlsProbes::kDrainPeriodMs),
-                   [] { return false; });
+    // At most kDrainPeriodMs, less when the kernel wakes it (a flood): stopping waits as long.
+    probes_->wait_for_records(TlsProbes::kDrainPeriodMs);
   }
 }
 
@@ -248,6 +243,12 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       "CPU time sonde's Go TLS uprobes added to the container's processes, estimated: its probe "
       "hits of each kind times the per-hit cost the agent measured at start on this node "
       "(sonde_agent_uprobe_hit_cost_seconds). Absent where the cost could not be measured.");
+  auto over_share = counter_family(
+      "container_go_tls_share_exceeded_total",
+      "Go TLS kernel state the container's processes could not insert because the process held "
+      "its share (1/8) of the node-wide map: an HTTP/2 connection not followed (h2_states), a "
+      "request whose response is not matched (exchanges), a Read not seen (reads, carried). "
+      "Only this container loses them.");
   auto processes = gauge_family("sonde_agent_gotls_processes", "Go TLS processes instrumented.");
   for (const auto& [labels, s] : monitor_->snapshot()) {
     LabelPairs base{{"namespace", labels.namespace_name},
@@ -288,6 +289,11 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       add_sample(hits, with({{"site", kind.site}, {"kind", kind.kind}}),
                  static_cast<double>(s.hits[site]));
     }
+    for (size_t t = 0; t < SONDE_GOTLS_SHARED_COUNT; ++t) {
+      add_sample(over_share,
+                 with({{"map", gotls_shared_table_name(static_cast<sonde_gotls_shared_table>(t))}}),
+                 static_cast<double>(s.over_share[t]));
+    }
     if (hit_costs_) add_sample(probe_cpu, base, probe_cpu_seconds(s.hits, *hit_costs_));
     add_sample(read, base, static_cast<double>(s.read_bytes));
     add_sample(written, base, static_cast<double>(s.written_bytes));
@@ -310,13 +316,15 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   }
   auto full = counter_family(
       "sonde_agent_gotls_map_full_total",
-      "Go TLS kernel map inserts that failed because the map was full (processes/requests: "
-      "counts lost; reads/exchanges/carried: exchanges not matched; h2_states: an HTTP/2 "
-      "connection not followed), and HTTP/2 connections given up in the kernel (h2_events: "
-      "ring buffer full; h2_walk_steps, h2_frame_bytes: a bound hit). Nothing is evicted "
-      "silently.");
-  for (const auto& [map, n] : monitor_->kernel_map_full()) {
-    add_sample(full, {{"map", map}}, static_cast<double>(n));
+      "Go TLS kernel map inserts that failed (processes/requests: counts lost; "
+      "reads/exchanges/carried: exchanges not matched; h2_states: an HTTP/2 connection not "
+      "followed), because the map was full (reason=map_full) or because the process held its "
+      "share of the map (reason=process_share: only that process loses), and HTTP/2 connections "
+      "given up in the kernel (h2_events: ring buffer full; h2_walk_steps, h2_frame_bytes: a "
+      "bound hit). Nothing is evicted silently.");
+  for (const auto& [map_reason, n] : monitor_->kernel_map_full()) {
+    add_sample(full, {{"map", map_reason.first}, {"reason", map_reason.second}},
+               static_cast<double>(n));
   }
   auto discarded = counter_family("sonde_agent_gotls_unattributed_processes_total",
                                   "Processes counted by the Go TLS probes whose counts were "
@@ -412,10 +420,11 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
                               "state holds (kind=bytes).");
   add_sample(h2_live, {{"kind", "connections"}}, static_cast<double>(tracker.connections()));
   add_sample(h2_live, {{"kind", "bytes"}}, static_cast<double>(tracker.memory()));
-  for (auto* f : {&requests,    &hits,      &probe_cpu, &http2,        &durations, &read,
-                  &written,     &processes, &binaries,  &full,         &discarded, &filter,
-                  &attachments, &attaches,  &by_policy, &instrumented, &left_out,  &hit_cost,
-                  &detaches,    &evicted,   &unseen,    &h2_conns,     &h2_live,   &attach_delay}) {
+  for (auto* f :
+       {&requests, &over_share, &hits,         &probe_cpu,   &http2,     &durations, &read,
+        &written,  &processes,  &binaries,     &full,        &discarded, &filter,    &attachments,
+        &attaches, &by_policy,  &instrumented, &left_out,    &hit_cost,  &detaches,  &evicted,
+        &unseen,   &h2_conns,   &h2_live,      &attach_delay}) {
     out.push_back(std::move(*f));
   }
 }

@@ -83,7 +83,8 @@ class GoTlsFeature final : public Feature {
   Result<double> container_cpu_seconds(pid_t pid) const;
   // Holds every container with a budget against it; called by sweep().
   void check_overhead();
-  // Drains the HTTP/2 ring buffer every TlsProbes::kDrainPeriodMs until `stop`.
+  // Drains the HTTP/2 ring buffer every TlsProbes::kDrainPeriodMs, and as soon as the kernel
+  // wakes it (a flood past SONDE_GOTLS_H2_WAKEUP_BYTES), until `stop`.
   void drain_loop(const std::stop_token& stop);
 
   const std::string node_;

@@ -43,6 +43,10 @@ void Http2Tracker::on_record(std::span<const uint8_t> record) {
     start_locked(key, e);
     return;
   }
+  if (e.kind == SONDE_H2_CLOSED) {
+    end_locked(key, e);
+    return;
+  }
   auto it = conns_.find(key);
   if (it == conns_.end()) {
     if (!ignored_.contains(key)) {
@@ -113,6 +117,9 @@ void Http2Tracker::start_locked(const Key& key, const sonde_h2_event& e) {
   c->dirs[outgoing ? 1 : 0].next_seq = e.seq + 1;
   c->memory = c->connection.memory();
   memory_ += c->memory;
+  Holding& h = holdings_[key.first];
+  h.connections++;
+  h.memory += c->memory;
   c->lru = lru_.insert(lru_.end(), key);
   conns_.emplace(key, std::move(c));
   stats_.followed++;
@@ -133,6 +140,8 @@ void Http2Tracker::deliver_locked(std::map<Key, std::unique_ptr<Conn>>::iterator
   size_t now = c.connection.memory();
   for (const Direction& d : c.dirs) now += d.payload.capacity();
   memory_ = memory_ - c.memory + now;
+  Holding& held = holdings_[it->first.first];
+  held.memory = held.memory - c.memory + now;
   c.memory = now;
   enforce_limits_locked();
 }
@@ -178,6 +187,10 @@ void Http2Tracker::drop_locked(std::map<Key, std::unique_ptr<Conn>>::iterator it
   memory_ -= it->second->memory;
   lru_.erase(it->second->lru);
   const Key key = it->first;
+  if (auto h = holdings_.find(key.first); h != holdings_.end()) {
+    h->second.memory -= it->second->memory;
+    if (--h->second.connections == 0) holdings_.erase(h);
+  }
   conns_.erase(it);
   if (remember) ignore_locked(key);
 }
@@ -189,7 +202,19 @@ void Http2Tracker::ignore_locked(const Key& key) {
 void Http2Tracker::enforce_limits_locked() {
   while (!lru_.empty() &&
          (conns_.size() > limits_.max_connections || memory_ > limits_.max_memory)) {
-    const Key key = lru_.front();
+    // The process holding the most of what is over its bound gives up its least recently active
+    // connection: a process flooding the tracker evicts its own connections, not its neighbours'.
+    const bool by_count = conns_.size() > limits_.max_connections;
+    auto most = holdings_.begin();
+    for (auto h = holdings_.begin(); h != holdings_.end(); ++h) {
+      if (by_count ? h->second.connections > most->second.connections
+                   : h->second.memory > most->second.memory) {
+        most = h;
+      }
+    }
+    const uint32_t pid = most->first;
+    const Key key =
+        *std::find_if(lru_.begin(), lru_.end(), [pid](const Key& k) { return k.first == pid; });
     auto it = conns_.find(key);
     stats_.evicted++;
     drop_locked(it, true);
@@ -205,6 +230,21 @@ std::map<uint32_t, Http2Tracker::Requests> Http2Tracker::counts() const {
     for (const auto& [k, s] : by_key) r.emplace_back(k, s);
   }
   return out;
+}
+
+void Http2Tracker::end_locked(const Key& key, const sonde_h2_event& e) {
+  ignored_.erase(key);
+  auto it = conns_.find(key);
+  if (it == conns_.end()) return;
+  if (e.seq != it->second->dirs[e.outgoing != 0 ? 1 : 0].next_seq) {
+    give_up_locked(it, true);
+    ignored_.erase(key);
+    return;
+  }
+  scratch_.clear();
+  it->second->connection.close(e.ts_ns, scratch_);
+  for (const http2::Exchange& x : scratch_) count_locked(key.first, it->second->side, x);
+  drop_locked(it, false);
 }
 
 void Http2Tracker::on_exit_state(uint32_t tgid, uint64_t conn, bool outgoing, uint64_t next_seq,

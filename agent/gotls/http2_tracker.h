@@ -17,6 +17,8 @@
 //   - Forwarded payloads (sonde_h2_forwarded()) are reassembled from their chunks; every frame
 //     goes to http2::Connection::on_frame() in order. A connection it finds malformed counts
 //     once as `malformed`.
+//   - When the kernel sees a connection end (a CLOSED record: a Read of it failed), each stream
+//     still open on it is one request, as at the exit below, and the connection is forgotten.
 //   - At the process's exit (take()), each stream still open on a followed connection is one
 //     request too (http2::Connection::close()): status_class from its final :status if one came,
 //     else 0 ("unknown": no response), no gRPC code, its duration up to the exit as the agent
@@ -30,11 +32,12 @@
 //
 // Bounds (the peer controls how many connections and streams there are):
 //   - at most Limits::max_connections connections and Limits::max_memory bytes of
-//     http2::Connection::memory() in all; past either the least recently active connection is
-//     evicted (counted as `evicted`) and `forget` is called so the kernel frees its framing
-//     states too: that is how a process's closed connections leave the kernel map (there is no
-//     probe on Close). The default keeps the kernel's SONDE_GOTLS_MAX_H2_STATES (two per
-//     connection) from filling with connections that ended.
+//     http2::Connection::memory() in all; past either the least recently active connection of
+//     the process holding the most connections (or bytes) is evicted, so that a process that
+//     floods the tracker loses its own connections first, not its neighbours' (counted as
+//     `evicted`), and `forget` is called so the kernel frees its framing
+//     states too: that is how connections that ended unseen (no failed Read: there is no probe
+//     on Close) leave the kernel map before their process exits.
 //   - connections known to be ignored (unparsed, evicted, lost, malformed): at most
 //     Limits::max_ignored remembered; past it an ignored connection's later records may count it
 //     as `unparsed` again.
@@ -125,6 +128,9 @@ class Http2Tracker {
   };
 
   void start_locked(const Key& key, const sonde_h2_event& e);
+  // A CLOSED record: the connection's open streams end at its time, and it is forgotten (an
+  // ignored one too: the kernel freed its state).
+  void end_locked(const Key& key, const sonde_h2_event& e);
   void drop_locked(std::map<Key, std::unique_ptr<Conn>>::iterator it, bool remember);
   void ignore_locked(const Key& key);
   // The connection can no longer be trusted: counted once (lost or malformed), then ignored.
@@ -142,6 +148,11 @@ class Http2Tracker {
   std::list<Key> lru_;  // least recently active first
   std::set<Key> ignored_;
   size_t memory_ = 0;
+  struct Holding {
+    size_t connections = 0;
+    size_t memory = 0;  // of its connections, as memory_ sums them
+  };
+  std::map<uint32_t, Holding> holdings_;  // by pid, of conns_; none empty
   struct KeyLess {
     bool operator()(const sonde_tls_request_key& a, const sonde_tls_request_key& b) const;
   };

@@ -293,6 +293,7 @@ void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
   s.read_bytes += counts.process.read;
   s.written_bytes += counts.process.written;
   for (size_t i = 0; i < s.hits.size(); ++i) s.hits[i] += counts.process.hits[i];
+  for (size_t i = 0; i < s.over_share.size(); ++i) s.over_share[i] += counts.process.over_share[i];
   for (const auto& [k, r] : counts.requests) {
     std::string direction = direction_name(k.direction);
     if (k.protocol == SONDE_TLS_HTTP2) {
@@ -547,12 +548,12 @@ size_t TlsMonitor::tracked() const {
   return tracker_.size();
 }
 
-std::map<std::string, uint64_t> TlsMonitor::kernel_map_full() const {
+std::map<TlsMonitor::MapAndReason, uint64_t> TlsMonitor::kernel_map_full() const {
   std::lock_guard lock(mu_);
-  std::map<std::string, uint64_t> out;
+  std::map<MapAndReason, uint64_t> out;
   for (uint32_t c = 0; c < SONDE_GOTLS_COUNTER_COUNT; ++c) {
     auto counter = static_cast<sonde_gotls_counter>(c);
-    out[gotls_counter_map_name(counter)] = probes_.full(counter);
+    out[{gotls_counter_map_name(counter), gotls_counter_reason(counter)}] = probes_.full(counter);
   }
   return out;
 }

@@ -161,9 +161,13 @@ class TlsMonitor {
     std::map<std::string, uint64_t> http2_connections;  // by direction
     uint64_t read_bytes = 0, written_bytes = 0;
     std::array<uint64_t, SONDE_GOTLS_SITE_COUNT> hits{};  // probe hits by enum sonde_gotls_site
+    // Kernel inserts refused because the process held its share of the table, by enum
+    // sonde_gotls_shared_table (TlsProbes).
+    std::array<uint64_t, SONDE_GOTLS_SHARED_COUNT> over_share{};
     static constexpr auto kCounters =
         std::tuple{&Counters::requests,   &Counters::durations,     &Counters::http2_connections,
-                   &Counters::read_bytes, &Counters::written_bytes, &Counters::hits};
+                   &Counters::read_bytes, &Counters::written_bytes, &Counters::hits,
+                   &Counters::over_share};
   };
   struct ContainerStats : Counters {
     size_t processes = 0;  // live processes
@@ -175,9 +179,11 @@ class TlsMonitor {
   std::vector<BinaryVerdict> verdicts() const;
   size_t tracked() const;
 
-  // Map inserts that failed because a kernel map was full, by map name ("processes",
-  // "requests", "reads", "exchanges", "carried"); nothing is evicted silently.
-  std::map<std::string, uint64_t> kernel_map_full() const;
+  // Map inserts that failed, by map name ("processes", "requests", "reads", "exchanges",
+  // "carried", ...) and reason ("map_full": the map was full or a bound was hit;
+  // "process_share": the process held its share of the map); nothing is evicted silently.
+  using MapAndReason = std::pair<std::string, std::string>;
+  std::map<MapAndReason, uint64_t> kernel_map_full() const;
   // Kernel counts discarded because their process was never tracked.
   uint64_t discarded_processes() const;
   // Selected processes that exited before consider() saw them, counted for their container.

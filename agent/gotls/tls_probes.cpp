@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -190,9 +191,30 @@ const char* gotls_counter_map_name(sonde_gotls_counter counter) {
     case SONDE_GOTLS_H2_RINGBUF_FULL: return "h2_events";
     case SONDE_GOTLS_H2_WALK_BOUND: return "h2_walk_steps";
     case SONDE_GOTLS_H2_BLOCK_BOUND: return "h2_frame_bytes";
+    case SONDE_GOTLS_SHARE_H2_STATES: return "h2_states";
+    case SONDE_GOTLS_SHARE_EXCHANGES: return "exchanges";
+    case SONDE_GOTLS_SHARE_READS: return "reads";
+    case SONDE_GOTLS_SHARE_CARRIED: return "carried";
     case SONDE_GOTLS_COUNTER_COUNT: break;
   }
   return "unknown";
+}
+
+const char* gotls_counter_reason(sonde_gotls_counter counter) {
+  return counter >= SONDE_GOTLS_SHARE_FIRST && counter < SONDE_GOTLS_COUNTER_COUNT ? "process_share"
+                                                                                   : "map_full";
+}
+
+const char* gotls_shared_table_name(sonde_gotls_shared_table table) {
+  return gotls_counter_map_name(static_cast<sonde_gotls_counter>(
+      static_cast<int>(SONDE_GOTLS_SHARE_FIRST) + static_cast<int>(table)));
+}
+
+TlsProbes::Shares TlsProbes::default_shares() {
+  return {SONDE_GOTLS_MAX_H2_STATES / SONDE_GOTLS_SHARE_DIVISOR,
+          SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
+          SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
+          SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR};
 }
 
 bool TlsProbes::kernel_has_bpf_loop() {
@@ -202,11 +224,12 @@ bool TlsProbes::kernel_has_bpf_loop() {
 }
 
 Result<std::unique_ptr<TlsProbes>> TlsProbes::open_and_load(bool perform_ret, UprobeLinkKind links,
-                                                            bool http2) {
+                                                            bool http2, const Shares& shares) {
   std::unique_ptr<TlsProbes> self(new TlsProbes());
   self->skel_ = {gotls_bpf__open(), gotls_bpf__destroy};
   if (!self->skel_) return errno_error("go tls probes: open BPF object", errno);
   configure_pid_namespace(self->skel_->rodata);
+  for (size_t t = 0; t < shares.size(); ++t) self->skel_->rodata->share[t] = shares[t];
   auto& p = self->skel_->progs;
   // One set of the programs that see plaintext: with HTTP/2 framing, or the *_h1 twins.
   for (auto [h2, h1] : {std::pair{p.tls_write_enter, p.tls_write_enter_h1},
@@ -233,19 +256,19 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::open_and_load(bool perform_ret, Up
 }
 
 Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkKind links,
-                                                   bool http2) {
+                                                   bool http2, const Shares& shares) {
   std::string register_writes = "off";
   if (perform_ret) {
     Status allowed = kernel_allows_uprobe_register_writes();
     perform_ret = allowed.ok();
     register_writes = allowed.ok() ? "on" : "refused by the kernel: " + allowed.error().message();
   }
-  auto loaded = open_and_load(perform_ret, links, http2);
+  auto loaded = open_and_load(perform_ret, links, http2, shares);
   if (!loaded.ok() && perform_ret) {
     // The verifier took the probe program but not tls_read_return_ret as loaded here (another
     // attach type, its helpers): the RETs are single-stepped and the rest still counts.
     register_writes = "refused at load: " + loaded.error().message();
-    loaded = open_and_load(false, links, http2);
+    loaded = open_and_load(false, links, http2, shares);
   }
   if (!loaded.ok()) return loaded.error();
   std::unique_ptr<TlsProbes> self = std::move(loaded).value();
@@ -319,11 +342,32 @@ void TlsProbes::drain() const {
   ring_buffer__consume(ring_.get());
 }
 
+bool TlsProbes::wait_for_records(int timeout_ms) const {
+  // The ring buffer's epoll set, waited on directly: ring_buffer__poll() would hold drain_mu_
+  // (it consumes) for the whole wait, and counts() and take() drain.
+  epoll_event event{};
+  return epoll_wait(ring_buffer__epoll_fd(ring_.get()), &event, 1, timeout_ms) > 0;
+}
+
 void TlsProbes::forget_connection(uint32_t pid, uint64_t conn) const {
+  uint64_t deleted = 0;
   for (uint8_t outgoing : {0, 1}) {
     H2Key k{.pid = pid, .outgoing = outgoing, .pad = {}, .conn = conn};
-    bpf_map__delete_elem(skel_->maps.h2_states, &k, sizeof k, 0);
+    if (bpf_map__delete_elem(skel_->maps.h2_states, &k, sizeof k, 0) == 0) ++deleted;
   }
+  release(pid, SONDE_GOTLS_SHARED_H2_STATES, deleted);
+}
+
+void TlsProbes::release(uint32_t tgid, sonde_gotls_shared_table table, uint64_t n) const {
+  if (n == 0) return;
+  std::lock_guard lock(released_mu_);
+  sonde_gotls_released r{};
+  // Absent: nothing released yet (or the process was taken; its leftovers go at the next take).
+  (void)bpf_map__lookup_elem(skel_->maps.released, &tgid, sizeof tgid, &r, sizeof r, 0);
+  r.n[table] += n;
+  // Full (SONDE_GOTLS_MAX_PROCESSES live processes with releases): the process keeps counting
+  // the entries as held, which costs only its own share.
+  (void)bpf_map__update_elem(skel_->maps.released, &tgid, sizeof tgid, &r, sizeof r, BPF_ANY);
 }
 
 std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
@@ -401,6 +445,10 @@ TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
   }
   auto h2 = tracker_->take(tgid, now);
   out.requests.insert(out.requests.end(), h2.begin(), h2.end());
+  {
+    std::lock_guard lock(released_mu_);
+    bpf_map__delete_elem(skel_->maps.released, &tgid, sizeof tgid, 0);
+  }
   return out;
 }
 

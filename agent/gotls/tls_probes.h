@@ -13,17 +13,24 @@
 // HTTP/1.x is counted in the kernel, per process (tgid), from the process's first call: nothing
 // to drain and nothing to lose between polls. HTTP/2 frames come through the ring buffer
 // `h2_events` (gotls.h), which drain() empties into an Http2Tracker (http2_tracker.h); the
-// kernel does not wake anyone per record, so something must call drain() every
-// kDrainPeriodMs (GoTlsFeature's thread) — the buffer holds seconds of frames at the rates
-// measured (bench/RESULTS.md). counts() and take() drain first, so a process's last streams are
-// in its final counts. User space reads the counts of a process (counts(), HTTP/1.x and HTTP/2
-// merged) and takes them when it exits (take()), which also frees every map entry and tracked
-// connection of that process. A request still waiting for its response then (HTTP/1.x: its
-// exchange entry; HTTP/2: an open stream) is counted as ended at take() (the exit, or the agent
-// no longer counting a live process), status_class
-// "unknown" unless a final status came (http2_tracker.h), and a loss the kernel had not reported
-// yet gives its HTTP/2 connection up as lost. Failed inserts into a full map are counted per map
-// (full()).
+// kernel does not wake anyone per record, only once SONDE_GOTLS_H2_WAKEUP_BYTES wait, so
+// something must call drain() every kDrainPeriodMs and as soon as wait_for_records() returns
+// (GoTlsFeature's thread) — below the level the buffer holds seconds of frames at the rates
+// measured (bench/RESULTS.md), past it a flood is drained as it comes. counts() and take() drain
+// first, so a process's last streams are in its final counts. User space reads the counts of a
+// process (counts(), HTTP/1.x and HTTP/2 merged) and takes them when it exits (take()), which also
+// frees every map entry and tracked connection of that process. A request still waiting for its
+// response then (HTTP/1.x: its exchange entry; HTTP/2: an open stream) is counted as ended at
+// take() (the exit, or the agent no longer counting a live process), status_class "unknown" unless
+// a final status came (http2_tracker.h), and a loss the kernel had not reported yet gives its
+// HTTP/2 connection up as lost. Failed inserts into a full map are counted per map (full()).
+//
+// Each process holds at most its share (Shares, set at load) of each table it fills at its
+// peers' pace (enum sonde_gotls_shared_table, gotls.h): past it, its own new connections,
+// exchanges and Reads are not followed, counted in its Counts (over_share) and in full()
+// (SONDE_GOTLS_SHARE_*), and nobody else's. The kernel counts what it inserts and deletes; what
+// user space deletes from a live process (forget_connection()) it tells the kernel through the
+// map `released`.
 //
 // Owns the skeleton, the ring buffer (2 descriptors for the agent, not per binary) and the
 // tracker; destroying it detaches everything. drain() may run on any thread concurrently with
@@ -108,9 +115,14 @@ class TlsProbes final : public TlsCounters {
   // the programs attach (tests force kSingle to compare; kMulti needs a kernel that has it).
   // `http2`: follow HTTP/2 framing (the programs need bpf_loop, Linux 5.17+; without it the
   // *_h1 programs load: HTTP/1.x and HTTP/2 connection counts only, http2() says so).
+  // Entries of each shared table one process may hold, by enum sonde_gotls_shared_table.
+  using Shares = std::array<uint32_t, SONDE_GOTLS_SHARED_COUNT>;
+  // 1/SONDE_GOTLS_SHARE_DIVISOR of each table.
+  static Shares default_shares();
   static Result<std::unique_ptr<TlsProbes>> load(bool perform_ret = false,
                                                  UprobeLinkKind links = uprobe_link_support().kind,
-                                                 bool http2 = kernel_has_bpf_loop());
+                                                 bool http2 = kernel_has_bpf_loop(),
+                                                 const Shares& shares = default_shares());
   // Whether the kernel offers bpf_loop to uprobe programs (asked once).
   static bool kernel_has_bpf_loop();
   ~TlsProbes() override;
@@ -136,6 +148,10 @@ class TlsProbes final : public TlsCounters {
   static constexpr int kDrainPeriodMs = 100;
   // Hands every record in the HTTP/2 ring buffer to the tracker. Thread-safe.
   void drain() const;
+  // Blocks until the kernel wakes user space (records past SONDE_GOTLS_H2_WAKEUP_BYTES, or left
+  // since the last wakeup) or timeout_ms pass; true when woken. Takes no lock: drain() and the
+  // rest run meanwhile. For one thread at a time.
+  bool wait_for_records(int timeout_ms) const;
   const Http2Tracker& http2() const { return *tracker_; }
   // Whether HTTP/2 framing is followed (load()'s `http2`).
   bool follows_http2() const { return http2_; }
@@ -144,13 +160,16 @@ class TlsProbes final : public TlsCounters {
   TlsProbes() = default;
   // Stops following connection `conn` of `pid` in the kernel (the tracker evicted it).
   void forget_connection(uint32_t pid, uint64_t conn) const;
+  // Tells the kernel that user space deleted n entries of `table` of the live process tgid.
+  void release(uint32_t tgid, sonde_gotls_shared_table table, uint64_t n) const;
   static Result<std::unique_ptr<TlsProbes>> open_and_load(bool perform_ret, UprobeLinkKind links,
-                                                          bool http2);
+                                                          bool http2, const Shares& shares);
 
   std::unique_ptr<gotls_bpf, void (*)(gotls_bpf*)> skel_{nullptr, nullptr};
   std::unique_ptr<Http2Tracker> tracker_;
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> ring_{nullptr, nullptr};
   mutable std::mutex drain_mu_;              // ring_buffer__consume() is single-consumer
+  mutable std::mutex released_mu_;           // `released` is read, added to and written back
   std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_
   std::optional<Error> cgroups_error_;
   bool can_perform_ret_ = false;
@@ -165,5 +184,10 @@ Status kernel_allows_uprobe_register_writes();
 
 // The name of a sonde_gotls_counter, for metrics ("processes", "requests", ...).
 const char* gotls_counter_map_name(sonde_gotls_counter counter);
+// Why a sonde_gotls_counter's inserts failed: "process_share" (SONDE_GOTLS_SHARE_*: the process
+// held its share), else "map_full" (the map was full, or a bound was hit).
+const char* gotls_counter_reason(sonde_gotls_counter counter);
+// The map name of a shared table ("h2_states", "exchanges", "reads", "carried").
+const char* gotls_shared_table_name(sonde_gotls_shared_table table);
 
 }  // namespace sonde::agent

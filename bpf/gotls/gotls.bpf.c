@@ -40,6 +40,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define GO_ARG2(ctx) ((ctx)->bx)
 #define GO_ARG3(ctx) ((ctx)->cx)
 #define GO_G(ctx) ((ctx)->r14)
+/* At a RET of Read: the type word of the error result (nil: no error). */
+#define GO_RET_ERR_TYPE(ctx) ((ctx)->bx)
 /* Before `jbe morestack`: the jump is taken when CF or ZF is set. */
 #define GO_STACK_CHECK_FAILS(ctx) (((ctx)->flags & (0x1 | 0x40)) != 0)
 #elif defined(__TARGET_ARCH_arm64)
@@ -47,6 +49,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define GO_ARG2(ctx) (((struct user_pt_regs*)(ctx))->regs[1])
 #define GO_ARG3(ctx) (((struct user_pt_regs*)(ctx))->regs[2])
 #define GO_G(ctx) (((struct user_pt_regs*)(ctx))->regs[28])
+#define GO_RET_ERR_TYPE(ctx) (((struct user_pt_regs*)(ctx))->regs[1])
 /* Before `b.ls morestack`: taken when C is clear or Z is set (PSTATE bits 29 and 30). */
 #define GO_STACK_CHECK_FAILS(ctx)                                 \
   ((((struct user_pt_regs*)(ctx))->pstate & (1ULL << 29)) == 0 || \
@@ -57,6 +60,15 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set by user space (cluster mode): count only processes of the cgroups in allowed_cgroups. */
 volatile __u32 filter_by_cgroup = 0;
+
+/* Entries of each shared table (enum sonde_gotls_shared_table) one process may hold; set before
+ * load (tests lower it). */
+const volatile __u32 share[SONDE_GOTLS_SHARED_COUNT] = {
+    SONDE_GOTLS_MAX_H2_STATES / SONDE_GOTLS_SHARE_DIVISOR,
+    SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
+    SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
+    SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
+};
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -80,6 +92,14 @@ struct {
   __type(key, struct sonde_tls_request_key);
   __type(value, struct sonde_tls_request_stats);
 } requests SEC(".maps");
+
+/* Shared-table entries user space deleted for a live process, by tgid (gotls.h). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SONDE_GOTLS_MAX_PROCESSES);
+  __type(key, __u32);
+  __type(value, struct sonde_gotls_released);
+} released SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -176,10 +196,52 @@ static __always_inline void count(__u32 counter) {
   if (n) *n += 1;
 }
 
-/* An insert that must not fail silently: a full map is counted. */
-static __always_inline void insert(void* map, const void* key, const void* value,
-                                   __u32 full_counter) {
-  if (bpf_map_update_elem(map, key, value, BPF_ANY) != 0) count(full_counter);
+/* Takes one entry of `table` for the process: false when it holds its share already. The add
+ * comes first and is undone past the share, so concurrent threads of one process never take
+ * more than the share together (a plain atomic add: no fetch, which needs Linux 5.12). */
+static __always_inline bool share_take(struct sonde_tls_process* proc, __u32 tgid, __u32 table) {
+  if (table >= SONDE_GOTLS_SHARED_COUNT) return false;
+  __s64 freed = 0;
+  struct sonde_gotls_released* r = bpf_map_lookup_elem(&released, &tgid);
+  if (r) freed = (__s64)r->n[table];
+  __sync_fetch_and_add(&proc->held[table], 1);
+  if (*(volatile __s64*)&proc->held[table] - freed <= (__s64)share[table]) return true;
+  __sync_fetch_and_add(&proc->held[table], -1);
+  return false;
+}
+
+static __always_inline void share_refused(struct sonde_tls_process* proc, __u32 table) {
+  if (table >= SONDE_GOTLS_SHARED_COUNT) return;
+  __sync_fetch_and_add(&proc->over_share[table], 1);
+  count(SONDE_GOTLS_SHARE_FIRST + table);
+}
+
+/* Deletes key from `table`'s map; the entry is given back to its process's share only if this
+ * call deleted it (of two racing deletes, one succeeds). */
+static __always_inline void delete_shared(void* map, const void* key,
+                                          struct sonde_tls_process* proc, __u32 table) {
+  if (bpf_map_delete_elem(map, key) == 0 && table < SONDE_GOTLS_SHARED_COUNT)
+    __sync_fetch_and_add(&proc->held[table], -1);
+}
+
+/* An insert into a shared table that must not fail silently: a full map or a process over its
+ * share is counted. Replacing the process's own entry takes no new entry, so it succeeds past
+ * the share. An insert that fails gives back what it took. */
+static __always_inline bool insert_shared(void* map, const void* key, const void* value,
+                                          struct sonde_tls_process* proc, __u32 tgid, __u32 table,
+                                          __u32 full_counter) {
+  if (!share_take(proc, tgid, table)) {
+    if (bpf_map_update_elem(map, key, value, BPF_EXIST) == 0) return true;
+    share_refused(proc, table);
+    return false;
+  }
+  long err = bpf_map_update_elem(map, key, value, BPF_NOEXIST);
+  if (err == 0) return true;
+  __sync_fetch_and_add(&proc->held[table], -1);
+  /* EEXIST: replaced in place; failing that, another thread deleted it meanwhile (rare). */
+  if (err == -17 && bpf_map_update_elem(map, key, value, BPF_EXIST) == 0) return true;
+  count(full_counter);
+  return false;
 }
 
 /* The byte counters of tgid (the agent's pid), created on its first call when its cgroup may be
@@ -290,6 +352,14 @@ static __always_inline void count_request(__u32 tgid, __u16 direction, __u16 pro
 
 /* ---- HTTP/2 framing ---- */
 
+/* How a record is submitted: waking user space only past SONDE_GOTLS_H2_WAKEUP_BYTES (gotls.h);
+ * timestamps are taken when the record is made, so a late drain changes no duration. */
+static __always_inline __u64 h2_wakeup(void) {
+  return bpf_ringbuf_query(&h2_events, BPF_RB_AVAIL_DATA) >= SONDE_GOTLS_H2_WAKEUP_BYTES
+             ? BPF_RB_FORCE_WAKEUP
+             : BPF_RB_NO_WAKEUP;
+}
+
 /* One Read's or Write's walk over its frames (the bpf_loop context). */
 struct h2_walk {
   struct h2_state* st;
@@ -345,9 +415,7 @@ static __always_inline bool h2_emit(struct h2_walk* w, __u8 kind, __u64 n) {
     }
     e->len = (__u16)n;
   }
-  /* No wakeup: user space drains the buffer on a timer (TlsProbes), sparing a wakeup per frame;
-   * timestamps are taken here, so the delay does not change any duration. */
-  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  bpf_ringbuf_submit(e, h2_wakeup());
   return true;
 }
 
@@ -363,7 +431,7 @@ static __always_inline void h2_notify(struct h2_walk* w) {
   e->conn = w->conn;
   e->seq = st->seq++;
   e->ts_ns = w->now;
-  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  bpf_ringbuf_submit(e, h2_wakeup());
   st->notify = 0;
 }
 
@@ -440,19 +508,18 @@ static __always_inline bool h2_preface_tail(const char* buf, __u64 len) {
 
 /* A connection's preface went out (this process is the client) or came in (the server): both
  * directions are followed from here, and the frames after the preface in buf are walked. */
-static __always_inline void h2_start(__u32 pid, __u64 conn, const void* buf, __u64 len,
-                                     bool outgoing, __u64 now) {
+static __always_inline void h2_start(struct sonde_tls_process* proc, __u32 pid, __u64 conn,
+                                     const void* buf, __u64 len, bool outgoing, __u64 now) {
   struct h2_state zero = {};
   struct h2_key k = {.pid = pid, .outgoing = !outgoing, .conn = conn};
-  if (bpf_map_update_elem(&h2_states, &k, &zero, BPF_ANY) != 0) {
-    count(SONDE_GOTLS_FULL_H2_STATES);
+  if (!insert_shared(&h2_states, &k, &zero, proc, pid, SONDE_GOTLS_SHARED_H2_STATES,
+                     SONDE_GOTLS_FULL_H2_STATES))
     return;
-  }
   k.outgoing = outgoing;
-  if (bpf_map_update_elem(&h2_states, &k, &zero, BPF_ANY) != 0) {
-    count(SONDE_GOTLS_FULL_H2_STATES);
+  if (!insert_shared(&h2_states, &k, &zero, proc, pid, SONDE_GOTLS_SHARED_H2_STATES,
+                     SONDE_GOTLS_FULL_H2_STATES)) {
     k.outgoing = !outgoing;
-    bpf_map_delete_elem(&h2_states, &k);
+    delete_shared(&h2_states, &k, proc, SONDE_GOTLS_SHARED_H2_STATES);
     return;
   }
   struct h2_state* st = bpf_map_lookup_elem(&h2_states, &k);
@@ -515,8 +582,8 @@ static __always_inline bool h2_plausible_header(const __u8* h, __u32* length) {
  * agent is told once per connection; a marker state (midway) keeps it from being told again,
  * and lets HTTP/1.x parsing go on, so a body mistaken for frames costs one `unparsed` count. A
  * preface replaces the marker (a new connection at that address). */
-static __always_inline void h2_midway(__u32 pid, __u64 conn, const char* p, const void* buf,
-                                      __u64 len, bool outgoing) {
+static __always_inline void h2_midway(struct sonde_tls_process* proc, __u32 pid, __u64 conn,
+                                      const char* p, const void* buf, __u64 len, bool outgoing) {
   __u32 first = 0;
   if (!h2_plausible_header((const __u8*)p, &first)) return;
   __u64 next = 9 + (__u64)first;
@@ -534,8 +601,13 @@ static __always_inline void h2_midway(__u32 pid, __u64 conn, const char* p, cons
   }
   struct h2_state marker = {.dead = 1, .midway = 1};
   struct h2_key k = {.pid = pid, .outgoing = outgoing, .conn = conn};
+  if (!share_take(proc, pid, SONDE_GOTLS_SHARED_H2_STATES)) {
+    share_refused(proc, SONDE_GOTLS_SHARED_H2_STATES);
+    return;
+  }
   long err = bpf_map_update_elem(&h2_states, &k, &marker, BPF_NOEXIST);
   if (err != 0) {
+    __sync_fetch_and_add(&proc->held[SONDE_GOTLS_SHARED_H2_STATES], -1);
     if (err != -17 /* EEXIST: marked already */) count(SONDE_GOTLS_FULL_H2_STATES);
     return;
   }
@@ -550,15 +622,49 @@ static __always_inline void h2_midway(__u32 pid, __u64 conn, const char* p, cons
   e->outgoing = outgoing;
   e->conn = conn;
   e->ts_ns = bpf_ktime_get_ns();
-  bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+  bpf_ringbuf_submit(e, h2_wakeup());
+}
+
+/* A Read of conn returned no bytes and an error: the connection is over (crypto/tls keeps a
+ * Read error for good, except a deadline's; Go's HTTP/1.x server aborts its background one-byte
+ * Read with a deadline after the response is written, when nothing is in flight, and Go's
+ * HTTP/2 client and server close a connection on any Read error). Its state is freed now rather
+ * than at its process's exit: a request still waiting for its response is counted as ended now,
+ * status unknown (as at an exit, tls_probes.h), and user space is told that an HTTP/2
+ * connection ended (SONDE_H2_CLOSED) so that its open streams end too. */
+static __always_inline void conn_ended(struct sonde_tls_process* proc, __u32 pid, __u64 conn,
+                                       const bool h2) {
+  struct conn_key key = {.pid = pid, .conn = conn};
+  delete_shared(&carried, &key, proc, SONDE_GOTLS_SHARED_CARRIED);
+  __u64 now = bpf_ktime_get_ns();
+  struct exchange* x = bpf_map_lookup_elem(&exchanges, &key);
+  if (x) {
+    struct exchange open = *x;
+    if (bpf_map_delete_elem(&exchanges, &key) == 0) {
+      __sync_fetch_and_add(&proc->held[SONDE_GOTLS_SHARED_EXCHANGES], -1);
+      if (open.direction == SONDE_TLS_CLIENT || open.direction == SONDE_TLS_SERVER)
+        count_request(pid, open.direction, SONDE_TLS_HTTP1, open.method, 0, now - open.start_ns);
+    }
+  }
+  if (!h2) return;
+  struct h2_key hk = {.pid = pid, .outgoing = 0, .conn = conn};
+  struct h2_state* st = bpf_map_lookup_elem(&h2_states, &hk);
+  if (st && !st->midway) {
+    struct h2_walk w = {.st = st, .conn = conn, .now = now, .pid = pid, .outgoing = 0};
+    if (st->notify) h2_notify(&w);
+    if (!st->dead) h2_emit(&w, SONDE_H2_CLOSED, 0);
+  }
+  delete_shared(&h2_states, &hk, proc, SONDE_GOTLS_SHARED_H2_STATES);
+  hk.outgoing = 1;
+  delete_shared(&h2_states, &hk, proc, SONDE_GOTLS_SHARED_H2_STATES);
 }
 
 /* Plaintext leaving (Write) or arriving (Read returned) on conn: start or finish an exchange.
  * `outgoing` tells which side of the call the bytes are on. `h2` (a constant per program) says
  * whether HTTP/2 framing is followed: the *_h1 programs leave it out for kernels without
  * bpf_loop (before Linux 5.17), where the HTTP/2 programs cannot load. */
-static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf, __u64 len,
-                                         bool outgoing, const bool h2) {
+static __always_inline void on_plaintext(struct sonde_tls_process* proc, __u32 pid, __u64 conn,
+                                         const void* buf, __u64 len, bool outgoing, const bool h2) {
   struct h2_key hk = {.pid = pid, .outgoing = outgoing, .conn = conn};
   struct h2_state* st = h2 ? bpf_map_lookup_elem(&h2_states, &hk) : NULL;
   bool marked = false;
@@ -579,21 +685,23 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
       h2_walk(&w);
       return;
     }
-    bpf_map_delete_elem(&h2_states, &hk);
+    delete_shared(&h2_states, &hk, proc, SONDE_GOTLS_SHARED_H2_STATES);
     hk.outgoing = !outgoing;
-    bpf_map_delete_elem(&h2_states, &hk);
+    delete_shared(&h2_states, &hk, proc, SONDE_GOTLS_SHARED_H2_STATES);
   }
   char p[SONDE_GOTLS_PEEK] = {};
   struct conn_key key = {.pid = pid, .conn = conn};
   char* first = outgoing ? NULL : bpf_map_lookup_elem(&carried, &key);
   if (!outgoing && len == 1) {
     char c = 0;
-    if (bpf_probe_read_user(&c, 1, buf) == 0) insert(&carried, &key, &c, SONDE_GOTLS_FULL_CARRIED);
+    if (bpf_probe_read_user(&c, 1, buf) == 0)
+      insert_shared(&carried, &key, &c, proc, pid, SONDE_GOTLS_SHARED_CARRIED,
+                    SONDE_GOTLS_FULL_CARRIED);
     return;
   }
   if (first) {
     p[0] = *first;
-    bpf_map_delete_elem(&carried, &key);
+    delete_shared(&carried, &key, proc, SONDE_GOTLS_SHARED_CARRIED);
     if (len < SONDE_GOTLS_PEEK - 1) return;
     if (bpf_probe_read_user(p + 1, sizeof(p) - 1, buf) != 0) return;
   } else {
@@ -601,7 +709,7 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
       /* Too short to be the start of a request or response. Go's HTTP/2 server reads each frame
        * header alone (9 bytes), then its payload. */
       if (h2 && len == 9 && !outgoing && !marked && bpf_probe_read_user(p, 9, buf) == 0)
-        h2_midway(pid, conn, p, buf, len, outgoing);
+        h2_midway(proc, pid, conn, p, buf, len, outgoing);
       return;
     }
     if (bpf_probe_read_user(p, sizeof(p), buf) != 0) return;
@@ -611,7 +719,8 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   __u16 direction = outgoing ? SONDE_TLS_CLIENT : SONDE_TLS_SERVER;
   if (http2_preface(p)) {
     count_request(pid, direction, SONDE_TLS_HTTP2, SONDE_HTTP_OTHER, 0, 0);
-    if (h2 && !first && h2_preface_tail(buf, len)) h2_start(pid, conn, buf, len, outgoing, now);
+    if (h2 && !first && h2_preface_tail(buf, len))
+      h2_start(proc, pid, conn, buf, len, outgoing, now);
     return;
   }
   int method = request_method(p);
@@ -624,14 +733,15 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   if (method >= 0) {
     /* A request: sent by a client (outgoing) or received by a server. */
     struct exchange x = {.start_ns = now, .direction = direction, .method = (__u16)method};
-    insert(&exchanges, &key, &x, SONDE_GOTLS_FULL_EXCHANGES);
+    insert_shared(&exchanges, &key, &x, proc, pid, SONDE_GOTLS_SHARED_EXCHANGES,
+                  SONDE_GOTLS_FULL_EXCHANGES);
     return;
   }
   __u16 status = response_status(p);
   if (!status) { /* the body or a later part of a message, or HTTP/2 joined midway */
     /* Reads only: Go's server writes its SETTINGS before it reads the client's preface, so a
      * Write without a followed state can be the start of a connection about to be followed. */
-    if (h2 && !outgoing && !first && !marked) h2_midway(pid, conn, p, buf, len, outgoing);
+    if (h2 && !outgoing && !first && !marked) h2_midway(proc, pid, conn, p, buf, len, outgoing);
     return;
   }
   /* 1xx responses other than 101 (100 Continue, 103 Early Hints) are interim: the final
@@ -643,7 +753,7 @@ static __always_inline void on_plaintext(__u32 pid, __u64 conn, const void* buf,
   bool matches = outgoing ? x->direction == SONDE_TLS_SERVER : x->direction == SONDE_TLS_CLIENT;
   if (matches)
     count_request(pid, x->direction, SONDE_TLS_HTTP1, x->method, status, now - x->start_ns);
-  bpf_map_delete_elem(&exchanges, &key);
+  delete_shared(&exchanges, &key, proc, SONDE_GOTLS_SHARED_EXCHANGES);
 }
 
 static __always_inline void write_called(struct pt_regs* ctx, const bool h2, const __u32 site) {
@@ -653,7 +763,7 @@ static __always_inline void write_called(struct pt_regs* ctx, const bool h2, con
   __sync_fetch_and_add(&bytes->hits[site], 1);
   __u64 len = GO_ARG3(ctx);
   __sync_fetch_and_add(&bytes->written, len);
-  on_plaintext(pid, GO_ARG1(ctx), (const void*)GO_ARG2(ctx), len, true, h2);
+  on_plaintext(bytes, pid, GO_ARG1(ctx), (const void*)GO_ARG2(ctx), len, true, h2);
 }
 
 static __always_inline void read_called(struct pt_regs* ctx, const __u32 site) {
@@ -663,7 +773,7 @@ static __always_inline void read_called(struct pt_regs* ctx, const __u32 site) {
   __sync_fetch_and_add(&proc->hits[site], 1);
   struct goroutine_key key = {.pid = pid, .g = GO_G(ctx)};
   struct pending_read r = {.conn = GO_ARG1(ctx), .buf = GO_ARG2(ctx)};
-  insert(&reads, &key, &r, SONDE_GOTLS_FULL_READS);
+  insert_shared(&reads, &key, &r, proc, pid, SONDE_GOTLS_SHARED_READS, SONDE_GOTLS_FULL_READS);
 }
 
 /* At a RET of (*Conn).Read: the results are in the argument registers. */
@@ -676,11 +786,12 @@ static __always_inline void read_returned(struct pt_regs* ctx, const bool h2, co
   struct pending_read* r = bpf_map_lookup_elem(&reads, &key);
   if (!r) return;
   struct pending_read read = *r;
-  bpf_map_delete_elem(&reads, &key);
+  delete_shared(&reads, &key, bytes, SONDE_GOTLS_SHARED_READS);
   long n = (long)GO_ARG1(ctx);
+  if (n == 0 && GO_RET_ERR_TYPE(ctx) != 0) conn_ended(bytes, pid, read.conn, h2);
   if (n <= 0) return;
   __sync_fetch_and_add(&bytes->read, (__u64)n);
-  on_plaintext(pid, read.conn, (const void*)read.buf, (__u64)n, false, h2);
+  on_plaintext(bytes, pid, read.conn, (const void*)read.buf, (__u64)n, false, h2);
 }
 
 /* Each program that sees plaintext comes twice: with HTTP/2 framing, and as *_h1 without it

@@ -12,8 +12,15 @@
  * copied; neither are PING, SETTINGS or WINDOW_UPDATE payloads.
  *
  * Every map is a plain hash (no LRU): an entry leaves only when user space deletes it (the
- * process exited) or the kernel finishes with it (an exchange answered, a Read returned), so no
- * live state is evicted. An insert into a full map fails and is counted per map in `counters`.
+ * process exited) or the kernel finishes with it (an exchange answered, a Read returned, the
+ * connection ended: a Read of it failed), so no live state is evicted. An insert into a full map
+ * fails and is counted per map in `counters`.
+ *
+ * The tables a process fills at its peers' pace (h2_states, exchanges, reads, carried: one
+ * entry per connection or blocked Read) are shared: each process (tgid) may hold at most its
+ * share of each (enum sonde_gotls_shared_table), so no tenant can fill them for the others. An
+ * insert past the share fails for that process only, counted against it (over_share in struct
+ * sonde_tls_process) and node-wide (SONDE_GOTLS_SHARE_*).
  */
 #ifndef SONDE_BPF_GOTLS_H
 #define SONDE_BPF_GOTLS_H
@@ -96,10 +103,38 @@ enum sonde_gotls_site {
  * entry hits equal Read and Write calls and return hits equal Read returns. Hits of processes
  * the kernel does not count (filtered out by cgroup, or past a full `processes` map) are not
  * counted either. */
+/* The node-wide tables a process holds a share of. */
+enum sonde_gotls_shared_table {
+  SONDE_GOTLS_SHARED_H2_STATES = 0,
+  SONDE_GOTLS_SHARED_EXCHANGES,
+  SONDE_GOTLS_SHARED_READS,
+  SONDE_GOTLS_SHARED_CARRIED,
+  SONDE_GOTLS_SHARED_COUNT,
+};
+
+/* A process's share of each shared table: 1/SONDE_GOTLS_SHARE_DIVISOR of its entries (the
+ * default of the `share` configuration, which tests lower). */
+#define SONDE_GOTLS_SHARE_DIVISOR 8
+
 struct sonde_tls_process {
   __u64 read;
   __u64 written;
   __u64 hits[SONDE_GOTLS_SITE_COUNT];
+  /* Entries of each shared table the kernel inserted for this process minus those it deleted,
+   * and those user space deleted (struct sonde_gotls_released) still to subtract. Signed: an
+   * entry inserted before this record was re-created (the agent took the process while it
+   * lived) and deleted after counts -1, which only leaves the process more room. */
+  __s64 held[SONDE_GOTLS_SHARED_COUNT];
+  /* Inserts refused because the process held its share: its own state lost (a connection not
+   * followed, a request or Read result not matched). */
+  __u64 over_share[SONDE_GOTLS_SHARED_COUNT];
+};
+
+/* Entries of a live process's shared tables that user space deleted (an HTTP/2 connection the
+ * tracker evicted, idle state swept), per tgid in the map `released`: written by user space
+ * only, so the kernel's atomic counts in struct sonde_tls_process are never overwritten. */
+struct sonde_gotls_released {
+  __u64 n[SONDE_GOTLS_SHARED_COUNT];
 };
 
 /* Failed inserts, per map (index of the per-CPU array `counters`). */
@@ -113,8 +148,16 @@ enum sonde_gotls_counter {
   SONDE_GOTLS_H2_RINGBUF_FULL,    /* an HTTP/2 event not sent: its connection is lost */
   SONDE_GOTLS_H2_WALK_BOUND,      /* SONDE_GOTLS_H2_MAX_STEPS reached in one call: lost */
   SONDE_GOTLS_H2_BLOCK_BOUND,     /* a header frame over SONDE_GOTLS_H2_MAX_PAYLOAD: lost */
+  /* An insert refused because its process held its share of the table, in the order of enum
+   * sonde_gotls_shared_table (SONDE_GOTLS_SHARE_FIRST + table). */
+  SONDE_GOTLS_SHARE_H2_STATES,
+  SONDE_GOTLS_SHARE_EXCHANGES,
+  SONDE_GOTLS_SHARE_READS,
+  SONDE_GOTLS_SHARE_CARRIED,
   SONDE_GOTLS_COUNTER_COUNT,
 };
+
+#define SONDE_GOTLS_SHARE_FIRST SONDE_GOTLS_SHARE_H2_STATES
 
 #define SONDE_GOTLS_MAX_PROCESSES 16384
 #define SONDE_GOTLS_MAX_REQUEST_KEYS 65536
@@ -123,10 +166,12 @@ enum sonde_gotls_counter {
 
 /* HTTP/2 framing, bounds. */
 /* Per (process, connection, direction) framing states: two per followed connection. An entry
- * lives until its process exits (the agent deletes it, TlsProbes::take()) or the agent evicts
- * the connection (the least recently active past its bounds, see http2_tracker.h); a new
- * connection finding the map full is not followed (SONDE_GOTLS_FULL_H2_STATES). A connection
- * joined midway holds one marker entry (SONDE_H2_MIDWAY) until its process exits. */
+ * lives until the connection ends (a Read of it fails, SONDE_H2_CLOSED), its process exits (the
+ * agent deletes it, TlsProbes::take()) or the agent evicts the connection (the least recently
+ * active past its bounds, see http2_tracker.h); a new
+ * connection finding the map full, or its process holding its share of it, is not followed
+ * (SONDE_GOTLS_FULL_H2_STATES, SONDE_GOTLS_SHARE_H2_STATES). A connection joined midway holds
+ * one marker entry (SONDE_H2_MIDWAY) until its process exits. */
 #define SONDE_GOTLS_MAX_H2_STATES 16384
 /* Payload bytes per event: a larger forwarded payload is sent in several events, in order. */
 #define SONDE_GOTLS_H2_CHUNK 256
@@ -139,6 +184,10 @@ enum sonde_gotls_counter {
 #define SONDE_GOTLS_H2_MAX_STEPS 8192
 /* The ring buffer (a power of two, in bytes): ~13,000 payload events or ~90,000 others. */
 #define SONDE_GOTLS_H2_RINGBUF_BYTES (4 << 20)
+/* Records wake user space only once this many bytes wait in the ring buffer: below it user space
+ * drains on a timer (a wakeup per record would cost more than the record), past it at once, so a
+ * flood is drained as it comes instead of filling the buffer between two drains. */
+#define SONDE_GOTLS_H2_WAKEUP_BYTES (SONDE_GOTLS_H2_RINGBUF_BYTES / 4)
 
 /* HTTP/2 connection preface (RFC 9113 3.4): 24 bytes. */
 #define SONDE_GOTLS_H2_PREFACE_LEN 24
@@ -156,6 +205,9 @@ enum sonde_h2_event_kind {
    * what can only be HTTP/2 frames (seen on a Read): not followed (no HPACK history), sent
    * once. */
   SONDE_H2_MIDWAY = 5,
+  /* The connection ended (a Read of it failed, see gotls.bpf.c): the kernel freed its framing
+   * states; its streams still open end now. Sent in the read direction's sequence. */
+  SONDE_H2_CLOSED = 6,
 };
 
 /* One ring-buffer record. Records without payload end at `data` (SONDE_H2_EVENT_HEAD bytes). */

@@ -58,6 +58,8 @@ class Records {
     }
   }
   void lost(bool outgoing) { send(SONDE_H2_LOST, outgoing, 0, {}, {}); }
+  // The kernel saw the connection end (a Read failed): sent in the read direction.
+  void closed(uint64_t ts) { send(SONDE_H2_CLOSED, false, ts, {}, {}); }
   void skip(bool outgoing) { seq_[outgoing ? 1 : 0]++; }
   // The sequence number of the direction's next record: what the kernel's state says at exit.
   uint64_t next_seq(bool outgoing) const { return seq_[outgoing ? 1 : 0]; }

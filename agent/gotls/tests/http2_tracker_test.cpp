@@ -207,6 +207,27 @@ TEST(Http2TrackerTest, EvictsTheLeastRecentlyActiveAndTellsTheKernel) {
   EXPECT_EQ(t.stats().unparsed, 0u);
 }
 
+// Past the bound, the process holding the most connections loses its own least recently active
+// one, however recent its neighbour's older connection is.
+TEST(Http2TrackerTest, ThePidHoldingTheMostGivesUpItsOwnConnection) {
+  std::vector<std::pair<uint32_t, uint64_t>> forgotten;
+  Http2TrackerLimits limits;
+  limits.max_connections = 3;
+  Http2Tracker t(limits, [&](uint32_t pid, uint64_t conn) { forgotten.emplace_back(pid, conn); });
+  Records quiet(t, kPid, 1);
+  Records h1(t, kPid + 1, 1), h2(t, kPid + 1, 2), h3(t, kPid + 1, 3);
+  quiet.preface(true);  // the least recently active of all
+  h1.preface(true);
+  h2.preface(true);
+  h3.preface(true);
+  EXPECT_EQ(t.connections(), 3u);
+  ASSERT_EQ(forgotten.size(), 1u);
+  EXPECT_EQ(forgotten[0], std::make_pair(kPid + 1, uint64_t{1}));
+  quiet.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  quiet.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kStatus200, 2'000'000);
+  EXPECT_EQ(total(t.counts()[kPid]), 1u) << "the quiet process's connection is still followed";
+}
+
 TEST(Http2TrackerTest, MemoryBoundEvicts) {
   Http2TrackerLimits limits;
   limits.max_memory = 1;  // every connection is over it once it holds anything
@@ -225,7 +246,7 @@ TEST(Http2TrackerTest, TakeReturnsTheProcessRequestsAndForgetsIt) {
   r.preface(true);
   other.preface(true);
   for (uint32_t id = 1; id <= 5; id += 2) {
-    r.frame(true, kHeaders, kEndStream | kEndHeaders, id, kGetRequest, 1000 * id);
+    r.frame(true, kHeaders, kEndStream | kEndHeaders, id, kGetRequest, uint64_t{1000} * id);
     r.frame(false, kHeaders, kEndStream | kEndHeaders, id, kStatus200, 1000 * id + 500);
   }
   EXPECT_EQ(total(t.take(kPid, 10'000)), 3u);
@@ -270,6 +291,43 @@ TEST(Http2TrackerTest, StreamsOpenAtExitCountedWithTheirStatusOrUnknown) {
   EXPECT_EQ(by[Key(SONDE_TLS_HTTP2_STREAM, SONDE_HTTP_GET, 2)], std::make_pair(1UL, 1'000'000UL));
   EXPECT_EQ(t.stats().lost, 0u);
   EXPECT_EQ(t.connections(), 0u);
+}
+
+// The kernel saw the connection end while its process lives on: its open stream is counted then
+// (unknown, its duration up to the end), the connection is forgotten, and a later record of it
+// (a Write the process makes after the end) counts it as unparsed, not as a request.
+TEST(Http2TrackerTest, AConnectionThatEndedCountsItsOpenStreamsThenAndIsForgotten) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  r.frame(false, kHeaders, kEndStream | kEndHeaders, 1, kStatus200, 2'000'000);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 3, kGetRequest, 3'000'000);  // unanswered
+  ASSERT_EQ(t.connections(), 1u);
+  r.closed(7'000'000);
+  EXPECT_EQ(t.connections(), 0u);
+  const auto counts = t.counts()[kPid];
+  ASSERT_EQ(total(counts), 2u);
+  for (const auto& [k, s] : counts) {
+    EXPECT_EQ(k.status_class, s.duration_sum_ns == 4'000'000 ? 0 : 2) << s.duration_sum_ns;
+  }
+  EXPECT_EQ(t.stats().lost, 0u);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 5, kGetRequest, 8'000'000);
+  EXPECT_EQ(t.stats().unparsed, 1u);
+  EXPECT_EQ(total(t.take(kPid, 9'000'000)), 2u);
+}
+
+// A CLOSED record after a gap: the connection was lost before it ended; nothing of it is counted.
+TEST(Http2TrackerTest, AConnectionThatEndedAfterAGapIsLost) {
+  Http2Tracker t;
+  Records r(t);
+  r.preface(true);
+  r.frame(true, kHeaders, kEndStream | kEndHeaders, 1, kGetRequest, 1'000'000);
+  r.skip(false);
+  r.closed(2'000'000);
+  EXPECT_EQ(t.connections(), 0u);
+  EXPECT_EQ(t.stats().lost, 1u);
+  EXPECT_EQ(total(t.take(kPid, 3'000'000)), 0u);
 }
 
 TEST(Http2TrackerTest, ServerExitingWithARequestUnansweredCountsItUnknown) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -188,7 +189,7 @@ TEST_F(TlsProbesBpfTest, CountsFromTheFirstCallAndHonoursTheCgroupFilter) {
   pid_t after = run_client(selected, port);
   EXPECT_EQ(requests_of(*probes_, after, &counted), 0u);
   EXPECT_FALSE(counted);
-  for (const auto& [map, n] : monitor.kernel_map_full()) EXPECT_EQ(n, 0u) << map;
+  for (const auto& [map, n] : monitor.kernel_map_full()) EXPECT_EQ(n, 0u) << map.first;
 }
 
 // On a kernel with uprobe_multi links (6.6+) a binary costs one descriptor per program (write,
@@ -250,8 +251,10 @@ TEST_F(TlsProbesBpfTest, UprobeMultiLinksCountExactlyWithOneDescriptorPerProgram
 }
 
 // HTTP/2 over the real kernel: Go's HTTP/2 client and server (ALPN h2), 50 concurrent streams
-// on one connection, counted by status class on both sides from the frames the kernel walks,
-// and a process's connections forgotten when it is taken.
+// on one connection, counted by status class on both sides from the frames the kernel walks.
+// The client's exit ends the connection: the server's Read of it fails, and the kernel frees the
+// server's state of it then (its framing states, its Read), not at the server's exit; the
+// client's connection is forgotten when the client is taken.
 TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
   ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
   ASSERT_TRUE(server.wait_for_line("listening", 20s));
@@ -271,7 +274,26 @@ TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
   int status = client.wait();
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
+  const auto server_tgid = static_cast<uint32_t>(server.pid());
+  auto held_by_server = [&] {
+    int64_t n = 0;
+    const auto counts = probes_->counts();
+    if (auto it = counts.find(server_tgid); it != counts.end()) {
+      for (int64_t h : it->second.process.held) n += h;
+    }
+    return n;
+  };
+  for (auto end = std::chrono::steady_clock::now() + 10s;
+       held_by_server() != 0 && std::chrono::steady_clock::now() < end;) {
+    std::this_thread::sleep_for(10ms);
+  }
   auto all = probes_->counts();
+  for (size_t t = 0; t < SONDE_GOTLS_SHARED_COUNT; ++t) {
+    EXPECT_EQ(all[server_tgid].process.held[t], 0)
+        << gotls_shared_table_name(static_cast<sonde_gotls_shared_table>(t));
+  }
+  EXPECT_EQ(all[static_cast<uint32_t>(client.pid())].process.held[SONDE_GOTLS_SHARED_H2_STATES], 2)
+      << "the client exited without a failed Read: its states wait for take()";
   for (pid_t pid : {client.pid(), server.pid()}) {
     std::map<int, uint64_t> by_class;
     uint64_t prefaces = 0;
@@ -291,11 +313,11 @@ TEST_F(TlsProbesBpfTest, Http2StreamsOfGoClientAndServerCountedExactly) {
   }
   EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
   EXPECT_EQ(probes_->http2().stats().followed, 2u);
-  EXPECT_EQ(probes_->http2().connections(), 2u);
+  EXPECT_EQ(probes_->http2().stats().lost, 0u);
+  EXPECT_EQ(probes_->http2().connections(), 1u) << "the server's connection ended";
   probes_->take(static_cast<uint32_t>(client.pid()));
-  EXPECT_EQ(probes_->http2().connections(), 1u) << "the client's connection forgotten";
+  EXPECT_EQ(probes_->http2().connections(), 0u) << "the client's connection forgotten";
   monitor.exited(server.pid());
-  EXPECT_EQ(probes_->http2().connections(), 0u);
 }
 
 // Requests still open when their process exits are counted at the exit (tls_probes.h): a Go
@@ -362,15 +384,16 @@ TEST_F(TlsProbesBpfTest, RequestsOpenWhenTheProcessExitsAreCountedAtTheExit) {
 // instrumented before it connects: it waits for a go-ahead file (GO_FILE) this creates once every
 // probe is attached. Once the client has written its WRITES Writes, `then(client, go_file)` runs.
 void with_h2raw_client(TlsProbes& probes, int frames, int writes,
-                       const std::function<void(ChildProcess&, const std::string&)>& then) {
+                       const std::function<void(ChildProcess&, const std::string&)>& then,
+                       int pause_ms = 0) {
   ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
   ASSERT_TRUE(server.wait_for_line("listening", 20s));
   const std::string port = server.last_line().substr(std::string("listening ").size());
   char dir[] = "/tmp/sonde-gotls-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string go = std::string(dir) + "/go";
-  ChildProcess client(
-      {SONDE_GOTLS_WORKLOAD, "h2raw", go, port, std::to_string(frames), std::to_string(writes)});
+  ChildProcess client({SONDE_GOTLS_WORKLOAD, "h2raw", go, port, std::to_string(frames),
+                       std::to_string(writes), std::to_string(pause_ms)});
   // It prints nothing before the go-ahead: wait for its exec before reading what it runs.
   const std::string workload = std::filesystem::canonical(SONDE_GOTLS_WORKLOAD).string();
   for (int i = 0; i < 500; ++i) {
@@ -391,6 +414,39 @@ void with_h2raw_client(TlsProbes& probes, int frames, int writes,
   if (written) then(client, go);
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(written) << "the client did not write";
+}
+
+// The same flood with a consumer that drains when the kernel wakes it, else every 2 s (the
+// flood's Writes take far less): records past SONDE_GOTLS_H2_WAKEUP_BYTES wake it, so the flood
+// is drained as it comes and nothing is lost, where no drain meanwhile loses the connection.
+TEST_F(TlsProbesBpfTest, AFloodWakesTheConsumerBeforeTheRingBufferFills) {
+  constexpr int kFloodFrames = 1000, kFloodWrites = 100, kFloodPauseMs = 10;
+  std::atomic<int> wakeups = 0;
+  std::jthread consumer([&](const std::stop_token& stop) {
+    while (!stop.stop_requested()) {
+      probes_->drain();
+      if (probes_->wait_for_records(2'000)) ++wakeups;
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  with_h2raw_client(
+      *probes_, kFloodFrames, kFloodWrites,
+      [&](ChildProcess& client, const std::string& go) {
+        std::ofstream(go + ".more").close();
+        ASSERT_TRUE(client.wait_for_line("done", 30s)) << "the client did not finish";
+        const int status = client.wait();
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+      },
+      kFloodPauseMs);
+  std::cout << "flood: " << wakeups.load() << " wakeups in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count()
+            << " ms\n";
+  EXPECT_GE(wakeups.load(), 1);
+  EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
+  EXPECT_EQ(probes_->http2().stats().followed, 2u);
+  EXPECT_EQ(probes_->http2().stats().lost, 0u);
 }
 
 // The h2raw client's last Write comes after the ring buffer is drained; it must finish and
@@ -552,7 +608,7 @@ TEST_F(TlsProbesBpfTest, TwoAgentsPerformingOneRetLeaveTheProgramIntactAndCountE
     bool counted = false;
     EXPECT_EQ(requests_of(*a.probes, load.pid(), &counted), sent);
     EXPECT_EQ(requests_of(*a.probes, server.pid(), &counted), sent);
-    for (const auto& [map, n] : a.monitor->kernel_map_full()) EXPECT_EQ(n, 0u) << map;
+    for (const auto& [map, n] : a.monitor->kernel_map_full()) EXPECT_EQ(n, 0u) << map.first;
   }
   ChildProcess echo({SONDE_GOTLS_WORKLOAD, "echo", "20000", "64"});
   ASSERT_TRUE(echo.wait_for_line("", 60s));
@@ -623,6 +679,112 @@ TEST_F(TlsProbesBpfTest, AContainersSeriesLeaveAGracePeriodAfterItsLastProcess) 
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   monitor.sweep();
   EXPECT_EQ(monitor.snapshot().count({"", "", "gone-soon"}), 0u);
+}
+
+// Each process holds at most its share of each node-wide table (TlsProbes::Shares; h2_states's
+// lowered here to kShare entries, the others as in the agent). A hostile client holds kConnections
+// HTTP/2 connections open against one server: it and that server follow kShare / 2 of them (two
+// framing states each) and lose the rest, counted against themselves in the kernel and in their
+// container's series; a second client and server, running meanwhile, have every stream counted
+// exactly and lose nothing.
+TEST_F(TlsProbesBpfTest, AProcessOverItsShareLosesOnlyItsOwnConnections) {
+  constexpr uint32_t kShare = 8;
+  constexpr int kConnections = 20;
+  TlsProbes::Shares shares = TlsProbes::default_shares();
+  shares[SONDE_GOTLS_SHARED_H2_STATES] = kShare;
+  auto loaded = TlsProbes::load(false, uprobe_link_support().kind, true, shares);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  TlsProbes& probes = **loaded;
+  if (!probes.follows_http2()) GTEST_SKIP() << "no bpf_loop: HTTP/2 framing is not followed";
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(probes, cache, uprobes, proc);
+
+  ChildProcess crowded({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
+  ChildProcess quiet({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
+  ASSERT_TRUE(crowded.wait_for_line("listening", 20s));
+  ASSERT_TRUE(quiet.wait_for_line("listening", 20s));
+  const std::string crowded_port = crowded.last_line().substr(std::string("listening ").size());
+  const std::string quiet_port = quiet.last_line().substr(std::string("listening ").size());
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, crowded.pid(), "crowded"));
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, quiet.pid(), "quiet"));
+
+  ChildProcess hostile(
+      {SONDE_GOTLS_WORKLOAD, "prefaces", crowded_port, std::to_string(kConnections)});
+  ASSERT_TRUE(hostile.wait_for_line("opened", 30s)) << "the hostile client did not connect";
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, hostile.pid(), "hostile"));
+
+  std::vector<std::string> args = {SONDE_GOTLS_WORKLOAD, "-h2", "streams", quiet_port, "2"};
+  for (int i = 0; i < 10; ++i) args.emplace_back("200");
+  for (int i = 0; i < 5; ++i) args.emplace_back("404");
+  ChildProcess client(args);
+  ASSERT_TRUE(client.wait_for_line("done 31", 30s)) << "client did not finish";
+  int status = client.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  // The crowded server reads each preface after the hostile client wrote it: wait until it has
+  // seen them all (each followed or refused), as the kernel counts prefaces before following.
+  auto prefaces_of = [&probes](pid_t pid) {
+    uint64_t n = 0;
+    auto all = probes.counts();
+    for (const auto& [k, s] : all[static_cast<uint32_t>(pid)].requests) {
+      if (k.protocol == SONDE_TLS_HTTP2) n += s.count;
+    }
+    return n;
+  };
+  for (auto end = std::chrono::steady_clock::now() + 10s;
+       prefaces_of(crowded.pid()) < kConnections && std::chrono::steady_clock::now() < end;) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto all = probes.counts();
+  for (pid_t pid : {hostile.pid(), crowded.pid()}) {
+    SCOPED_TRACE(pid == hostile.pid() ? "hostile client" : "crowded server");
+    const auto& c = all[static_cast<uint32_t>(pid)];
+    EXPECT_EQ(prefaces_of(pid), static_cast<uint64_t>(kConnections)) << "every connection counted";
+    EXPECT_EQ(c.process.held[SONDE_GOTLS_SHARED_H2_STATES], static_cast<int64_t>(kShare));
+    EXPECT_GE(c.process.over_share[SONDE_GOTLS_SHARED_H2_STATES], kConnections - kShare / 2);
+  }
+  // The hostile client only writes: one refusal per connection past its share, exactly.
+  EXPECT_EQ(
+      all[static_cast<uint32_t>(hostile.pid())].process.over_share[SONDE_GOTLS_SHARED_H2_STATES],
+      static_cast<uint64_t>(kConnections - kShare / 2));
+
+  for (pid_t pid : {client.pid(), quiet.pid()}) {
+    SCOPED_TRACE(pid == client.pid() ? "quiet client" : "quiet server");
+    std::map<int, uint64_t> by_class;
+    uint64_t prefaces = 0;
+    for (const auto& [k, s] : all[static_cast<uint32_t>(pid)].requests) {
+      if (k.protocol == SONDE_TLS_HTTP2) {
+        prefaces += s.count;
+        continue;
+      }
+      EXPECT_EQ(k.protocol, SONDE_TLS_HTTP2_STREAM);
+      by_class[k.status_class] += s.count;
+    }
+    EXPECT_EQ(by_class[2], 21u) << "2 rounds of 10 GETs and the HEAD that opens the connection";
+    EXPECT_EQ(by_class[4], 10u);
+    EXPECT_EQ(by_class.size(), 2u);
+    EXPECT_EQ(prefaces, 1u);
+    for (uint64_t n : all[static_cast<uint32_t>(pid)].process.over_share) EXPECT_EQ(n, 0u);
+  }
+  EXPECT_EQ(probes.full(SONDE_GOTLS_FULL_H2_STATES), 0u) << "the table itself never filled";
+  EXPECT_GE(probes.full(SONDE_GOTLS_SHARE_H2_STATES), 2u * (kConnections - kShare / 2));
+  EXPECT_EQ(probes.full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
+  EXPECT_EQ(probes.http2().stats().lost, 0u);
+
+  // Counted against the container, with its series.
+  const auto snapshot = monitor.snapshot();
+  ASSERT_EQ(snapshot.count({"", "", "hostile"}), 1u);
+  EXPECT_EQ(snapshot.at({"", "", "hostile"}).over_share[SONDE_GOTLS_SHARED_H2_STATES],
+            static_cast<uint64_t>(kConnections - kShare / 2));
+  EXPECT_EQ(snapshot.at({"", "", "quiet"}).over_share[SONDE_GOTLS_SHARED_H2_STATES], 0u);
+  const auto lost = monitor.kernel_map_full();
+  EXPECT_GE(lost.at({"h2_states", "process_share"}), 2u * (kConnections - kShare / 2));
+  EXPECT_EQ(lost.at({"h2_states", "map_full"}), 0u);
+  monitor.exited(hostile.pid());
+  monitor.exited(crowded.pid());
+  monitor.exited(quiet.pid());
 }
 
 }  // namespace

@@ -437,16 +437,42 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "no probe within 10 s", variant)
 		os.Exit(1)
+	case "prefaces":
+		// A tenant holding HTTP/2 connections open: N TLS connections (ALPN h2), each sent the
+		// client preface and an empty SETTINGS, then held until the process is killed.
+		if len(args) != 3 {
+			fmt.Fprintln(os.Stderr, "usage: gotls prefaces PORT N")
+			os.Exit(2)
+		}
+		n, err := strconv.Atoi(args[2])
+		check(err)
+		conns := make([]*tls.Conn, 0, n)
+		for i := 0; i < n; i++ {
+			c, err := tls.Dial("tcp", "127.0.0.1:"+args[1],
+				&tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+			check(err)
+			first := []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+			_, err = c.Write(append(first, 0, 0, 0, 4, 0, 0, 0, 0, 0))
+			check(err)
+			conns = append(conns, c)
+		}
+		fmt.Printf("opened %d\n", len(conns))
+		select {}
 	case "h2raw":
-		if len(args) != 4 && len(args) != 5 {
-			fmt.Fprintln(os.Stderr, "usage: gotls h2raw GO_FILE PORT FRAMES [WRITES]")
+		if len(args) < 4 || len(args) > 6 {
+			fmt.Fprintln(os.Stderr, "usage: gotls h2raw GO_FILE PORT FRAMES [WRITES [PAUSE_MS]]")
 			os.Exit(2)
 		}
 		count, err := strconv.Atoi(args[3])
 		check(err)
 		writes := 1
-		if len(args) == 5 {
+		if len(args) >= 5 {
 			writes, err = strconv.Atoi(args[4])
+			check(err)
+		}
+		pause := 0
+		if len(args) == 6 {
+			pause, err = strconv.Atoi(args[5])
 			check(err)
 		}
 		awaitFile(args[1])
@@ -468,6 +494,7 @@ func main() {
 		_, err = c.Write(append(first, frames...))
 		check(err)
 		for i := 1; i < writes; i++ {
+			time.Sleep(time.Duration(pause) * time.Millisecond)
 			_, err = c.Write(frames)
 			check(err)
 		}
