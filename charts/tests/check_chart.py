@@ -299,7 +299,10 @@ OPERATOR_PREFIXES = ("sonde_operator_", "sonde_node_report", "sonde_policy_match
 # Self-monitoring series (grepped from the sources) that the agent health dashboard need not
 # show, each with the reason. Empty: it shows them all.
 HEALTH_NOT_PLACED = {}
-SONDE_PREFIXES = ("sonde_", "container_nodejs_", "container_go_tls_", "container_cpu_profile_")
+# nodejs_eventloop_: OpenTelemetry's Node.js runtime metrics, exported by the agent under
+# OpenTelemetry's names.
+SONDE_PREFIXES = ("sonde_", "container_nodejs_", "container_go_tls_", "container_cpu_profile_",
+                  "nodejs_eventloop_")
 PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "or", "and",
                    "unless", "bool", "offset"}
 
