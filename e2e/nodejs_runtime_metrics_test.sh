@@ -32,7 +32,7 @@ port="$(free_port)"
 start_agent "$port"
 
 window_ms=10400  # > the agent's 10 s, so the reading at the start is the window's base
-lead_ms=3000     # processes start, the agent finds them, the shape runs a second before
+lead_ms=6000     # processes start, the agent finds them (seconds on a loaded machine), the shape runs a second before
 shapes=(blocks turns mix)
 mkdir -p "$tmp/bin"
 now_ms() { date +%s%3N; }
@@ -50,8 +50,17 @@ for i in "${!shapes[@]}"; do
     pids+=($!)
   done
 done
-wait_until 100 bash -c "[[ \$(curl -sf http://127.0.0.1:$port/metrics | grep -c '^sonde_agent_nodejs_processes{') -ge ${#shapes[@]}*4 ]]" ||
-  fail "the agent does not track the workloads: $(curl -sf "http://127.0.0.1:$port/metrics" | grep nodejs_processes)"
+tracked() {  # every workload's container has its process tracked
+  local m
+  m="$(curl -sf "http://127.0.0.1:$port/metrics")" || return 1
+  for s in "${shapes[@]}"; do
+    for line in "${!nodes[@]}"; do
+      grep -q "^sonde_agent_nodejs_processes{.*container=\"node$line-$s\".*} 1$" <<<"$m" || return 1
+    done
+  done
+}
+wait_until $((lead_ms / 100 - 15)) tracked ||
+  fail "the agent does not track the workloads: $(curl -sf "http://127.0.0.1:$port/metrics" | grep nodejs_processes; tail -n 3 "$tmp"/node*.out)"
 
 failures=0
 compare() {  # compare NAME WHAT AGENT NODE TOLERANCE

@@ -149,11 +149,15 @@ static __always_inline void timers_run(struct sonde_loop_state* s, __u64 now) {
 /* A wait that ends later than this after its timeout was stopped, not late: not a latency. */
 #define SONDE_WAKE_LATENCY_MAX_NS 100000000ULL
 
-/* The wait that ends at `now` timed out: how late the thread runs after a timeout, averaged. */
+/* The wait that ends at `now` timed out: how late the thread ran after its timeout. The last
+ * one, not an average: each simulated callback is then as late as a real wake-up was, so the
+ * delay's tail (percentiles) follows the process's own, and a wait that the timer itself ended
+ * (a process that does run monitorEventLoopDelay) puts the simulated callback where the real
+ * one ran. */
 static __always_inline void wake_latency_update(struct sonde_loop_state* s, __u64 now) {
   if (s->wait_deadline_ns == 0 || now < s->wait_deadline_ns) return;
   __u64 late = now - s->wait_deadline_ns;
-  if (late < SONDE_WAKE_LATENCY_MAX_NS) s->wake_latency_ns = (3 * s->wake_latency_ns + late) / 4;
+  if (late < SONDE_WAKE_LATENCY_MAX_NS) s->wake_latency_ns = late;
 }
 
 /* The loop's wait that began at idle_since_ns ended at `now`. The timer would have ended it

@@ -106,8 +106,8 @@ struct sonde_loop_state {
   __u64 delay_sum_ns;
   __u64 delay_sumsq_us2;
   /* When the current wait times out (CLOCK_MONOTONIC; 0: no timeout known), and how late the
-   * main thread has been running after its waits' timeouts (a moving average): the timer's
-   * simulated callbacks are that late too (timer slack, wake-up, waiting for a CPU). */
+   * main thread ran after the last wait that timed out: the timer's simulated callbacks are
+   * that late too (timer slack, wake-up, waiting for a CPU). */
   __u64 wait_deadline_ns;
   __u64 wake_latency_ns;
   __u32 delay[SONDE_DELAY_BUCKETS];
