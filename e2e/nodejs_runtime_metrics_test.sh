@@ -13,10 +13,15 @@ source "$(dirname "$0")/lib.sh"
 truth="$(cd "$(dirname "$0")" && pwd)/workloads/eventloop_truth.js"
 tmp="$SONDE_E2E_TMP"
 test_nodes="${SONDE_TEST_NODES:-/opt/sonde/test-nodes}"
-pids=()
+# Each process in a cgroup named like a containerd container's: its series is its container id
+# (standalone, a process's own name would do, but Node 24 renames its main thread MainThread).
+cgroot="$(cgroup_v2_dir sonde-e2e-runtime-metrics)"
+pids=() cgroups=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   stop_agent
+  for c in "${cgroups[@]}"; do remove_cgroup "$c"; done
+  rmdir "$cgroot" 2>/dev/null || true
 }
 trap cleanup EXIT
 
@@ -34,20 +39,21 @@ start_agent "$port"
 window_ms=10400  # > the agent's 10 s, so the reading at the start is the window's base
 lead_ms=6000     # processes start, the agent finds them (seconds on a loaded machine), the shape runs a second before
 shapes=(blocks turns mix)
-mkdir -p "$tmp/bin"
 now_ms() { date +%s%3N; }
 sleep_until_ms() { sleep "$(awk -v t="$1" -v n="$(now_ms)" 'BEGIN { d = (t - n) / 1000; print (d > 0 ? d : 0) }')"; }
 
 # Every process now, each shape's window 11 s after the previous one's start: a process waits
 # idle until a second before its window.
+mkdir -p "$cgroot"
+declare -A ids
 first_ms=$(($(now_ms) + lead_ms))
 for i in "${!shapes[@]}"; do
   shape="${shapes[$i]}"
   for line in "${!nodes[@]}"; do
     name="node$line-$shape"
-    ln -sf "${nodes[$line]}" "$tmp/bin/$name"
-    "$tmp/bin/$name" "$truth" "$shape" $((first_ms + i * 11000)) "$window_ms" >"$tmp/$name.out" 2>&1 &
-    pids+=($!)
+    ids[$name]="$(new_id)"
+    run_in_container "$name" "${ids[$name]}" "${nodes[$line]}" "$truth" "$shape" \
+      $((first_ms + i * 11000)) "$window_ms"
   done
 done
 tracked() {  # every workload's container has its process tracked
@@ -55,7 +61,7 @@ tracked() {  # every workload's container has its process tracked
   m="$(curl -sf "http://127.0.0.1:$port/metrics")" || return 1
   for s in "${shapes[@]}"; do
     for line in "${!nodes[@]}"; do
-      grep -q "^sonde_agent_nodejs_processes{.*container=\"node$line-$s\".*} 1$" <<<"$m" || return 1
+      grep -q "^sonde_agent_nodejs_processes{.*container=\"${ids[node$line-$s]}\".*} 1$" <<<"$m" || return 1
     done
   done
 }
@@ -70,20 +76,27 @@ compare() {  # compare NAME WHAT AGENT NODE TOLERANCE
     "$([[ $ok == 1 ]] || echo '  <-- FAIL')"
   [[ $ok == 1 ]] || failures=$((failures + 1))
 }
+# The scrapes at each window's ends, nothing else meanwhile (a late start scrape would move the
+# agent's window: the comparisons come after the last window).
+scrape_at() {  # scrape_at EPOCH_MS FILE: fails when the scrape is more than 300 ms late
+  sleep_until_ms "$1"
+  curl -sf "http://127.0.0.1:$port/metrics" >"$2"
+  local late=$(($(now_ms) - $1))
+  ((late <= 300)) || fail "the scrape for $2 came $late ms after its window's edge"
+}
 for i in "${!shapes[@]}"; do
-  shape="${shapes[$i]}"
   start=$((first_ms + i * 11000))
-  sleep_until_ms "$start"
-  curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/$shape.start.prom"
-  sleep_until_ms $((start + window_ms))
-  curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/$shape.end.prom"
+  scrape_at "$start" "$tmp/${shapes[$i]}.start.prom"
+  scrape_at $((start + window_ms)) "$tmp/${shapes[$i]}.end.prom"
+done
+for shape in "${shapes[@]}"; do
   echo "$shape:"
   for line in $(printf '%s\n' "${!nodes[@]}" | sort -n); do
     name="node$line-$shape"
     wait_until 50 grep -q '^truth ' "$tmp/$name.out" || fail "$name printed no measurement: $(cat "$tmp/$name.out")"
     node_json="$(sed -n 's/^truth //p' "$tmp/$name.out")"
     agent() {  # agent METRIC: its value for this container in the end scrape
-      awk -v s="$1{namespace=\"\",pod=\"\",container=\"$name\",node=\"$(hostname)\"}" \
+      awk -v s="$1{namespace=\"\",pod=\"\",container=\"${ids[$name]}\",node=\"$(hostname)\"}" \
         'index($0, s" ") == 1 { print $2 }' "$tmp/$shape.end.prom"
     }
     u="$(agent nodejs_eventloop_utilization_ratio)"
