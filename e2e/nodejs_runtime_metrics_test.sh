@@ -7,7 +7,8 @@
 # utilization within 0.02 absolute; delay mean, p50, p90, p99 within 10% or 2 ms.
 # Shapes: 200 ms blocks every second; thousands of ~1 ms turns; both. Node lines: Debian's
 # /usr/bin/node (20) and the official 18, 22 and 24 (SONDE_TEST_NODES: their folder), run
-# concurrently per shape (each at most ~45% of a CPU), the shapes one after the other.
+# concurrently per shape (each at most ~45% of a CPU), the shapes one after the other. Then
+# --nodejs-metrics sonde and otel: each exports its own families only.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 truth="$(cd "$(dirname "$0")" && pwd)/workloads/eventloop_truth.js"
@@ -115,5 +116,22 @@ for shape in "${shapes[@]}"; do
   done
 done
 check_metrics_documented "$port"
+
+# --nodejs-metrics picks the families: an idle process under an agent started with each set.
+run_in_container idle "$(new_id)" /usr/bin/node -e 'setInterval(() => {}, 1000)'
+for set in sonde otel; do
+  stop_agent
+  start_agent "$port" --nodejs-metrics "$set"
+  wait_until 100 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^sonde_agent_nodejs_processes{.*} 1$'" ||
+    fail "--nodejs-metrics $set: the idle process is not tracked"
+  families="$(curl -sf "http://127.0.0.1:$port/metrics" | awk '$1 == "#" && $2 == "TYPE" { print $3 }')"
+  sonde_n="$(grep -c '^container_nodejs_event_loop' <<<"$families" || true)"
+  otel_n="$(grep -c '^nodejs_eventloop_' <<<"$families" || true)"
+  echo "--nodejs-metrics $set: $sonde_n container_nodejs_event_loop* families, $otel_n nodejs_eventloop_* families"
+  case "$set" in
+    sonde) ((sonde_n == 3 && otel_n == 0)) || fail "--nodejs-metrics sonde exports the wrong families" ;;
+    otel) ((sonde_n == 0 && otel_n == 9)) || fail "--nodejs-metrics otel exports the wrong families" ;;
+  esac
+done
 ((failures == 0)) || fail "$failures figures outside their tolerance"
 echo "PASS: nodejs_eventloop_* within tolerance of Node's own account, 3 shapes x Node 18/20/22/24"
