@@ -1,6 +1,8 @@
 // The delay histogram's buckets (the kernel's sonde_delay_bucket against the bounds user space
 // reads them with), the statistics against exact ones computed from the intervals, and the
 // window each scrape reports over.
+#include "agent/nodejs/loop_window.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "agent/nodejs/loop_delay.h"
-#include "agent/nodejs/loop_window.h"
 
 namespace sonde::agent {
 namespace {
