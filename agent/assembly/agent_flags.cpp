@@ -10,6 +10,7 @@ void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, Feature
   runtime.debug_address = flags.debug_address;
   runtime.health_address = flags.health_address;
   features.wait_source = flags.wait_source;
+  features.nodejs_metrics = flags.nodejs_metrics;
   features.go_tls_perform_ret = flags.go_tls_perform_ret;
   features.max_go_tls_binaries = flags.max_go_tls_binaries;
   features.go_tls_keep_probes_seconds = flags.go_tls_keep_probes_seconds;
@@ -46,6 +47,17 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
          "tracepoints: they slow every system call of every process on the node) (default "
          "auto)")
       ->check(CLI::IsMember({"auto", "fentry", "epoll-tracepoints", "syscalls", "libc-uprobes"}));
+  static const std::map<std::string, NodejsMetrics> kNodejsMetrics = {
+      {"both", NodejsMetrics::kBoth},
+      {"sonde", NodejsMetrics::kSonde},
+      {"otel", NodejsMetrics::kOtel}};
+  app.add_option_function<std::string>(
+         "--nodejs-metrics",
+         [&flags](const std::string& name) { flags.nodejs_metrics = kNodejsMetrics.at(name); },
+         "which per-container Node.js event-loop metrics are exported: sonde "
+         "(container_nodejs_event_loop_*), otel (OpenTelemetry's runtime metrics, "
+         "nodejs_eventloop_*: time, utilization, delay) or both (default both)")
+      ->check(CLI::IsMember({"both", "sonde", "otel"}));
   app.add_flag(
       "--go-tls-perform-ret", flags.go_tls_perform_ret,
       "let the Go TLS probes on (*Conn).Read's RETs perform the ret themselves (they write "

@@ -20,6 +20,7 @@ struct AgentFlags {
   std::string proc_root = "/proc";
   cli::LogFlags log;
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;
+  NodejsMetrics nodejs_metrics = NodejsMetrics::kBoth;    // FeatureOptions::nodejs_metrics
   bool go_tls_perform_ret = false;                        // FeatureOptions::go_tls_perform_ret
   size_t max_go_tls_binaries = kDefaultMaxGoTlsBinaries;  // FeatureOptions::max_go_tls_binaries
   uint64_t go_tls_keep_probes_seconds = kDefaultGoTlsKeepProbesSeconds;  // FeatureOptions's

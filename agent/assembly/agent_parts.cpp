@@ -22,8 +22,8 @@ PartsFactory agent_parts(FeatureOptions options) {
     // One copy of each binary's symbol tables for the stall recorder and the CPU profiler.
     auto binaries = std::make_shared<symbolize::SymbolizerCache>();
     if (options.load[Instrumentation::kNodejsEventLoop]) {
-      ASSIGN_OR_RETURN(auto f,
-                       NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns, s.node));
+      ASSIGN_OR_RETURN(auto f, NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns,
+                                                   s.node, options.nodejs_metrics));
       nodejs = f.get();
       // Loads nothing until a selection sets stallThresholdMs.
       cpu::StallRecorderOptions so;

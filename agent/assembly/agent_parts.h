@@ -8,6 +8,7 @@
 
 #include "agent/cpu/sampler.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/nodejs/nodejs_feature.h"
 #include "agent/nodejs/stall_ring.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/fd_budget.h"
@@ -19,6 +20,7 @@ namespace sonde::agent {
 struct FeatureOptions {
   PerInstrumentation<bool> load;  // load the kind's programs at all
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;  // Node.js
+  NodejsMetrics nodejs_metrics = NodejsMetrics::kBoth;                 // Node.js
   // Count Go TLS in the kernel only for the cgroups of selected processes (cluster mode, where
   // a container is what is selected; standalone targets may pick one process of a cgroup).
   bool go_tls_cgroup_filter = false;

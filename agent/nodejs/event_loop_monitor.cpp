@@ -221,7 +221,7 @@ void EventLoopMonitor::finish_locked(pid_t pid, uint64_t end_ns) {
     auto final = probes_.untrack(pid, end_ns);
     if (hooks_ != nullptr) hooks_->unhook(pid);
     LoopCounts value = p.data.last;
-    if (final.ok()) raise_to(value, LoopCounts{final->blocked_ns, final->blocks});
+    if (final.ok()) raise_to(value, LoopCounts::of(*final));
     return value;
   });
 }
@@ -242,7 +242,7 @@ std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
     ProcessState& s = p.data;
     auto v = probes_.read_at(pid, now);
     if (v.ok()) {
-      raise_to(s.last, LoopCounts{v->blocked_ns, v->blocks});
+      raise_to(s.last, LoopCounts::of(*v));
     } else if (v.error().code() == ENOENT && !s.lost) {
       s.lost = true;
       ++states_lost_;
@@ -252,11 +252,17 @@ std::vector<EventLoopMonitor::Sample> EventLoopMonitor::samples() {
     if (!s.lost) loops[p.labels]++;
     return s.last;
   });
+  std::map<ContainerLabels, LoopTotals> cumulative;
+  for (const auto& t : totals) {
+    cumulative[t.labels] = {t.value.blocked_ns, t.value.idle_ns, t.value.delays};
+  }
+  auto windows = windows_.observe(cumulative, now);
   std::vector<Sample> out;
   for (const auto& t : totals) {
     auto l = loops.find(t.labels);
     out.push_back({t.labels, static_cast<double>(t.value.blocked_ns) / 1e9, t.processes,
-                   l == loops.end() ? 0 : l->second, t.value.blocks});
+                   l == loops.end() ? 0 : l->second, t.value.blocks,
+                   static_cast<double>(t.value.idle_ns) / 1e9, windows[t.labels]});
   }
   return out;
 }

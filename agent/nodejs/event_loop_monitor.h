@@ -32,8 +32,10 @@
 //     record is trusted: a loop already running and busy when caught then has that one busy
 //     period uncounted.
 //
-// Counters (blocked time, and the histogram of block durations: each finished busy period of
-// the loop, counted in the kernel) follow ProcessTracker's rules (agent/runtime/process_tracker.h).
+// Counters (blocked time, idle time, the histogram of block durations: each finished busy period
+// of the loop, counted in the kernel, and the delay histogram: loop_delay.h) follow
+// ProcessTracker's rules (agent/runtime/process_tracker.h). Utilization and delay are reported
+// over a window of them (loop_window.h), taken at each samples() call.
 //
 // Thread-safety: all methods may be called concurrently (one mutex); samples() is what the
 // metrics scrape calls, and it reads the kernel map only for live processes.
@@ -54,6 +56,7 @@
 #include "agent/discovery/proc_reader.h"
 #include "agent/nodejs/libc_wait_hooks.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/nodejs/loop_window.h"
 #include "agent/runtime/container_totals.h"
 #include "agent/runtime/process_tracker.h"
 #include "agent/symbols/probe_target_cache.h"
@@ -94,11 +97,14 @@ class EventLoopMonitor {
   struct Sample {
     ContainerLabels labels;
     double blocked_seconds;
-    size_t processes;   // live Node.js processes of the container
-    size_t loops;       // of those, the ones measured: their kernel state not lost
-    LoopBlocks blocks;  // finished blocks by duration (kLoopBlockBoundsNs), sum in ns
+    size_t processes;     // live Node.js processes of the container
+    size_t loops;         // of those, the ones measured: their kernel state not lost
+    LoopBlocks blocks;    // finished blocks by duration (kLoopBlockBoundsNs), sum in ns
+    double idle_seconds;  // time in the loops' waits
+    LoopWindow window;    // utilization and delay over the window ending now
   };
-  // Per container, including containers whose processes exited less than `grace` ago.
+  // Per container, including containers whose processes exited less than `grace` ago. Each call
+  // is a reading of the windows (loop_window.h): the metrics scrape calls it.
   std::vector<Sample> samples();
 
   struct BinaryInfo {
@@ -121,7 +127,13 @@ class EventLoopMonitor {
   struct LoopCounts {
     uint64_t blocked_ns = 0;
     LoopBlocks blocks;
-    static constexpr auto kCounters = std::tuple{&LoopCounts::blocked_ns, &LoopCounts::blocks};
+    uint64_t idle_ns = 0;
+    LoopDelays delays;
+    static constexpr auto kCounters = std::tuple{&LoopCounts::blocked_ns, &LoopCounts::blocks,
+                                                 &LoopCounts::idle_ns, &LoopCounts::delays};
+    static LoopCounts of(const LoopReading& r) {
+      return {r.blocked_ns, r.blocks, r.idle_ns, r.delays};
+    }
   };
   struct ProcessState {
     LoopCounts last;    // last value read: a lost or evicted map entry never lowers it
@@ -147,6 +159,7 @@ class EventLoopMonitor {
   // Binaries by BinaryIdentity::to_string().
   ProcessTracker<LoopCounts, ProcessState, Binary> tracker_;
   uint64_t states_lost_ = 0;
+  LoopWindows windows_;
 };
 
 }  // namespace sonde::agent

@@ -48,20 +48,26 @@ LoopReading reading_at(const sonde_loop_state& s, uint64_t now) {
   if (s.phase == SONDE_LOOP_BUSY && now > s.busy_since_ns) r.blocked_ns += now - s.busy_since_ns;
   for (size_t i = 0; i < r.blocks.counts.size(); ++i) r.blocks.counts[i] = s.blocks[i];
   r.blocks.sum = s.blocked_ns;
+  r.idle_ns = s.idle_ns;
+  if (s.phase == SONDE_LOOP_IDLE && now > s.idle_since_ns) r.idle_ns += now - s.idle_since_ns;
+  for (size_t i = 0; i < r.delays.counts.size(); ++i) r.delays.counts[i] = s.delay[i];
+  r.delays.sum_ns = s.delay_sum_ns;
+  r.delays.sumsq_us2 = s.delay_sumsq_us2;
   return r;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source,
-                                                     std::optional<UprobeLinkKind> links) {
-  if (source != WaitSource::kAuto) return load_with(source, links);
+                                                     std::optional<UprobeLinkKind> links,
+                                                     bool runtime_metrics) {
+  if (source != WaitSource::kAuto) return load_with(source, links, runtime_metrics);
   // fentry needs the function in BTF and BPF trampolines (DYNAMIC_FTRACE_WITH_DIRECT_CALLS),
   // which some kernels lack; trying is the only reliable probe.
   if (kernel_can_trace_do_epoll_wait()) {
     // libbpf would print the expected verifier refusal as a warning; the log line below says it.
     auto previous = libbpf_set_print(nullptr);
-    auto probes = load_with(WaitSource::kFentry, links);
+    auto probes = load_with(WaitSource::kFentry, links, runtime_metrics);
     libbpf_set_print(previous);
     if (probes.ok()) return probes;
     log::info(
@@ -70,7 +76,7 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source,
         {{"reason", probes.error().message()}});
   }
   // Never a syscall tracepoint unless asked: they tax every system call on the node.
-  auto probes = load_with(WaitSource::kLibcUprobes, links);
+  auto probes = load_with(WaitSource::kLibcUprobes, links, runtime_metrics);
   if (probes.ok()) return probes;
   return Error("nodejs probes: no BPF trampolines and no uprobes here (" +
                    probes.error().message() +
@@ -80,12 +86,14 @@ Result<std::unique_ptr<LoopProbes>> LoopProbes::load(WaitSource source,
 }
 
 Result<std::unique_ptr<LoopProbes>> LoopProbes::load_with(WaitSource source,
-                                                          std::optional<UprobeLinkKind> links) {
+                                                          std::optional<UprobeLinkKind> links,
+                                                          bool runtime_metrics) {
   std::unique_ptr<LoopProbes> self(new LoopProbes());
   self->skel_ = {nodejs_bpf__open(), nodejs_bpf__destroy};
   if (!self->skel_) return errno_error("nodejs probes: open BPF object", errno);
   auto* skel = self->skel_.get();
   configure_pid_namespace(skel->rodata);
+  skel->rodata->runtime_metrics = runtime_metrics;
   self->source_ = source;
   bool fentry = source == WaitSource::kFentry;
   bool events = source == WaitSource::kEpollTracepoints;
@@ -211,6 +219,7 @@ Status LoopProbes::track(pid_t pid, const Start& start) {
     case Start::Now::kWaiting:
       s.phase = SONDE_LOOP_IDLE;
       s.loop_epfd = start.epfd;
+      s.idle_since_ns = monotonic_ns();
       break;
     case Start::Now::kBusy:
       s.phase = SONDE_LOOP_BUSY;

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "agent/nodejs/libc_wait_hooks.h"
+#include "agent/nodejs/loop_delay.h"
 #include "agent/runtime/container_totals.h"
 #include "bpf/nodejs/nodejs.h"
 #include "common/clock.h"
@@ -43,6 +44,8 @@ using LoopBlocks = Histogram<SONDE_LOOP_BLOCK_BOUNDS + 1>;
 struct LoopReading {
   uint64_t blocked_ns = 0;  // including a busy period in progress (up to the reading's instant)
   LoopBlocks blocks;        // finished busy periods only: a block in progress counts when it ends
+  uint64_t idle_ns = 0;     // time in the loop's waits, including a wait in progress
+  LoopDelays delays;        // the simulated 10 ms timer's finished intervals (loop_delay.h)
 };
 
 // The per-process accounting EventLoopMonitor drives: LoopProbes in the kernel, a fake in unit
@@ -86,8 +89,12 @@ class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
 
   // `links`: how the kLibcUprobes programs attach; by default what the kernel offers
   // (uprobe_link_support()). Tests force kSingle to run older kernels' path here.
+  // `runtime_metrics`: whether the kernel counts idle time and the delay histogram
+  // (LoopReading's idle_ns and delays stay 0 otherwise, and each turn costs what blocked time
+  // alone costs).
   static Result<std::unique_ptr<LoopProbes>> load(
-      WaitSource source = WaitSource::kAuto, std::optional<UprobeLinkKind> links = std::nullopt);
+      WaitSource source = WaitSource::kAuto, std::optional<UprobeLinkKind> links = std::nullopt,
+      bool runtime_metrics = true);
   ~LoopProbes() override;
 
   // Which hook measures the waits ("fentry/do_epoll_wait", "tracepoint/syscalls/epoll_wait*",
@@ -131,7 +138,8 @@ class LoopProbes final : public LoopAccounting, public WaitProbeAttacher {
  private:
   LoopProbes() = default;
   static Result<std::unique_ptr<LoopProbes>> load_with(WaitSource source,
-                                                       std::optional<UprobeLinkKind> links);
+                                                       std::optional<UprobeLinkKind> links,
+                                                       bool runtime_metrics);
   std::unique_ptr<nodejs_bpf, void (*)(nodejs_bpf*)> skel_{nullptr, nullptr};
   WaitSource source_ = WaitSource::kFentry;
   UprobeLinkKind links_ = UprobeLinkKind::kSingle;  // kLibcUprobes

@@ -11,10 +11,13 @@ namespace sonde::agent {
 Result<std::unique_ptr<NodejsFeature>> NodejsFeature::load(LoopProbes::WaitSource source,
                                                            symbols::ProbeTargetCache& cache,
                                                            const ProcReader& proc,
-                                                           uint64_t grace_ns, std::string node) {
-  ASSIGN_OR_RETURN(auto probes, LoopProbes::load(source));
+                                                           uint64_t grace_ns, std::string node,
+                                                           NodejsMetrics metrics) {
+  // Only the OpenTelemetry set needs idle time and the simulated timer in the kernel.
+  ASSIGN_OR_RETURN(auto probes,
+                   LoopProbes::load(source, std::nullopt, metrics != NodejsMetrics::kSonde));
   return std::unique_ptr<NodejsFeature>(
-      new NodejsFeature(std::move(probes), cache, proc, grace_ns, std::move(node)));
+      new NodejsFeature(std::move(probes), cache, proc, grace_ns, std::move(node), metrics));
 }
 
 FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& selection) {
@@ -61,7 +64,17 @@ void NodejsFeature::add_routes(MetricsServer& server) {
   });
 }
 
-void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
+namespace {
+
+LabelPairs container_labels(const ContainerLabels& c, const std::string& node) {
+  return {
+      {"namespace", c.namespace_name}, {"pod", c.pod}, {"container", c.container}, {"node", node}};
+}
+
+}  // namespace
+
+void NodejsFeature::collect_sonde(const std::vector<EventLoopMonitor::Sample>& samples,
+                                  std::vector<prometheus::MetricFamily>& out) const {
   auto blocked = counter_family(
       "container_nodejs_event_loop_blocked_time_seconds_total",
       "Wall time the Node.js main thread's event loop was not waiting for I/O (running "
@@ -78,22 +91,88 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
     }
     return out;
   }();
-  auto procs = gauge_family("sonde_agent_nodejs_processes",
-                            "Node.js processes instrumented, per container.");
   // The divisor of a per-loop blocked ratio: blocked seconds per second over this never exceed
   // 1 per loop, however many node processes a container runs.
   auto loops = gauge_family("container_nodejs_event_loops",
                             "Node.js main-thread event loops measured, per container.");
-  for (const auto& s : monitor_.samples()) {
-    LabelPairs labels{{"namespace", s.labels.namespace_name},
-                      {"pod", s.labels.pod},
-                      {"container", s.labels.container},
-                      {"node", node_}};
+  for (const auto& s : samples) {
+    const LabelPairs labels = container_labels(s.labels, node_);
     add_sample(blocked, labels, s.blocked_seconds);
     add_histogram(blocks, labels, kBounds, s.blocks.counts,
                   static_cast<double>(s.blocks.sum) / 1e9);
-    add_sample(procs, labels, static_cast<double>(s.processes));
     add_sample(loops, labels, static_cast<double>(s.loops));
+  }
+  out.push_back(std::move(blocked));
+  out.push_back(std::move(blocks));
+  out.push_back(std::move(loops));
+}
+
+void NodejsFeature::collect_otel(const std::vector<EventLoopMonitor::Sample>& samples,
+                                 std::vector<prometheus::MetricFamily>& out) const {
+  // OpenTelemetry's nodejs.eventloop.* (semantic conventions, model/nodejs/metrics.yaml) as its
+  // Prometheus exporter names them; windows as loop_window.h says.
+  auto time = counter_family(
+      "nodejs_eventloop_time_seconds_total",
+      "OpenTelemetry nodejs.eventloop.time: wall time of the Node.js event loops, active "
+      "(not waiting for I/O, as container_nodejs_event_loop_blocked_time_seconds_total) or idle "
+      "(in the loop's waits), summed over the container's loops.");
+  auto utilization = gauge_family(
+      "nodejs_eventloop_utilization_ratio",
+      "OpenTelemetry nodejs.eventloop.utilization: active / (active + idle) time of the "
+      "container's event loops over the last 10 s (or since the previous scrape when longer).");
+  struct DelayGauge {
+    const char* name;
+    const char* what;
+    double DelayStats::*field;
+  };
+  static constexpr std::array<DelayGauge, 7> kDelay = {{
+      {"min", "minimum", &DelayStats::min},
+      {"max", "maximum", &DelayStats::max},
+      {"mean", "mean", &DelayStats::mean},
+      {"stddev", "standard deviation", &DelayStats::stddev},
+      {"p50", "50th percentile", &DelayStats::p50},
+      {"p90", "90th percentile", &DelayStats::p90},
+      {"p99", "99th percentile", &DelayStats::p99},
+  }};
+  std::vector<prometheus::MetricFamily> delay;
+  delay.reserve(kDelay.size());
+  for (const auto& g : kDelay) {
+    delay.push_back(gauge_family(
+        std::string("nodejs_eventloop_delay_") + g.name + "_seconds",
+        std::string("OpenTelemetry nodejs.eventloop.delay.") + g.name + ": the " + g.what +
+            " of what perf_hooks.monitorEventLoopDelay({resolution: 10}) records (intervals "
+            "between callbacks of a 10 ms timer, simulated from the loop's turns), over the "
+            "utilization's window, the container's loops merged."));
+  }
+  for (const auto& s : samples) {
+    const LabelPairs labels = container_labels(s.labels, node_);
+    auto with_state = [&](const char* state) {
+      LabelPairs l = labels;
+      l.emplace_back("nodejs_eventloop_state", state);
+      return l;
+    };
+    add_sample(time, with_state("active"), s.blocked_seconds);
+    add_sample(time, with_state("idle"), s.idle_seconds);
+    if (s.window.utilization) add_sample(utilization, labels, *s.window.utilization);
+    if (s.window.delay) {
+      for (size_t i = 0; i < kDelay.size(); ++i) {
+        add_sample(delay[i], labels, (*s.window.delay).*kDelay[i].field);
+      }
+    }
+  }
+  out.push_back(std::move(time));
+  out.push_back(std::move(utilization));
+  for (auto& d : delay) out.push_back(std::move(d));
+}
+
+void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
+  const auto samples = monitor_.samples();
+  if (metrics_ != NodejsMetrics::kOtel) collect_sonde(samples, out);
+  if (metrics_ != NodejsMetrics::kSonde) collect_otel(samples, out);
+  auto procs = gauge_family("sonde_agent_nodejs_processes",
+                            "Node.js processes instrumented, per container.");
+  for (const auto& s : samples) {
+    add_sample(procs, container_labels(s.labels, node_), static_cast<double>(s.processes));
   }
   auto binaries = gauge_family("sonde_agent_nodejs_binaries",
                                "Instrumented Node.js binaries: processes per binary (path as "
@@ -136,10 +215,7 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
     out.push_back(std::move(libraries));
     out.push_back(std::move(failures));
   }
-  out.push_back(std::move(blocked));
-  out.push_back(std::move(blocks));
   out.push_back(std::move(procs));
-  out.push_back(std::move(loops));
   out.push_back(std::move(binaries));
   out.push_back(std::move(lost));
   if (stalls_) stalls_->collect(out);

@@ -4,14 +4,18 @@
 #   2. added cost per system call of any process on the node (getppid: only the raw syscall
 #      tracepoints see it) and per epoll wait of a process that is not Node.js (every hook);
 #   3. the agent's CPU and RSS while 50 node processes are instrumented.
-# Usage: bench/nodejs/run.sh [BUILD_DIR] [WAIT_SOURCE]   (root; prints a Markdown table)
+# Usage: bench/nodejs/run.sh [BUILD_DIR] [WAIT_SOURCE] [NODEJS_METRICS]   (root; prints a
+# Markdown table)
 #   WAIT_SOURCE: the agent's --wait-source (default: the agent's own default, auto)
+#   NODEJS_METRICS: the agent's --nodejs-metrics (default both; sonde: the kernel keeps no idle
+#   time and no simulated timer, the cost per turn before OpenTelemetry's metrics)
 # The system calls are timed with and without the agent while one node process (idle in its
 # loop) is selected: a hook attached per selected process (libc-uprobes) is then in place.
 set -euo pipefail
 build="${1:-build}"
 wait_source_flag=()
 if [[ -n "${2:-}" ]]; then wait_source_flag=(--wait-source "$2"); fi
+if [[ -n "${3:-}" ]]; then wait_source_flag+=(--nodejs-metrics "$3"); fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19499
 source "$here/../agent_lib.sh"
@@ -63,7 +67,7 @@ cat <<TABLE
 | getppid() system call (any process) | $base_sys ns | $agent_sys ns | $(awk -v a="$agent_sys" -v b="$base_sys" 'BEGIN { printf "%.1f ns", a - b }') |
 | epoll_wait(timeout 0), a process that is not Node.js | $base_epoll ns | $agent_epoll ns | $(awk -v a="$agent_epoll" -v b="$base_epoll" 'BEGIN { printf "%.1f ns", a - b }') |
 
-wait hook: $wait_source; median of $runs runs of $iterations iterations / 2,000,000 calls; load
+wait hook: $wait_source; --nodejs-metrics ${3:-both}; median of $runs runs of $iterations iterations / 2,000,000 calls; load
 average at the start and end: $load0 / $(cut -d' ' -f1-3 /proc/loadavg).
 
 | 50 instrumented node processes (20 ms of work per second each) | value |

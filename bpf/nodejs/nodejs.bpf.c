@@ -30,6 +30,9 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __s64 nr_epoll_wait = -1;
 const volatile __s64 nr_epoll_pwait = -1;
 const volatile __s64 nr_epoll_pwait2 = -1;
+/* Idle time and the virtual timer (OpenTelemetry's runtime metrics); false when user space
+ * exports only blocked time: the verifier then drops that code from every turn. */
+const volatile bool runtime_metrics = true;
 
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -93,6 +96,85 @@ static __always_inline void busy_period_ends(struct sonde_loop_state* s, __u64 n
   if (bucket <= SONDE_LOOP_BLOCK_BOUNDS) s->blocks[bucket] += 1;
 }
 
+/* A wait of the loop that began at idle_since_ns ends now: into the idle sum. */
+static __always_inline void wait_period_ends(struct sonde_loop_state* s, __u64 now) {
+  if (s->phase == SONDE_LOOP_IDLE && now > s->idle_since_ns) s->idle_ns += now - s->idle_since_ns;
+}
+
+/* The virtual timer: what monitorEventLoopDelay({resolution: 10}) would record, from the turns.
+ *
+ * libuv runs due timers once per iteration, just before the iteration's epoll wait (libuv 1.45+,
+ * Node 20+: at the end of the iteration, then pending, idle and prepare handles; libuv 1.44, Node
+ * 18: at the start of the next one, before those same handles: the same place between two
+ * waits). A timer is due when the loop's time, in whole milliseconds of CLOCK_MONOTONIC (the
+ * clock bpf_ktime_get_ns reads), reaches its due time; a repeating timer is rearmed at the
+ * loop's time of its callback plus its period. A wait lasts until the earliest due timer: the
+ * epoll timeout is the due time minus the loop's time when it began, in whole milliseconds.
+ * Each callback records the wall time since the previous one (Histogram::RecordDelta), so a
+ * loop blocked for 200 ms records one 200 ms interval, and an idle one 10 ms intervals. */
+static __always_inline __u64 ms_floor(__u64 ns) {
+  return ns - ns % 1000000ULL;
+}
+
+/* `n` callbacks of the virtual timer, each `interval` ns after the one before. */
+static __always_inline void delay_record(struct sonde_loop_state* s, __u64 interval, __u64 n) {
+  __u32 b = sonde_delay_bucket(interval);
+  if (b < SONDE_DELAY_BUCKETS) s->delay[b] += (__u32)n;
+  __u64 us = interval / 1000;
+  s->delay_sum_ns += n * interval;
+  s->delay_sumsq_us2 += n * us * us;
+}
+
+/* The timer callback at `now` (its last callback plus the interval just recorded): it is rearmed
+ * from the loop's time then. */
+static __always_inline void timer_fires(struct sonde_loop_state* s, __u64 now) {
+  s->timer_last_ns = now;
+  s->timer_due_ns = ms_floor(now) + SONDE_DELAY_TIMER_NS;
+}
+
+/* The loop is about to wait at `now`: where libuv runs its due timers. The first wait starts
+ * the timer (like RecordDelta, its first callback records nothing). */
+static __always_inline void timers_run(struct sonde_loop_state* s, __u64 now) {
+  if (s->timer_last_ns == 0) {
+    timer_fires(s, now);
+  } else if (now >= s->timer_due_ns) {
+    delay_record(s, now - s->timer_last_ns, 1);
+    timer_fires(s, now);
+  }
+}
+
+/* Waits with a timeout longer than this are not taken as a timeout (an epoll_pwait2 reached
+ * through the C library's hook gives a pointer where the others give milliseconds). */
+#define SONDE_WAIT_TIMEOUT_MAX_MS 3600000LL
+/* A wait that ends later than this after its timeout was stopped, not late: not a latency. */
+#define SONDE_WAKE_LATENCY_MAX_NS 100000000ULL
+
+/* The wait that ends at `now` timed out: how late the thread ran after its timeout. The last
+ * one, not an average: each simulated callback is then as late as a real wake-up was, so the
+ * delay's tail (percentiles) follows the process's own, and a wait that the timer itself ended
+ * (a process that does run monitorEventLoopDelay) puts the simulated callback where the real
+ * one ran. */
+static __always_inline void wake_latency_update(struct sonde_loop_state* s, __u64 now) {
+  if (s->wait_deadline_ns == 0 || now < s->wait_deadline_ns) return;
+  __u64 late = now - s->wait_deadline_ns;
+  if (late < SONDE_WAKE_LATENCY_MAX_NS) s->wake_latency_ns = late;
+}
+
+/* The loop's wait that began at idle_since_ns ended at `now`. The timer would have ended it
+ * earlier, at the wait's start plus its timeout (and as late as the thread's waits wake up): the
+ * timer's callback then, and one every period after it while the loop stayed idle. */
+static __always_inline void timer_wakes(struct sonde_loop_state* s, __u64 now) {
+  if (s->timer_last_ns == 0 || s->timer_due_ns <= s->idle_since_ns) return;
+  __u64 late = s->wake_latency_ns;
+  __u64 wake = s->idle_since_ns + (s->timer_due_ns - ms_floor(s->idle_since_ns)) + late;
+  if (now < wake) return;
+  delay_record(s, wake - s->timer_last_ns, 1);
+  __u64 period = SONDE_DELAY_TIMER_NS + late;
+  __u64 more = (now - wake) / period;
+  if (more) delay_record(s, period, more);
+  timer_fires(s, wake + more * period);
+}
+
 /* Processes that exec'd since the probes were loaded and whose main thread has not waited in
  * epoll yet: still starting up. A process the agent selects only later (in a cluster its pod's
  * container id arrives after the exec) is tracked from its loop's first wait when it is here,
@@ -134,10 +216,21 @@ static __always_inline bool is_loop_wait(struct sonde_loop_state* s, int epfd) {
   return true;
 }
 
-static __always_inline void wait_begins(int epfd) {
+/* A wait begins: its timeout is `timeout_ms` from now (epoll_wait's argument; <= 0: none or
+ * none known) or the absolute `deadline_ns` (do_epoll_wait's; 0: none). */
+static __always_inline void wait_begins(int epfd, __s64 timeout_ms, __u64 deadline_ns) {
   struct sonde_loop_state* s = main_thread_state(true);
   if (!s || s->phase == SONDE_LOOP_EXITED || !is_loop_wait(s, epfd)) return;
-  busy_period_ends(s, bpf_ktime_get_ns(), current_tgid_for_agent(), 0);
+  __u64 now = bpf_ktime_get_ns();
+  busy_period_ends(s, now, current_tgid_for_agent(), 0);
+  if (runtime_metrics) {
+    timers_run(s, now);
+    s->idle_since_ns = now;
+    if (timeout_ms > 0 && timeout_ms <= SONDE_WAIT_TIMEOUT_MAX_MS) {
+      deadline_ns = now + (__u64)timeout_ms * 1000000ULL;
+    }
+    s->wait_deadline_ns = deadline_ns > now ? deadline_ns : 0;
+  }
   s->phase = SONDE_LOOP_IDLE;
   s->waits += 1;
 }
@@ -147,13 +240,26 @@ static __always_inline void wait_begins(int epfd) {
 static __always_inline void wait_ends(void) {
   struct sonde_loop_state* s = main_thread_state(false);
   if (!s || s->phase != SONDE_LOOP_IDLE) return;
-  s->busy_since_ns = bpf_ktime_get_ns();
+  __u64 now = bpf_ktime_get_ns();
+  if (runtime_metrics) {
+    wait_period_ends(s, now);
+    wake_latency_update(s, now);
+    timer_wakes(s, now);
+  }
+  s->busy_since_ns = now;
   s->phase = SONDE_LOOP_BUSY;
 }
 
+/* `to`: the absolute CLOCK_MONOTONIC deadline (ep_timeout_to_timespec), NULL for none, and
+ * {0, 0} for a zero timeout. */
 SEC("fentry/do_epoll_wait")
-int BPF_PROG(epoll_wait_enter, int epfd) {
-  wait_begins(epfd);
+int BPF_PROG(epoll_wait_enter, int epfd, struct epoll_event* events, int maxevents,
+             struct timespec64* to) {
+  __u64 deadline = 0;
+  if (runtime_metrics && to) {
+    deadline = (__u64)BPF_CORE_READ(to, tv_sec) * 1000000000ULL + (__u64)BPF_CORE_READ(to, tv_nsec);
+  }
+  wait_begins(epfd, 0, deadline);
   return 0;
 }
 
@@ -169,19 +275,19 @@ int BPF_PROG(epoll_wait_exit) {
  * exist on arm64. */
 SEC("tracepoint/syscalls/sys_enter_epoll_wait")
 int epoll_wait_event(struct trace_event_raw_sys_enter* ctx) {
-  wait_begins((int)ctx->args[0]);
+  wait_begins((int)ctx->args[0], (int)ctx->args[3], 0);
   return 0;
 }
 
 SEC("tracepoint/syscalls/sys_enter_epoll_pwait")
 int epoll_pwait_event(struct trace_event_raw_sys_enter* ctx) {
-  wait_begins((int)ctx->args[0]);
+  wait_begins((int)ctx->args[0], (int)ctx->args[3], 0);
   return 0;
 }
 
 SEC("tracepoint/syscalls/sys_enter_epoll_pwait2")
 int epoll_pwait2_event(struct trace_event_raw_sys_enter* ctx) {
-  wait_begins((int)ctx->args[0]);
+  wait_begins((int)ctx->args[0], 0, 0); /* its timeout is a relative timespec in user memory */
   return 0;
 }
 
@@ -211,8 +317,8 @@ int epoll_pwait2_exit_event(struct trace_event_raw_sys_exit* ctx) {
  * when the return probe was attached returns without firing it (the return address is swapped
  * at the entry); user space starts such a process accordingly (event_loop_monitor.h). */
 SEC("uprobe")
-int BPF_KPROBE(libc_wait_enter, int epfd) {
-  wait_begins(epfd);
+int BPF_KPROBE(libc_wait_enter, int epfd, void* events, int maxevents, long timeout) {
+  wait_begins(epfd, (int)timeout, 0);
   return 0;
 }
 
@@ -231,7 +337,8 @@ static __always_inline bool is_epoll_wait_nr(long nr) {
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter_wait, struct pt_regs* regs, long id) {
   if (!is_epoll_wait_nr(id)) return 0;
-  wait_begins((int)PT_REGS_PARM1_CORE_SYSCALL(regs));
+  __s64 timeout = id == nr_epoll_pwait2 ? 0 : (int)PT_REGS_PARM4_CORE_SYSCALL(regs);
+  wait_begins((int)PT_REGS_PARM1_CORE_SYSCALL(regs), timeout, 0);
   return 0;
 }
 
@@ -274,7 +381,9 @@ int BPF_PROG(main_thread_exit, struct task_struct* task) {
   bpf_map_delete_elem(&starting, &tgid);
   struct sonde_loop_state* s = bpf_map_lookup_elem(&loops, &tgid);
   if (!s) return 0;
-  busy_period_ends(s, bpf_ktime_get_ns(), tgid, 1);
+  __u64 now = bpf_ktime_get_ns();
+  busy_period_ends(s, now, tgid, 1);
+  if (runtime_metrics) wait_period_ends(s, now);
   s->phase = SONDE_LOOP_EXITED;
   return 0;
 }

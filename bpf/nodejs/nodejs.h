@@ -1,8 +1,15 @@
 /* Node.js event-loop accounting, shared by bpf/nodejs/nodejs.bpf.c and the agent (C only).
  *
  * Blocked time is the wall time the main thread spends outside the epoll waits of its event
- * loop. The kernel side keeps, per tracked process, the sum of finished busy periods and the
- * start of the current one; user space adds the in-progress part at scrape time.
+ * loop, idle time the wall time inside them. The kernel side keeps, per tracked process, the sums
+ * of finished busy and idle periods and the start of the current one; user space adds the
+ * in-progress part at scrape time.
+ *
+ * Event-loop delay, as Node's perf_hooks.monitorEventLoopDelay({resolution: 10}) reports it: that
+ * API records the interval between consecutive callbacks of a repeating 10 ms libuv timer
+ * (Histogram::RecordDelta in node's src/histogram.cc), so an idle loop reads about 10 ms. The
+ * kernel simulates that timer from the turns it sees (nodejs.bpf.c, "virtual timer") and counts
+ * each interval into a log-linear histogram; user space takes windows of it.
  */
 #ifndef SONDE_BPF_NODEJS_H
 #define SONDE_BPF_NODEJS_H
@@ -33,6 +40,50 @@ enum sonde_loop_flags {
   }
 #define SONDE_LOOP_BLOCK_BOUNDS 12
 
+/* The delay histogram: bucket 0 holds intervals below 2^SONDE_DELAY_MIN_SHIFT ns (8.4 ms; a
+ * 10 ms timer cannot fire sooner than 9 ms after its last callback), then SONDE_DELAY_SUB
+ * buckets per power of two up to 2^(SONDE_DELAY_MIN_SHIFT + SONDE_DELAY_OCTAVES) ns (68.7 s),
+ * then one bucket above. A bucket is 1/8 of its octave wide: a value read as its bucket's middle
+ * is off by at most 6.25%. */
+#define SONDE_DELAY_MIN_SHIFT 23
+#define SONDE_DELAY_SUB_BITS 3
+#define SONDE_DELAY_SUB (1u << SONDE_DELAY_SUB_BITS)
+#define SONDE_DELAY_OCTAVES 13
+#define SONDE_DELAY_BUCKETS (SONDE_DELAY_OCTAVES * SONDE_DELAY_SUB + 2)
+/* The simulated timer's period, as monitorEventLoopDelay({resolution: 10}) asks libuv. */
+#define SONDE_DELAY_TIMER_NS 10000000ULL
+
+/* The delay bucket of an interval of v ns (a fixed number of steps: no loop for the verifier). */
+static inline __u32 sonde_delay_bucket(__u64 v) {
+  if (v < (1ULL << SONDE_DELAY_MIN_SHIFT)) return 0;
+  if (v >= (1ULL << (SONDE_DELAY_MIN_SHIFT + SONDE_DELAY_OCTAVES))) return SONDE_DELAY_BUCKETS - 1;
+  __u32 msb = 0;
+  __u64 x = v;
+  if (x >> 32) {
+    x >>= 32;
+    msb += 32;
+  }
+  if (x >> 16) {
+    x >>= 16;
+    msb += 16;
+  }
+  if (x >> 8) {
+    x >>= 8;
+    msb += 8;
+  }
+  if (x >> 4) {
+    x >>= 4;
+    msb += 4;
+  }
+  if (x >> 2) {
+    x >>= 2;
+    msb += 2;
+  }
+  if (x >> 1) msb += 1;
+  __u32 sub = (__u32)(v >> (msb - SONDE_DELAY_SUB_BITS)) & (SONDE_DELAY_SUB - 1);
+  return 1 + (msb - SONDE_DELAY_MIN_SHIFT) * SONDE_DELAY_SUB + sub;
+}
+
 struct sonde_loop_state {
   __u64 blocked_ns;     /* sum of finished busy periods (the histogram's sum) */
   __u64 busy_since_ns;  /* bpf_ktime_get_ns() when the current busy period began */
@@ -45,6 +96,21 @@ struct sonde_loop_state {
   __u32 pad;
   /* Finished busy periods by duration, non-cumulative; the last is > every bound. */
   __u64 blocks[SONDE_LOOP_BLOCK_BOUNDS + 1];
+  __u64 idle_ns;       /* sum of finished loop waits */
+  __u64 idle_since_ns; /* bpf_ktime_get_ns() when the current wait began (phase IDLE) */
+  /* The virtual 10 ms timer: its last callback (0: not started) and when it is due next. */
+  __u64 timer_last_ns;
+  __u64 timer_due_ns;
+  /* Its callback intervals: sum (ns), sum of squares (us^2: 68 s squared still fits), and the
+   * count per bucket (sonde_delay_bucket), non-cumulative. */
+  __u64 delay_sum_ns;
+  __u64 delay_sumsq_us2;
+  /* When the current wait times out (CLOCK_MONOTONIC; 0: no timeout known), and how late the
+   * main thread ran after the last wait that timed out: the timer's simulated callbacks are
+   * that late too (timer slack, wake-up, waiting for a CPU). */
+  __u64 wait_deadline_ns;
+  __u64 wake_latency_ns;
+  __u32 delay[SONDE_DELAY_BUCKETS];
 };
 
 /* Offset of backend_fd (the epoll fd) in libuv's uv_loop_t on 64-bit targets. The public

@@ -118,6 +118,11 @@ def invariants(rendered, values_file):
                 "waitSource", defaults["agent"]["waitSource"])
             if is_agent and f"--wait-source={wait_source}" not in c.get("args", []):
                 fail(f"{cname}: --wait-source in args is not agent.waitSource ({wait_source})")
+            nodejs_metrics = ((values.get("agent") or {}).get("nodejs") or {}).get(
+                "metrics", defaults["agent"]["nodejs"]["metrics"])
+            if is_agent and f"--nodejs-metrics={nodejs_metrics}" not in c.get("args", []):
+                fail(f"{cname}: --nodejs-metrics in args is not agent.nodejs.metrics "
+                     f"({nodejs_metrics})")
             keep = ((values.get("agent") or {}).get("goTls") or {}).get(
                 "keepProbesSeconds", defaults["agent"]["goTls"]["keepProbesSeconds"])
             if is_agent and f"--go-tls-keep-probes-seconds={keep}" not in c.get("args", []):
@@ -294,7 +299,10 @@ OPERATOR_PREFIXES = ("sonde_operator_", "sonde_node_report", "sonde_policy_match
 # Self-monitoring series (grepped from the sources) that the agent health dashboard need not
 # show, each with the reason. Empty: it shows them all.
 HEALTH_NOT_PLACED = {}
-SONDE_PREFIXES = ("sonde_", "container_nodejs_", "container_go_tls_", "container_cpu_profile_")
+# nodejs_eventloop_: OpenTelemetry's Node.js runtime metrics, exported by the agent under
+# OpenTelemetry's names.
+SONDE_PREFIXES = ("sonde_", "container_nodejs_", "container_go_tls_", "container_cpu_profile_",
+                  "nodejs_eventloop_")
 PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "or", "and",
                    "unless", "bool", "offset"}
 
@@ -495,6 +503,7 @@ VALUE_CHANGES = {
     "operator.logLevel": "debug",
     "agent.logLevel": "debug",
     "agent.waitSource": "epoll-tracepoints",
+    "agent.nodejs.metrics": "otel",
     "operator.watchNamespace": "shop",
     "operator.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}}},
