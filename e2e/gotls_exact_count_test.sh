@@ -83,7 +83,7 @@ kubectl_run() {
 attaches() { sum_of '^sonde_agent_uprobe_attaches_total\{feature="gotls"\}'; }
 idle() { sum_of '^sonde_agent_gotls_instrumented_binaries\{kind="idle"\}'; }
 # awaited_run WHAT: one run of the client (answered 200) that dials once the agent tracks it: its
-# file's probes are attached then (a never-seen file's first calls are not counted, README).
+# file's probes are attached then (a never-seen file's first calls are not counted, docs/go-tls.md).
 awaited_run() {
   rm -f "$tmp/go"
   "$tmp/bin/client" -await "$tmp/go" client "$server_port" 200 >"$tmp/await.out" 2>&1 &

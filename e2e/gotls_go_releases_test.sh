@@ -123,8 +123,9 @@ done < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$root/scripts/test-go-binaries
 
 # The fixture's shapes as clients of a Go 1.26 server (trusting its certificate through Go's
 # SSL_CERT_FILE). Each runs twice: the first run is not
-# counted (a never-seen binary can make its first call before its probes are attached, README
-# "A limit"), the second is, from its first call, on the probes kept after the first run's exit.
+# counted (a never-seen binary can make its first call before its probes are attached,
+# docs/go-tls.md "A limit"), the second is, from its first call, on the probes kept after the
+# first run's exit.
 "$root/agent/gotls/tests/build_go_variants.sh" "$(command -v go)" \
   "$root/agent/symbols/tests/go_tls_fixture" "$tmp/variants" >"$tmp/variants.log" 2>&1 ||
   { cat "$tmp/variants.log"; fail "building the fixture's shapes"; }

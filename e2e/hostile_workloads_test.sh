@@ -18,7 +18,7 @@ workloads="$(cd "$(dirname "$0")" && pwd)/workloads"
 blocker="$workloads/blocker.js"
 tmp="$SONDE_E2E_TMP"
 # The sanitizer build's bound: ASan's shadow memory and freed-memory quarantine multiply the
-# release build's RSS (README "Safety" states both). The quarantine is capped at 64 MiB here so
+# release build's RSS (docs/safety.md states both). The quarantine is capped at 64 MiB here so
 # that what the bound measures is memory the agent keeps, not memory ASan keeps for it.
 RSS_BOUND_MIB="${RSS_BOUND_MIB:-400}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=64"

@@ -49,18 +49,18 @@ remove_cgroup() {
 new_id() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 
 # check_metrics_documented PORT: every metric family the agent on PORT exports (its `# TYPE`
-# lines) is named in README.md (as `name` or `name{...}`), so a new metric cannot ship without
-# its row.
+# lines) is named in the docs (README.md or docs/*.md, as `name` or `name{...}`), so a new
+# metric cannot ship without its row.
 check_metrics_documented() {
   local readme names missing=()
-  readme="$(cat "$(dirname "${BASH_SOURCE[0]}")/../README.md")"
+  readme="$(cat "$(dirname "${BASH_SOURCE[0]}")"/../README.md "$(dirname "${BASH_SOURCE[0]}")"/../docs/*.md)"
   names="$(curl -sf "http://127.0.0.1:$1/metrics" | awk '$1 == "#" && $2 == "TYPE" { print $3 }' | sort -u)"
   [[ -n "$names" ]] || fail "no metric families on port $1"
   for n in $names; do
     [[ "$readme" == *"\`$n\`"* || "$readme" == *"\`$n{"* || "$readme" == *"\`$n,"* ]] || missing+=("$n")
   done
-  ((${#missing[@]} == 0)) || fail "metric families missing from README.md's tables: ${missing[*]}"
-  echo "metrics documented: $(wc -w <<<"$names") families, each in README.md"
+  ((${#missing[@]} == 0)) || fail "metric families missing from the docs' tables: ${missing[*]}"
+  echo "metrics documented: $(wc -w <<<"$names") families, each in README.md or docs/"
 }
 
 # start_gotls_server NAME AGENT_PORT: runs $SONDE_E2E_TMP/bin/NAME server (the Go TLS workload,

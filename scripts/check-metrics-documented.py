@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Every metric family the product's code declares is named in README.md's metric tables.
+"""Every metric family the product's code declares is named in the metric tables of the docs
+(README.md and docs/*.md).
 
 A family is declared where it is built, once: `counter_family("name", ...)`,
 `gauge_family(...)`, `histogram_family(...)`, the operator's `gauges(...)`,
@@ -7,8 +8,8 @@ A family is declared where it is built, once: `counter_family("name", ...)`,
 non-test sources of agent/, operator/ and common/.
 This reads those declarations, so a family exported only in some configurations (another wait
 hook, the stall recorder, cluster mode) is checked too; e2e/agent_health_test.sh checks what a
-running agent exports. README.md names a family as `name`, `name{...}` or `name,`.
-Exits 1 naming every family missing from README.md.
+running agent exports. A document names a family as `name`, `name{...}` or `name,`.
+Exits 1 naming every family missing from them.
 """
 import pathlib
 import re
@@ -33,7 +34,7 @@ def declared():
 
 
 def main():
-    readme = (ROOT / "README.md").read_text()
+    readme = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     names = declared()
     if len(names) < 40:
         print(f"check-metrics-documented: only {len(names)} families found; the patterns are stale")
@@ -41,9 +42,9 @@ def main():
     missing = [f"{n} ({where})" for n, where in sorted(names.items())
                if not any(f"`{n}{end}" in readme for end in ("`", "{", ","))]
     if missing:
-        print("metric families missing from README.md's tables:\n  " + "\n  ".join(missing))
+        print("metric families missing from the docs' tables (README.md, docs/):\n  " + "\n  ".join(missing))
         return 1
-    print(f"check-metrics-documented: {len(names)} families, each named in README.md")
+    print(f"check-metrics-documented: {len(names)} families, each named in README.md or docs/")
     return 0
 
 

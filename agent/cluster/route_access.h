@@ -7,8 +7,8 @@
 //   get profiles.sonde.dev            (a virtual resource: nothing is stored)
 // in the namespace the request's `namespace` parameter names, or in every namespace when it names
 // none (a profile without that filter covers every selected container on the node). Grant it with
-// a Role(Binding) in a tenant's namespace, or a ClusterRole for everything (README, "Who may read
-// profiles").
+// a Role(Binding) in a tenant's namespace, or a ClusterRole for everything (docs/cpu-profiles.md,
+// "Who may read profiles").
 //
 // Answers: 401 without a token or for one the API server does not authenticate (forged, expired,
 // wrong audience), 403 when the review denies, 503 when the API server cannot be asked (an

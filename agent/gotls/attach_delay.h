@@ -4,7 +4,7 @@
 // counted from its first instruction and is not observed; neither is one found by a /proc scan
 // (no exec seen), nor one that exited before the attach. A Go program whose first crypto/tls
 // call comes sooner after exec than this delay is not counted for the calls before it
-// (README: Go TLS, "A binary never seen before"). Exported as
+// (docs/go-tls.md, "A binary never seen before"). Exported as
 // sonde_agent_gotls_attach_delay_seconds.
 //
 // Bounds: a fixed set of buckets; memory does not grow. Thread-safe (one mutex).

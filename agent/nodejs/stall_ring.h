@@ -64,7 +64,7 @@ class StallRing {
     std::optional<std::string> pod;
     std::optional<std::string> container;
   };
-  // {"capacity": N, "evicted": N, "stalls": [...]}, oldest first; see README for the shape.
+  // {"capacity": N, "evicted": N, "stalls": [...]}, oldest first; see docs/nodejs.md for the shape.
   std::string to_json(const Filter& filter = {}) const;
 
   size_t size() const;

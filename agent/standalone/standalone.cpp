@@ -30,7 +30,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
       "Runs the agent on this host without Kubernetes: instruments the processes the config "
       "selects (every Node.js process when no config is given) and serves Prometheus metrics.",
       "sonde-agent --standalone"};
-  app.add_option("--config", a.config_path, "agent config (YAML; see README 'Configuration')");
+  app.add_option("--config", a.config_path, "agent config (YAML; see docs/configuration.md)");
   add_agent_flags(app, a.agent, "the config's, else 127.0.0.1:9464", "the config's, else info");
   return cli::parse(app, argc, argv);
 }
