@@ -31,6 +31,18 @@ constexpr uint64_t kSweepIntervalNs = 10'000'000'000;
 // After exec events were lost, /proc is scanned again for what they announced; at most this
 // often, so an exec storm that keeps the ring buffer full costs one scan per period (ns).
 constexpr uint64_t kRescanIntervalNs = 1'000'000'000;
+// A process that exited with a problem (a refused or failed instrumentation) stays among the
+// outcomes this long, so that the node report written next still says why a container of
+// short-lived processes is not instrumented (ns); at most this many are kept, oldest dropped.
+constexpr uint64_t kExitedProblemNs = 60'000'000'000;
+constexpr size_t kMaxExitedProblems = 256;
+
+bool has_problem(const ProcessOutcome& o) {
+  using State = ProcessOutcome::State;
+  return std::any_of(o.states.values.begin(), o.states.values.end(), [](State s) {
+    return s != State::kInstrumented && s != State::kNotApplicable;
+  });
+}
 
 std::string host_name() {
   char buf[256] = {};
@@ -95,6 +107,8 @@ struct AgentRuntime::Impl {
   std::atomic<bool> reselect_requested{false};
   mutable std::mutex outcomes_mu;
   std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
+  // Exited processes that had a problem, with the time they leave (kExitedProblemNs).
+  std::deque<std::pair<uint64_t, ProcessOutcome>> exited_problems;
   // Inspections queued or running, by pid (under outcomes_mu). An exit that comes meanwhile
   // writes its time into the jobs' shared slot and ends the entry (a new process with the pid
   // starts a new one), so the worker releases what it instrumented after the exit was handled.
@@ -340,7 +354,17 @@ void AgentRuntime::Impl::instrument(ProcessInfo info, const Selection& selection
 void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
   {
     std::lock_guard lock(outcomes_mu);
-    outcomes.erase(pid);
+    if (auto it = outcomes.find(pid); it != outcomes.end()) {
+      const uint64_t now = clock.now_ns();
+      while (!exited_problems.empty() && (exited_problems.front().first <= now ||
+                                          exited_problems.size() >= kMaxExitedProblems)) {
+        exited_problems.pop_front();
+      }
+      if (has_problem(it->second)) {
+        exited_problems.emplace_back(now + kExitedProblemNs, std::move(it->second));
+      }
+      outcomes.erase(it);
+    }
     if (auto it = inspecting.find(pid); it != inspecting.end()) {
       *it->second.exit = timestamp_ns;
       inspecting.erase(it);
@@ -515,8 +539,12 @@ void AgentRuntime::request_reselect() {
 std::vector<ProcessOutcome> AgentRuntime::outcomes() const {
   std::lock_guard lock(impl_->outcomes_mu);
   std::vector<ProcessOutcome> out;
-  out.reserve(impl_->outcomes.size());
+  out.reserve(impl_->outcomes.size() + impl_->exited_problems.size());
   for (const auto& [pid, o] : impl_->outcomes) out.push_back(o);
+  const uint64_t now = impl_->clock.now_ns();
+  for (const auto& [until, o] : impl_->exited_problems) {
+    if (until > now) out.push_back(o);
+  }
   return out;
 }
 

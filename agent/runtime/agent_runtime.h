@@ -111,7 +111,8 @@ class AgentRuntime {
   // changed): newly selected processes are instrumented, deselected ones released.
   void request_reselect();
 
-  // Selected processes and what became of them.
+  // Selected processes and what became of them; also, for a minute after their exit, processes
+  // that exited with a problem (a container of short-lived refused processes stays reported).
   std::vector<ProcessOutcome> outcomes() const;
   int metrics_port() const;
   // Where the /debug/ routes are served: RuntimeOptions::debug_address's port, else the metrics

@@ -433,6 +433,40 @@ TEST_F(AgentRuntimeTest, AnExitReleasesTheProcessFromEveryFeatureAtItsExitTime) 
   for (FakeFeature* f : features_) EXPECT_EQ(f->releases_of(other.pid()).size(), 1u);
 }
 
+// A process whose instrumentation was refused stays among the outcomes for a minute after its
+// exit, so that a report written meanwhile still names why a container of short-lived processes
+// is not instrumented (a condition would otherwise come and go with each process); an
+// instrumented one leaves at its exit.
+TEST_F(AgentRuntimeTest, AProcessThatExitedWithAProblemStaysAnOutcomeForAMinute) {
+  auto refused = std::make_unique<ChildProcess>(std::vector<std::string>{"/bin/sleep", "1000"});
+  auto fine = std::make_unique<ChildProcess>(std::vector<std::string>{"/bin/sleep", "1000"});
+  const pid_t refused_pid = refused->pid();
+  const pid_t fine_pid = fine->pid();
+  selector_.set(refused_pid, selection(false, true, false));
+  selector_.set(fine_pid, selection(false, true, false));
+  start();
+  b().answer(refused_pid, {.state = State::kLimitExceeded, .message = "b: over the limit"});
+  run();
+  ASSERT_TRUE(eventually([&] { return outcome(refused_pid) && outcome(fine_pid); }));
+  refused.reset();
+  fine.reset();
+  for (pid_t pid : {refused_pid, fine_pid}) {
+    events_->send({.kind = ProcessEvent::Kind::kExit,
+                   .pid = static_cast<uint32_t>(pid),
+                   .timestamp_ns = clock_.now_ns()});
+  }
+  ASSERT_TRUE(eventually([&] { return !outcome(fine_pid); }));
+  settle();
+  auto o = outcome(refused_pid);
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->states[Instrumentation::kGoTls], State::kLimitExceeded);
+  EXPECT_EQ(o->message, "b: over the limit");
+  clock_.advance_ns(59'000'000'000);
+  EXPECT_TRUE(outcome(refused_pid));
+  clock_.advance_ns(1'000'000'000);
+  EXPECT_FALSE(outcome(refused_pid));
+}
+
 // A short-lived program that exited before its exec event was handled: /proc has nothing of it,
 // so it is selected from the event (its exe as exec'd, its comm, its cgroup v2's container), each
 // requested feature's select() sees it (a kernel probe may have counted it from its first call,
