@@ -13,13 +13,9 @@ cleanup() {
 trap cleanup EXIT
 
 # build_gotls OUT [GO_BUILD_FLAGS...]: the Go TLS workload (e2e/workloads/gotls) built offline
-# into OUT (an absolute path), its Go caches in the scratch folder.
+# into OUT, as the e2e tests build it (e2e/workloads/go_build.sh).
 build_gotls() {
-  local out="$1"
-  shift
-  (cd "$(dirname "${BASH_SOURCE[0]}")/../e2e/workloads/gotls" &&
-    GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath" CGO_ENABLED=0 \
-      go build "$@" -o "$out" .)
+  "$(dirname "${BASH_SOURCE[0]}")/../e2e/workloads/go_build.sh" gotls "$@"
 }
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }

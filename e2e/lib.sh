@@ -77,20 +77,11 @@ start_gotls_server() {
     fail "the agent does not track $name: $(curl -sf "http://127.0.0.1:$agent_port/metrics" | grep gotls_processes)"
 }
 
-# One Go build cache for every test's workloads, the same as the build's test fixtures use
-# (SONDE_GOCACHE in agent/CMakeLists.txt): Go keys it by content and allows concurrent use. A
-# cache per test rebuilt the standard library's TLS and HTTP packages each time (11 s here).
-# SONDE_E2E_GOCACHE moves it.
-E2E_GOCACHE="${SONDE_E2E_GOCACHE:-$HOME/.cache/sonde-go}"
-# go_build WORKLOAD OUT [GO BUILD FLAG...]: builds e2e/workloads/WORKLOAD offline (standard
-# library only, no cgo) into OUT, or fails the test.
+# The Go build cache e2e/workloads/go_build.sh shares with the build's Go test fixtures.
+E2E_GOCACHE="${SONDE_GOCACHE:-$HOME/.cache/sonde-go}"
+# go_build WORKLOAD OUT [GO BUILD FLAG...]: e2e/workloads/go_build.sh, or the test fails.
 go_build() {
-  local workload="$1" out="$2"
-  shift 2
-  mkdir -p "$(dirname "$out")"
-  (cd "$(dirname "${BASH_SOURCE[0]}")/workloads/$workload" &&
-    GOFLAGS=-mod=mod GOPROXY=off GOCACHE="$E2E_GOCACHE" GOPATH="$SONDE_E2E_TMP/gopath" \
-      CGO_ENABLED=0 go build "$@" -o "$out" .) || fail "go build $workload $*"
+  "$(dirname "${BASH_SOURCE[0]}")/workloads/go_build.sh" "$@" || fail "go build $*"
 }
 
 # A free TCP port on loopback.
