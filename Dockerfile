@@ -17,7 +17,7 @@ COPY bpf bpf
 COPY common common
 COPY agent agent
 COPY operator operator
-COPY scripts/split-debug.sh scripts/
+COPY scripts/split-debug.sh scripts/gen-crds.py scripts/
 # bpf/vmlinux/<arch>/vmlinux.h is checked in, so the build does not read this machine's BTF.
 # The compiler cache lives in a build cache mount (podman, and docker with BuildKit): kept on the
 # building machine between builds, never in an image; a cold one costs nothing extra.

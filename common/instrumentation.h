@@ -1,9 +1,9 @@
-// The kinds of instrumentation sonde has (Node.js event loop, Go TLS, CPU sampling), declared
-// once: the registry in instrumentation.cpp. A policy's spec.instrumentations, the standalone
-// config's instrumentations and the agent's selections, outcomes and policy states are keyed by
-// Instrumentation, and each kind parses and validates its own parameters there, so nothing else
-// lists the kinds by name. Adding one: a value below, its entry in the registry, its feature
-// folder in agent/ (registered in agent/assembly/), its CRD fragment.
+// The kinds of instrumentation sonde has, declared once each by its fragment
+// (agent/<folder>/<key>.crd.yaml), from which CMake generates the enum Instrumentation and the
+// registry this file serves (scripts/gen-crds.py --cpp). A policy's spec.instrumentations, the
+// standalone config's instrumentations and the agent's selections, outcomes and policy states are
+// keyed by Instrumentation, and each kind parses and validates its own parameters in its folder
+// (a *_params.cpp there), so nothing here names a kind.
 //
 // Parameters travel as JSON objects the kind's parser produced (defaults filled in, every key
 // validated), read back by the kind's own feature.
@@ -18,12 +18,10 @@
 #include <string>
 #include <string_view>
 
+#include "common/instrumentation_kinds.h"  // generated: the enum, the parameters' bounds
 #include "common/result.h"
 
 namespace sonde {
-
-enum class Instrumentation : uint8_t { kNodejsEventLoop, kGoTls, kCpu };
-inline constexpr size_t kInstrumentationCount = 3;
 
 // One T per instrumentation, indexed by it.
 template <class T>
@@ -58,9 +56,23 @@ struct InstrumentationKind {
   InstrumentationParams (*merge)(const InstrumentationParams& a, const InstrumentationParams& b);
 };
 
-// Every kind, in the order features start (the CPU sampler reads the Node.js probes' map).
+// Every kind, in its fragment's `order`.
 std::span<const InstrumentationKind> instrumentation_kinds();
 const InstrumentationKind& kind_of(Instrumentation id);
+
+// For a kind without parameters: a policy's object or the config's true/false; the first of two.
+Result<std::optional<InstrumentationParams>> parse_switch(const nlohmann::json& value,
+                                                          ParamsSource source,
+                                                          const std::string& path);
+InstrumentationParams merge_first(const InstrumentationParams& a, const InstrumentationParams& b);
+
+// For kinds' parsers: an error unless every key of `object` is in `known`; `field`'s value in
+// `object` (the schema's default when absent, nullopt when it has none; an error when it is not
+// an integer within its bounds).
+Status check_keys(const nlohmann::json& object, std::initializer_list<std::string_view> known,
+                  const std::string& path);
+Result<std::optional<int64_t>> integer_field(const nlohmann::json& object,
+                                             const IntegerField& field, const std::string& path);
 
 // `object`'s keys parsed by their kinds; an unknown key is an error in the config (a policy's
 // unknown fields are pruned by the API server). `path` prefixes every error.
@@ -79,32 +91,5 @@ bool any_requested(const Instrumentations& requested);
 // `path` (the key's) prefixes the error.
 inline constexpr double kMinOverheadPercent = 0.01;
 Result<double> parse_max_overhead_percent(const nlohmann::json& value, const std::string& path);
-
-// Where the CPU kind pushes profiles (the config's instrumentations.cpu.pyroscope; in-cluster,
-// the agent's flags).
-struct PyroscopeConfig {
-  std::string url;  // empty: no push
-  uint32_t interval_seconds = 15;
-  std::string application = "sonde";
-};
-// What a Pyroscope push needs (an http URL, a name prefix); the message names what is wrong,
-// for the config file's key path or a command-line flag alike.
-Status check_pyroscope(const PyroscopeConfig& push);
-
-// The CPU kind's parameters, read back by the CPU feature and the standalone agent.
-struct CpuParams {
-  uint32_t frequency_hz = 19;
-  PyroscopeConfig pyroscope;  // config only
-};
-CpuParams cpu_params(const InstrumentationParams& params);
-
-// The Node.js kind's parameters, read back by its feature.
-struct NodejsParams {
-  static constexpr int64_t kMinStallThresholdMs = 10;
-  static constexpr int64_t kMaxStallThresholdMs = 60000;
-  // Report each loop turn at least this long with its stacks (/debug/nodejs/stalls); 0: off.
-  uint32_t stall_threshold_ms = 0;
-};
-NodejsParams nodejs_params(const InstrumentationParams& params);
 
 }  // namespace sonde

@@ -1,11 +1,12 @@
 // The agent's composition root: which features exist and how each is built, for both modes
 // (`--standalone`, `--cluster`). The runtime (agent/runtime/) knows features only through
-// Feature; this is the one place that names them, in the order of instrumentation_kinds().
+// Feature; this is the one place that names them (and the order they start in).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 
+#include "agent/cpu/cpu_params.h"
 #include "agent/cpu/sampler.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/nodejs/nodejs_feature.h"

@@ -15,6 +15,7 @@
 #include "agent/cluster/route_access.h"
 #include "agent/cluster/selection_metrics.h"
 #include "agent/cluster/stall_events.h"
+#include "agent/cpu/cpu_params.h"
 #include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/health.h"

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/cpu/cpu_params.h"
 #include "agent/cpu/cpu_profiler.h"
 #include "agent/cpu/pyroscope_pusher.h"
 #include "agent/kernel/process_cgroups.h"

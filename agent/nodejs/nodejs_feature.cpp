@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "agent/nodejs/nodejs_params.h"
 #include "common/log.h"
 
 namespace sonde::agent {

@@ -1,8 +1,8 @@
 // Feature: one kind of instrumentation (Node.js event loop, Go TLS, CPU sampling) as the runtime
 // drives it. The runtime knows nothing of what a feature measures: it loops over its features to
 // decide, instrument, release and sweep processes, and to fill /metrics, so a feature is added in
-// one place: its own folder, its kind in common/instrumentation.h, and one line in the
-// composition root (agent/assembly/) that builds the list.
+// one place: its own folder (its kind is the fragment there, agent/<folder>/<key>.crd.yaml), and
+// one line in the composition root (agent/assembly/) that builds the list.
 //
 // A process's life as a feature sees it:
 //   select()      on the event thread, for every selected process: a feature that needs nothing

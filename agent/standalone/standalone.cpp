@@ -9,6 +9,7 @@
 
 #include "agent/assembly/agent_flags.h"
 #include "agent/assembly/agent_parts.h"
+#include "agent/cpu/cpu_params.h"
 #include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
 #include "common/cli.h"

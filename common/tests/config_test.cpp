@@ -6,6 +6,9 @@
 #include <fstream>
 #include <ostream>
 
+#include "agent/cpu/cpu_params.h"
+#include "agent/nodejs/nodejs_params.h"
+
 namespace sonde {
 namespace {
 

@@ -4,7 +4,7 @@ naming the stale file, when a source changed without `make crds`, when a generat
 edited by hand and when the chart holds a CRD nobody generates; and that one new fragment in
 the kind's own folder (agent/<folder>/<key>.crd.yaml) is all a new instrumentation kind needs
 for the CRDs, as the fake API server enforces them, to admit a policy asking for it alone and to
-name it when none is asked for.
+name it when none is asked for, and for the agent's enum and registry (--cpp).
 """
 
 import json
@@ -16,7 +16,7 @@ import tempfile
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 COPIED = ["scripts/gen-crds.py", "crds", "charts/sonde/crds", "common/kube/testing/crd_schema.py",
-          "common/kube/testing/generated_rules.py", "common/crd/tests/crd_instrumentations.h",
+          "common/kube/testing/generated_rules.py",
           "agent/cpu/cpu.crd.yaml", "agent/nodejs/nodejsEventLoop.crd.yaml",
           "agent/gotls/goTLS.crd.yaml"]
 
@@ -99,6 +99,10 @@ def main():
         with open(python, "w") as f:
             f.write("order: 3\nschema:\n  description: Python asyncio loop time.\n  type: object\n")
         r = gen(tree)
+        expect(r.returncode == 1 and "must hold `order` (an integer), `name`" in r.stderr,
+               "a fragment without its name and config default: refused")
+        edit(python, "schema:", "name: python\nconfigDefault: false\nschema:")
+        r = gen(tree)
         expect(r.returncode == 1 and "goTLS and pythonAsyncio have the same order 3" in r.stderr,
                "two fragments in one place: refused")
         edit(python, "order: 3", "order: 4")
@@ -115,8 +119,25 @@ def main():
             expect(any("at least one instrumentation (cpu, nodejsEventLoop, goTLS, pythonAsyncio)" in e
                        for e in none), "%s: a policy asking for nothing is refused, naming the new "
                    "kind too: %s" % (plural, none or r.stderr.strip()))
-        with open(os.path.join(tree, "common/crd/tests/crd_instrumentations.h")) as f:
-            expect('"pythonAsyncio",' in f.read(), "the C++ registry's test list has the new kind")
+        cpp = os.path.join(tree, "build-generated")
+        expect(gen(tree, "--cpp", cpp).returncode == 0, "the C++ kinds generate")
+        with open(os.path.join(cpp, "common/instrumentation_kinds.h")) as f:
+            kinds_h = f.read()
+        with open(os.path.join(cpp, "common/instrumentation_registry.cpp")) as f:
+            registry = f.read()
+        expect("  kPythonAsyncio,  // agent/python/pythonAsyncio.crd.yaml" in kinds_h and
+               "inline constexpr size_t kInstrumentationCount = 4;" in kinds_h,
+               "the enum has the new kind")
+        expect('{Instrumentation::kPythonAsyncio, "pythonAsyncio", "python", false, parse_switch, '
+               'merge_first}' in registry, "the registry has it, with no parameters to parse")
+        expect('inline constexpr IntegerField kFrequencyHz{"frequencyHz", 1, 999, 19};' in kinds_h
+               and "kinds::parse_cpu, kinds::merge_cpu" in registry,
+               "a kind with parameters: its bounds from its schema, its own parser")
+        edit(python, "  type: object\n", "  type: object\n  properties:\n    depth:\n"
+             "      type: integer\n      minimum: 1\n")
+        r = gen(tree, "--cpp", cpp)
+        expect(r.returncode == 1 and "depth: an integer parameter needs `minimum` and `maximum`"
+               in r.stderr, "an integer parameter without both bounds: refused")
     print("%d failures" % len(failures))
     return 1 if failures else 0
 

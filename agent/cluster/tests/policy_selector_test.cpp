@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "agent/cpu/cpu_params.h"
+
 namespace sonde::agent {
 namespace {
 
