@@ -30,9 +30,7 @@ DEBT = {
         "agent/doctor/doctor.cpp": "the node's wait hook and probe checks",
         "agent/cluster/stall_events.h": "stalls posted as pod Events",
         "agent/cluster/node_report.cpp": "nodejsProcesses in the node report",
-        "agent/cpu/sampler.cpp": "the loops map's layout, to mark samples inside a loop turn",
-        "agent/cpu/stall_recorder.cpp": "the stall recorder, which belongs in agent/nodejs/",
-        "agent/cpu/stall_recorder.h": "the stall recorder, which belongs in agent/nodejs/",
+        "agent/stacks/sampler.cpp": "the loops map's layout, to mark samples inside a loop turn",
     },
     "gotls": {
         "agent/doctor/doctor.cpp": "the Go TLS probe checks",

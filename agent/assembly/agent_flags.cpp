@@ -82,8 +82,8 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
                  "sampled at this rate, and says so (sonde_cpu_profile_capped_processes) "
                  "(default " +
                      std::to_string(kClusterMaxCpuFrequencyHz) + " in-cluster, " +
-                     std::to_string(cpu::CpuSampler::kMaxFrequencyHz) + " standalone)")
-      ->check(CLI::Range(uint32_t{1}, cpu::CpuSampler::kMaxFrequencyHz));
+                     std::to_string(stacks::CpuSampler::kMaxFrequencyHz) + " standalone)")
+      ->check(CLI::Range(uint32_t{1}, stacks::CpuSampler::kMaxFrequencyHz));
 }
 
 }  // namespace sonde::agent

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "agent/cpu/cpu_feature.h"
-#include "agent/cpu/stall_recorder.h"
 #include "agent/gotls/gotls_feature.h"
 #include "agent/nodejs/nodejs_feature.h"
+#include "agent/nodejs/stall_recorder.h"
 #include "agent/procevents/process_events.h"
 #include "agent/symbolize/symbolizer_cache.h"
 
@@ -26,7 +26,7 @@ PartsFactory agent_parts(FeatureOptions options) {
                                                    s.node, options.nodejs_metrics));
       nodejs = f.get();
       // Loads nothing until a selection sets stallThresholdMs.
-      cpu::StallRecorderOptions so;
+      StallRecorderOptions so;
       so.loops_map_fd = nodejs->loops_map_fd();
       so.thresholds_map_fd = nodejs->probes().stall_thresholds_fd();
       so.events_map = nodejs->probes().stall_events_map();
@@ -34,7 +34,7 @@ PartsFactory agent_parts(FeatureOptions options) {
       so.proc_root = s.options.proc_root;
       so.on_stall = options.on_stall;
       so.binaries = binaries;
-      nodejs->set_stall_watch(std::make_unique<cpu::StallRecorder>(std::move(so)));
+      nodejs->set_stall_watch(std::make_unique<StallRecorder>(std::move(so)));
       parts.wait_source = nodejs->wait_source();
       parts.wait_source_cost = nodejs->wait_source_cost();
       parts.features.push_back(std::move(f));

@@ -7,12 +7,12 @@
 #include <functional>
 
 #include "agent/cpu/cpu_params.h"
-#include "agent/cpu/sampler.h"
 #include "agent/nodejs/loop_probes.h"
 #include "agent/nodejs/nodejs_feature.h"
 #include "agent/nodejs/stall_ring.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/fd_budget.h"
+#include "agent/stacks/sampler.h"
 #include "common/instrumentation.h"
 
 namespace sonde::agent {
@@ -37,7 +37,7 @@ struct FeatureOptions {
   struct Cpu {
     uint32_t frequency_hz = 19;  // unless selections ask for more (the policies' cpu.frequencyHz)
     // The node's cap: no selection samples faster (CpuFeature).
-    uint32_t max_frequency_hz = cpu::CpuSampler::kMaxFrequencyHz;
+    uint32_t max_frequency_hz = stacks::CpuSampler::kMaxFrequencyHz;
     bool all_processes = false;  // sample every process, not only selected ones
     // Sample a selected process's whole cgroup (cluster mode, where a container is what is
     // selected: what it forks without exec is sampled too); else the process alone.

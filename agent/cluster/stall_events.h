@@ -1,5 +1,5 @@
 // StallEvents: in cluster mode, a Kubernetes Event (Warning NodejsEventLoopStalled) on the pod of
-// each Node.js stall the agent records (agent/cpu/stall_recorder.h), saying how long the loop
+// each Node.js stall the agent records (agent/nodejs/stall_recorder.h), saying how long the loop
 // was blocked, what it ran, and where the stacks are (/debug/nodejs/stalls on this node).
 //
 // Bounded so a pod that stalls all the time costs the API server little:

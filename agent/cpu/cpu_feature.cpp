@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "agent/cpu/sampler.h"
 #include "agent/discovery/candidate.h"
+#include "agent/stacks/sampler.h"
 #include "common/log.h"
 
 namespace sonde::agent {
@@ -11,9 +11,9 @@ namespace sonde::agent {
 Result<std::unique_ptr<CpuFeature>> CpuFeature::start(const cpu::ProfilerOptions& options,
                                                       bool required, const PyroscopeConfig& push,
                                                       bool by_cgroup, uint32_t max_hz) {
-  if (max_hz == 0 || max_hz > cpu::CpuSampler::kMaxFrequencyHz) {
+  if (max_hz == 0 || max_hz > stacks::CpuSampler::kMaxFrequencyHz) {
     return Error("CPU sampling cap " + std::to_string(max_hz) + " Hz: must be 1.." +
-                 std::to_string(cpu::CpuSampler::kMaxFrequencyHz));
+                 std::to_string(stacks::CpuSampler::kMaxFrequencyHz));
   }
   cpu::ProfilerOptions capped = options;
   if (options.frequency_hz > max_hz) {

@@ -67,7 +67,8 @@ Result<std::optional<InstrumentationParams>> parse_cpu(const Json& value, Params
     }
   }
   ASSIGN_OR_RETURN(const auto hz, integer_field(value, fields::cpu::kFrequencyHz, path));
-  Json params = {{std::string(fields::cpu::kFrequencyHz.key), hz.value_or(CpuParams{}.frequency_hz)}};
+  Json params = {
+      {std::string(fields::cpu::kFrequencyHz.key), hz.value_or(CpuParams{}.frequency_hz)}};
   if (const Json* push = config ? field(value, "pyroscope") : nullptr) {
     ASSIGN_OR_RETURN(auto py, parse_pyroscope(*push, path + ".pyroscope"));
     if (!enabled) {

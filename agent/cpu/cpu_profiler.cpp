@@ -34,12 +34,12 @@ HttpResponse text_response(int status, std::string body) {
 
 Result<std::unique_ptr<CpuProfiler>> CpuProfiler::start(const ProfilerOptions& options) {
   std::unique_ptr<CpuProfiler> self(new CpuProfiler(options));
-  SamplerOptions so;
+  stacks::SamplerOptions so;
   so.frequency_hz = options.frequency_hz;
   so.all_processes = options.all_processes;
   so.nodejs_loops_map_fd = options.nodejs_loops_map_fd;
   so.sys_root = options.sys_root;
-  ASSIGN_OR_RETURN(self->sampler_, CpuSampler::start(so));
+  ASSIGN_OR_RETURN(self->sampler_, stacks::CpuSampler::start(so));
 
   symbolize::LiveKernelSymbolsOptions ko;
   ko.proc_root = options.proc_root;
@@ -50,9 +50,10 @@ Result<std::unique_ptr<CpuProfiler>> CpuProfiler::start(const ProfilerOptions& o
   } else {
     log::warn("cpu profiles: kernel frames stay unnamed", {{"error", kernel.error().message()}});
   }
-  self->symbolizer_ =
-      std::make_unique<StackSymbolizer>(options.proc_root, *self->binaries_, self->kernel_.get());
-  self->js_frames_ = std::make_unique<JsFrames>(options.proc_root, options.js_name_cache_bytes);
+  self->symbolizer_ = std::make_unique<stacks::StackSymbolizer>(options.proc_root, *self->binaries_,
+                                                                self->kernel_.get());
+  self->js_frames_ =
+      std::make_unique<stacks::JsFrames>(options.proc_root, options.js_name_cache_bytes);
   self->thread_ = std::jthread([p = self.get()](const std::stop_token& stop) { p->run(stop); });
   return self;
 }
@@ -186,14 +187,14 @@ ContainerLabels CpuProfiler::labels_of(pid_t pid, uint64_t cgroup_id) const {
 }
 
 Status CpuProfiler::drain() {
-  ASSIGN_OR_RETURN(std::vector<RawSample> raw, sampler_->drain());
+  ASSIGN_OR_RETURN(std::vector<stacks::RawSample> raw, sampler_->drain());
   std::vector<SampleOwner> owners;
   owners.reserve(raw.size());
   {
     std::lock_guard lock(mu_);
     ++drains_;
     expire_series_locked();
-    for (const RawSample& s : raw) {
+    for (const stacks::RawSample& s : raw) {
       ContainerLabels labels = labels_of(static_cast<pid_t>(s.pid), s.cgroup_id);
       samples_total_[labels] += s.count;
       samples_ += s.count;
@@ -205,7 +206,7 @@ Status CpuProfiler::drain() {
   // processes have their V8 frames recorded from their first drain on.
   symbolizer_->refresh();
   std::unordered_set<pid_t> seen;
-  for (const RawSample& s : raw) {
+  for (const stacks::RawSample& s : raw) {
     const auto pid = static_cast<pid_t>(s.pid);
     if (!seen.insert(pid).second) continue;
     if (auto slots = js_frames_->learn(pid, symbolizer_->start_time(pid))) {
@@ -228,14 +229,14 @@ Status CpuProfiler::drain() {
     }
   } publish{*this};
   for (size_t i = 0; i < raw.size(); ++i) {
-    std::vector<Location> stack;
+    std::vector<stacks::Location> stack;
     bool symbolized = false;
     for (Subscription* sub : subscriptions_) {
       if (!matches(sub->filter, owners[i])) continue;
       if (!symbolized) {
         stack = symbolizer_->symbolize(static_cast<pid_t>(raw[i].pid), raw[i].user, raw[i].kernel);
         symbolized = true;
-        const JsFrames::Counts js = js_frames_->name(raw[i], stack);
+        const stacks::JsFrames::Counts js = js_frames_->name(raw[i], stack);
         if (js.named + js.unnamed > 0) {
           std::lock_guard lock(mu_);
           auto& total = js_frames_total_[ContainerLabels{owners[i].namespace_name, owners[i].pod,
@@ -320,7 +321,7 @@ std::vector<prometheus::MetricFamily> CpuProfiler::metrics() const {
     }
   }
   // Map reads only: no need to wait for a drain in progress.
-  CpuSampler::Drops d = sampler_->drops();
+  stacks::CpuSampler::Drops d = sampler_->drops();
   symbolize::SymbolizerCache::Stats cache = binaries_->stats();
   auto dropped = counter_family(
       "sonde_cpu_profile_dropped_samples_total",

@@ -34,12 +34,12 @@
 #include <thread>
 #include <unordered_map>
 
-#include "agent/cpu/js_frames.h"
 #include "agent/cpu/profile_builder.h"
-#include "agent/cpu/sampler.h"
-#include "agent/cpu/stack_symbolizer.h"
 #include "agent/metrics/metrics_server.h"
 #include "agent/runtime/container_totals.h"
+#include "agent/stacks/js_frames.h"
+#include "agent/stacks/sampler.h"
+#include "agent/stacks/stack_symbolizer.h"
 #include "agent/symbolize/live_kernel_symbols.h"
 #include "agent/symbolize/symbolizer_cache.h"
 #include "common/clock.h"
@@ -48,7 +48,8 @@
 namespace sonde::agent::cpu {
 
 struct ProfilerOptions {
-  uint32_t frequency_hz = CpuSampler::kDefaultFrequencyHz;  // 1..CpuSampler::kMaxFrequencyHz
+  uint32_t frequency_hz =
+      stacks::CpuSampler::kDefaultFrequencyHz;  // 1..CpuSampler::kMaxFrequencyHz
   bool all_processes = false;
   // The Node.js probes' `loops` map fd (LoopProbes), or -1: enables SampleOwner::blocked.
   int nodejs_loops_map_fd = -1;
@@ -64,7 +65,7 @@ struct ProfilerOptions {
   // same processes (the stall recorder); null: a cache of its own (its default budget).
   std::shared_ptr<symbolize::SymbolizerCache> binaries;
   // The budget of every node process's JavaScript name caches together (JsFrames).
-  size_t js_name_cache_bytes = JsFrames::kDefaultCacheBudgetBytes;
+  size_t js_name_cache_bytes = stacks::JsFrames::kDefaultCacheBudgetBytes;
 };
 
 // Which samples a profile keeps; unset fields match everything.
@@ -122,9 +123,9 @@ class CpuProfiler {
     uint64_t samples = 0;
     symbolize::SymbolizerCache::Stats binaries;
     size_t processes = 0;  // processes whose mappings are kept
-    CpuSampler::Drops drops;
-    size_t js_name_cache_bytes = 0;     // JsFrames::cache_bytes()
-    uint64_t js_name_cache_clears = 0;  // JsFrames::cache_clears()
+    stacks::CpuSampler::Drops drops;
+    size_t js_name_cache_bytes = 0;     // stacks::JsFrames::cache_bytes()
+    uint64_t js_name_cache_clears = 0;  // stacks::JsFrames::cache_clears()
     size_t js_node_processes = 0;       // processes whose JavaScript frames it can name
   };
   Stats stats() const;
@@ -160,9 +161,9 @@ class CpuProfiler {
 
   // Kernel maps and symbolization: one drain at a time.
   mutable std::mutex drain_mu_;
-  std::unique_ptr<CpuSampler> sampler_;
-  std::unique_ptr<StackSymbolizer> symbolizer_;
-  std::unique_ptr<JsFrames> js_frames_;
+  std::unique_ptr<stacks::CpuSampler> sampler_;
+  std::unique_ptr<stacks::StackSymbolizer> symbolizer_;
+  std::unique_ptr<stacks::JsFrames> js_frames_;
 
   // Everything else.
   mutable std::mutex mu_;
@@ -180,9 +181,10 @@ class CpuProfiler {
   std::map<ContainerLabels, size_t> selections_;
   std::map<ContainerLabels, uint64_t> unselected_since_;
   std::map<ContainerLabels, uint64_t> samples_total_;
-  std::map<ContainerLabels, JsFrames::Counts> js_frames_total_;  // weighted by sample counts
-  std::map<std::string, uint64_t> node_processes_;               // JsFrames::node_processes()
-  size_t js_cache_bytes_ = 0;                                    // JsFrames::cache_bytes()
+  std::map<ContainerLabels, stacks::JsFrames::Counts>
+      js_frames_total_;                             // weighted by sample counts
+  std::map<std::string, uint64_t> node_processes_;  // stacks::JsFrames::node_processes()
+  size_t js_cache_bytes_ = 0;                       // stacks::JsFrames::cache_bytes()
   uint64_t drains_ = 0;
   uint64_t samples_ = 0;
 

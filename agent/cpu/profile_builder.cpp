@@ -59,7 +59,7 @@ uint64_t ProfileBuilder::mapping_id(const std::string& module, const std::string
   return it->second;
 }
 
-uint64_t ProfileBuilder::location_id(const Location& loc) {
+uint64_t ProfileBuilder::location_id(const stacks::Location& loc) {
   uint64_t mapping = mapping_id(loc.module, loc.build_id);
   LocationKey key{mapping, loc.address, loc.lines.empty() ? "" : loc.lines.front().function,
                   loc.lines.empty() ? "" : loc.lines.front().file,
@@ -67,7 +67,7 @@ uint64_t ProfileBuilder::location_id(const Location& loc) {
   auto it = location_index_.find(key);
   if (it != location_index_.end()) return it->second;
   StoredLocation stored{mapping, loc.address, {}};
-  for (const Line& line : loc.lines) {
+  for (const stacks::Line& line : loc.lines) {
     stored.lines.emplace_back(function_id(line.function, line.file), line.line);
   }
   locations_.push_back(std::move(stored));
@@ -76,11 +76,11 @@ uint64_t ProfileBuilder::location_id(const Location& loc) {
   return id;
 }
 
-void ProfileBuilder::add(const SampleOwner& owner, std::span<const Location> stack,
+void ProfileBuilder::add(const SampleOwner& owner, std::span<const stacks::Location> stack,
                          uint64_t count) {
   std::vector<uint64_t> ids;
   ids.reserve(stack.size());
-  for (const Location& loc : stack) ids.push_back(location_id(loc));
+  for (const stacks::Location& loc : stack) ids.push_back(location_id(loc));
   samples_[{owner, std::move(ids)}] += count;
   total_ += count;
 }

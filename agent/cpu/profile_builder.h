@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/cpu/stack_symbolizer.h"
+#include "agent/stacks/stack_symbolizer.h"
 #include "common/result.h"
 
 namespace sonde::agent::cpu {
@@ -37,7 +37,7 @@ class ProfileBuilder {
   // frequency_hz sets the period: one sample stands for 1e9 / frequency_hz ns of CPU.
   explicit ProfileBuilder(uint32_t frequency_hz);
 
-  void add(const SampleOwner& owner, std::span<const Location> stack, uint64_t count);
+  void add(const SampleOwner& owner, std::span<const stacks::Location> stack, uint64_t count);
   // The window the samples cover (Unix time), recorded in the pprof header.
   void set_window(int64_t start_unix_ns, int64_t duration_ns);
 
@@ -78,7 +78,7 @@ class ProfileBuilder {
   int64_t intern(const std::string& s);
   uint64_t function_id(const std::string& name, const std::string& file);
   uint64_t mapping_id(const std::string& module, const std::string& build_id);
-  uint64_t location_id(const Location& loc);
+  uint64_t location_id(const stacks::Location& loc);
 
   uint64_t period_ns_;
   int64_t start_unix_ns_ = 0;

@@ -35,7 +35,7 @@ bool write_all(int fd, const std::string& data) {
 int profile_main(int argc, char** argv) {
   std::vector<pid_t> pids;
   int seconds = 10;
-  uint32_t frequency = cpu::CpuSampler::kDefaultFrequencyHz;
+  uint32_t frequency = stacks::CpuSampler::kDefaultFrequencyHz;
   std::string format = "pprof";
   std::string output;
   CLI::App app{
@@ -50,7 +50,7 @@ int profile_main(int argc, char** argv) {
       ->check(CLI::Range(1, static_cast<int>(cpu::CpuProfiler::kMaxDuration.count())))
       ->capture_default_str();
   app.add_option("--frequency", frequency, "samples per second per CPU")
-      ->check(CLI::Range(1u, cpu::CpuSampler::kMaxFrequencyHz))
+      ->check(CLI::Range(1u, stacks::CpuSampler::kMaxFrequencyHz))
       ->capture_default_str();
   app.add_option("--format", format,
                  "pprof (gzipped, for 'go tool pprof') or folded (\"root;...;leaf count\" "

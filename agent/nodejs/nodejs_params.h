@@ -21,7 +21,7 @@ NodejsParams nodejs_params(const InstrumentationParams& params);
 
 namespace kinds {
 // A policy's object, the config's true/false or object; stallThresholdMs (off when absent) asks
-// for the stack of each loop turn at least that long (agent/cpu/stall_recorder.h).
+// for the stack of each loop turn at least that long (agent/nodejs/stall_recorder.h).
 Result<std::optional<InstrumentationParams>> parse_nodejs_event_loop(const nlohmann::json& value,
                                                                      ParamsSource source,
                                                                      const std::string& path);

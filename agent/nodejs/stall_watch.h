@@ -1,4 +1,4 @@
-// StallWatch: what the Node.js feature asks of the stall recorder (agent/cpu/stall_recorder.h),
+// StallWatch: what the Node.js feature asks of the stall recorder (agent/nodejs/stall_recorder.h),
 // which lives with the CPU profiler's symbolizers: watch a process whose selection sets
 // nodejsEventLoop.stallThresholdMs, forget it, serve the ring, export its counters. The
 // composition root (agent/assembly/) connects the two.

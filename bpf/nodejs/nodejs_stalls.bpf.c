@@ -13,7 +13,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
-#include "cpu/cpu_sampler.h"
+#include "stacks/cpu_sampler.h"
 #include "nodejs.h"
 #include "nodejs_stalls.h"
 #include "pidns.bpf.h"

@@ -1,4 +1,4 @@
-/* What the two perf-event programs that record V8 stacks (bpf/cpu/cpu_sampler.bpf.c,
+/* What the two perf-event programs that record V8 stacks (bpf/stacks/cpu_sampler.bpf.c,
  * bpf/nodejs/nodejs_stalls.bpf.c) share: the frame-pointer walk of a Node.js process's user stack
  * with each frame's V8 slots, storing a walk under its hash, and counting a sample under its key.
  * Included by BPF sources only; the layout it fills is cpu_sampler.h's sonde_v8_stack.
@@ -9,7 +9,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
-#include "cpu/cpu_sampler.h"
+#include "stacks/cpu_sampler.h"
 
 /* The user registers of the sampled task: the event's own when it interrupted user mode, else
  * the ones saved at the task's entry into the kernel. */

@@ -289,7 +289,7 @@ TEST_F(CpuProfilerTest, FoldedFormat) {
     if (stack == "[no stack];") no_stack += n;
     if (stack.find(";main;sonde_hot_c_function;") != std::string::npos) hot += n;
   }
-  CpuSampler::Drops d = profiler_->stats().drops;
+  stacks::CpuSampler::Drops d = profiler_->stats().drops;
   std::string why = r.body + "drops: samples " + std::to_string(d.samples) + ", stacks " +
                     std::to_string(d.stacks) + ", user stacks missing " +
                     std::to_string(d.user_stacks);

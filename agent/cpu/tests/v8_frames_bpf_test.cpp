@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/cpu/sampler.h"
+#include "agent/stacks/sampler.h"
 #include "agent/tests/child_process.h"
 #include "agent/v8/v8_heap.h"
 #include "agent/v8/v8_layout.h"
@@ -114,9 +114,9 @@ class V8FramesTest : public ::testing::Test {
     EXPECT_TRUE(layout.ok()) << layout.error().message();
     if (!layout.ok()) return t;
 
-    SamplerOptions options;
+    stacks::SamplerOptions options;
     options.frequency_hz = 99;
-    auto sampler = CpuSampler::start(options);
+    auto sampler = stacks::CpuSampler::start(options);
     EXPECT_TRUE(sampler.ok()) << sampler.error().message();
     if (!sampler.ok()) return t;
     EXPECT_TRUE((*sampler)->select_pid(node.pid()).ok());
@@ -153,7 +153,7 @@ class V8FramesTest : public ::testing::Test {
       auto samples = (*sampler)->drain();
       EXPECT_TRUE(samples.ok());
       if (!samples.ok()) break;
-      for (const RawSample& s : *samples) {
+      for (const stacks::RawSample& s : *samples) {
         if (s.pid != static_cast<uint32_t>(node.pid())) continue;
         t.samples += s.count;
         bool hit = false;

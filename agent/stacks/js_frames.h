@@ -35,13 +35,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/cpu/sampler.h"
-#include "agent/cpu/stack_symbolizer.h"
+#include "agent/stacks/sampler.h"
+#include "agent/stacks/stack_symbolizer.h"
 #include "agent/v8/process_memory.h"
 #include "agent/v8/v8_heap.h"
 #include "agent/v8/v8_layout.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 
 class JsFrames {
  public:
@@ -99,4 +99,4 @@ class JsFrames {
   std::unordered_map<pid_t, Lru::iterator> processes_;
 };
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks

@@ -1,11 +1,11 @@
-#include "agent/cpu/js_frames.h"
+#include "agent/stacks/js_frames.h"
 
 #include <charconv>
 #include <iterator>
 
 #include "common/log.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 namespace {
 
 std::string hex(uint64_t v) {
@@ -134,4 +134,4 @@ v8::V8Namer::Stats JsFrames::stats() const {
   return sum;
 }
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks

@@ -1,4 +1,4 @@
-#include "agent/cpu/perf_map.h"
+#include "agent/stacks/perf_map.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include "agent/symbols/tenant_file.h"
 #include "common/unique_fd.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 namespace {
 
 constexpr size_t kReadChunk = size_t{64} * 1024;
@@ -101,4 +101,4 @@ size_t PerfMap::memory_bytes() const {
   return entries_.capacity() * sizeof(Entry) + names_.capacity();
 }
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks

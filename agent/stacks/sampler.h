@@ -1,4 +1,4 @@
-// CpuSampler: the kernel half of CPU profiles (bpf/cpu/cpu_sampler.bpf.c). One perf event per
+// CpuSampler: the kernel half of CPU profiles (bpf/stacks/cpu_sampler.bpf.c). One perf event per
 // online CPU runs the sampling program at a fixed frequency; samples of selected processes are
 // aggregated in kernel maps and handed to user space by drain().
 //
@@ -25,7 +25,7 @@
 struct cpu_sampler_bpf;
 struct bpf_link;
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 
 struct SamplerOptions {
   // Samples per second per CPU: 1..kMaxFrequencyHz.
@@ -38,8 +38,8 @@ struct SamplerOptions {
   std::string sys_root = "/sys";  // where devices/system/cpu/online is read
 };
 
-// One frame of a Node.js process's frame-pointer walk (bpf/cpu/cpu_sampler.h sonde_v8_frame): raw
-// values from the process's stack, not trusted until checked against its heap.
+// One frame of a Node.js process's frame-pointer walk (bpf/stacks/cpu_sampler.h sonde_v8_frame):
+// raw values from the process's stack, not trusted until checked against its heap.
 struct V8Frame {
   uint64_t pc = 0;
   uint64_t function = 0;
@@ -120,4 +120,4 @@ Result<std::vector<int>> online_cpus(const std::string& sys_root);
 // A cpu-clock perf event on `cpu` at `frequency_hz`, for a BPF program to attach to.
 Result<UniqueFd> open_clock_event(int cpu, uint32_t frequency_hz);
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks

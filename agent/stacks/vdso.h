@@ -19,7 +19,7 @@
 
 #include "common/result.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 
 class Vdso {
  public:
@@ -46,4 +46,4 @@ class Vdso {
   std::vector<Function> functions_;  // sorted by start, one per address
 };
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks

@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "agent/cpu/stall_recorder.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/nodejs/stall_recorder.h"
 #include "agent/tests/child_process.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent {
 namespace {
 
 using sonde::testing::ChildProcess;
@@ -75,7 +75,7 @@ class StallRecorderTest : public ::testing::Test {
 
 TEST_F(StallRecorderTest, ALoopStuckForGoodIsReportedOnceOngoing) {
   start(800'000'000);
-  ChildProcess child({"/usr/bin/node", SONDE_CPU_TEST_DIR "/stall_modes.js", "stuck"});
+  ChildProcess child({"/usr/bin/node", SONDE_NODEJS_TEST_DIR "/stall_modes.js", "stuck"});
   ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
   watch(child.pid());
   ASSERT_TRUE(recorder_->sampling());
@@ -109,7 +109,7 @@ TEST_F(StallRecorderTest, ALoopStuckForGoodIsReportedOnceOngoing) {
 
 TEST_F(StallRecorderTest, ATurnOffTheCpuIsReportedWithItsDuration) {
   start(StallRing::kOngoingAfterNs);
-  ChildProcess child({"/usr/bin/node", SONDE_CPU_TEST_DIR "/stall_modes.js", "sleep"});
+  ChildProcess child({"/usr/bin/node", SONDE_NODEJS_TEST_DIR "/stall_modes.js", "sleep"});
   ASSERT_TRUE(child.wait_for_line("ready", milliseconds(10000)));
   watch(child.pid());
   ASSERT_TRUE(child.wait_for_line("done", milliseconds(10000)));
@@ -127,4 +127,4 @@ TEST_F(StallRecorderTest, ATurnOffTheCpuIsReportedWithItsDuration) {
 }
 
 }  // namespace
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent

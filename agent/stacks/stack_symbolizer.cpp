@@ -1,4 +1,4 @@
-#include "agent/cpu/stack_symbolizer.h"
+#include "agent/stacks/stack_symbolizer.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 namespace {
 
 // Frames of inlined calls kept per address.
@@ -324,4 +324,4 @@ std::vector<Location> StackSymbolizer::symbolize(pid_t pid, std::span<const uint
   return out;
 }
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks

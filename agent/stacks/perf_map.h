@@ -19,7 +19,7 @@
 #include "common/result.h"
 #include "common/unique_fd.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 
 class PerfMap {
  public:
@@ -60,4 +60,4 @@ class PerfMap {
 // map; never waits on a FIFO (symbols/tenant_file.h).
 Result<UniqueFd> open_perf_map(const std::string& proc_root, pid_t pid, uint64_t nspid);
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks

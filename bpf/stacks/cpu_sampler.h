@@ -1,4 +1,4 @@
-/* CPU sampling, shared by bpf/cpu/cpu_sampler.bpf.c and the agent (C only).
+/* CPU sampling, shared by bpf/stacks/cpu_sampler.bpf.c and the agent (C only).
  *
  * A perf event per CPU runs the sampler at a fixed frequency. A sample of a selected process
  * (by cgroup, by pid, or every process) takes its user and kernel stacks into the stack map of

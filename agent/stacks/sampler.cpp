@@ -1,4 +1,4 @@
-#include "agent/cpu/sampler.h"
+#include "agent/stacks/sampler.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -15,13 +15,13 @@
 
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/symbolize/perf_ksymbol_events.h"
-#include "bpf/cpu/cpu_sampler.h"
 #include "bpf/nodejs/nodejs.h"
+#include "bpf/stacks/cpu_sampler.h"
 #include "common/files.h"
 #include "common/unique_fd.h"
 #include "cpu_sampler.skel.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 
 Result<std::vector<int>> online_cpus(const std::string& sys_root) {
   std::string path = sys_root + "/devices/system/cpu/online";
@@ -257,4 +257,4 @@ CpuSampler::Drops CpuSampler::drops() const {
           sum_percpu_counter(skel_->maps.drops, SONDE_CPU_DROP_USER_STACK)};
 }
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks

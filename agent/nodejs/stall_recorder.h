@@ -48,11 +48,11 @@
 #include <thread>
 #include <vector>
 
-#include "agent/cpu/js_frames.h"
-#include "agent/cpu/stack_symbolizer.h"
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/nodejs/stall_ring.h"
 #include "agent/nodejs/stall_watch.h"
+#include "agent/stacks/js_frames.h"
+#include "agent/stacks/stack_symbolizer.h"
 #include "agent/symbolize/symbolizer_cache.h"
 #include "common/unique_fd.h"
 
@@ -60,7 +60,7 @@ struct nodejs_stalls_bpf;
 struct bpf_link;
 struct bpf_map;
 
-namespace sonde::agent::cpu {
+namespace sonde::agent {
 
 struct StallRecorderOptions {
   int loops_map_fd = -1;                  // LoopProbes::loops_map_fd()
@@ -121,7 +121,7 @@ class StallRecorder final : public StallWatch {
   };
   struct StackKey {
     std::vector<uint64_t> user;
-    std::vector<V8Frame> v8;
+    std::vector<stacks::V8Frame> v8;
     bool operator<(const StackKey& o) const;
   };
   struct Turn {
@@ -152,8 +152,8 @@ class StallRecorder final : public StallWatch {
   std::unique_ptr<nodejs_stalls_bpf, void (*)(nodejs_stalls_bpf*)> skel_{nullptr, nullptr};
   std::vector<bpf_link*> links_;
   std::unique_ptr<RingBufferReader> events_;
-  std::unique_ptr<StackSymbolizer> symbolizer_;
-  std::unique_ptr<JsFrames> js_frames_;
+  std::unique_ptr<stacks::StackSymbolizer> symbolizer_;
+  std::unique_ptr<stacks::JsFrames> js_frames_;
   std::map<pid_t, Watched> watched_;
   std::map<std::pair<pid_t, uint64_t>, Turn> turns_;
   std::map<std::pair<pid_t, uint64_t>, End> ends_;  // from the ring buffer, this round
@@ -164,4 +164,4 @@ class StallRecorder final : public StallWatch {
   std::jthread thread_;  // last: started after everything it uses, joined first
 };
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent

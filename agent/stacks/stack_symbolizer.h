@@ -30,13 +30,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/cpu/perf_map.h"
-#include "agent/cpu/vdso.h"
+#include "agent/stacks/perf_map.h"
+#include "agent/stacks/vdso.h"
 #include "agent/symbolize/binary_symbolizer.h"
 #include "agent/symbolize/live_kernel_symbols.h"
 #include "agent/symbolize/symbolizer_cache.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 
 // One source line of a location; a location with inlined calls has several, innermost first.
 struct Line {
@@ -134,4 +134,4 @@ struct MapsLine {
 };
 std::optional<MapsLine> parse_maps_line(std::string_view line);
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks

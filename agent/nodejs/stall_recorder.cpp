@@ -1,4 +1,4 @@
-#include "agent/cpu/stall_recorder.h"
+#include "agent/nodejs/stall_recorder.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -10,15 +10,15 @@
 #include <ctime>
 #include <tuple>
 
-#include "agent/cpu/sampler.h"
-#include "bpf/cpu/cpu_sampler.h"
+#include "agent/stacks/sampler.h"
 #include "bpf/nodejs/nodejs.h"
 #include "bpf/nodejs/nodejs_stalls.h"
+#include "bpf/stacks/cpu_sampler.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "nodejs_stalls.skel.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent {
 namespace {
 
 int64_t realtime_minus_monotonic_ns() {
@@ -30,7 +30,7 @@ int64_t realtime_minus_monotonic_ns() {
 }
 
 // "function (file:line)" for a JavaScript frame, the function alone for native ones.
-std::string frame_name(const Line& line) {
+std::string frame_name(const stacks::Line& line) {
   if (line.file.empty()) return line.function;
   return line.function + " (" + line.file + ":" + std::to_string(line.line) + ")";
 }
@@ -40,7 +40,8 @@ std::string frame_name(const Line& line) {
 bool StallRecorder::StackKey::operator<(const StackKey& o) const {
   if (user != o.user) return user < o.user;
   return std::lexicographical_compare(
-      v8.begin(), v8.end(), o.v8.begin(), o.v8.end(), [](const V8Frame& a, const V8Frame& b) {
+      v8.begin(), v8.end(), o.v8.begin(), o.v8.end(),
+      [](const stacks::V8Frame& a, const stacks::V8Frame& b) {
         return std::tie(a.pc, a.function, a.context_or_type, a.shared) <
                std::tie(b.pc, b.function, b.context_or_type, b.shared);
       });
@@ -85,21 +86,21 @@ Status StallRecorder::start_locked() {
   if (!events.ok()) return events.error();
   events_ = std::move(events).value();
   skel_ = std::move(skel);
-  symbolizer_ = std::make_unique<StackSymbolizer>(options_.proc_root, *binaries_, nullptr);
-  js_frames_ = std::make_unique<JsFrames>(options_.proc_root, kJsNameCacheBytes);
+  symbolizer_ = std::make_unique<stacks::StackSymbolizer>(options_.proc_root, *binaries_, nullptr);
+  js_frames_ = std::make_unique<stacks::JsFrames>(options_.proc_root, kJsNameCacheBytes);
   thread_ = std::jthread([this](const std::stop_token& stop) { run(stop); });
   return ok_status();
 }
 
 Status StallRecorder::attach_locked() {
-  auto cpus = online_cpus(options_.sys_root);
+  auto cpus = stacks::online_cpus(options_.sys_root);
   if (!cpus.ok()) return cpus.error().wrap("stall sampler");
   std::vector<bpf_link*> links;
   auto cleanup = [&] {
     for (bpf_link* l : links) bpf_link__destroy(l);
   };
   for (int cpu : *cpus) {
-    auto event = open_clock_event(cpu, SONDE_STALL_SAMPLE_HZ);
+    auto event = stacks::open_clock_event(cpu, SONDE_STALL_SAMPLE_HZ);
     if (!event.ok()) {
       cleanup();
       return event.error().wrap("stall sampler");
@@ -329,16 +330,16 @@ void StallRecorder::report_locked(pid_t pid, uint64_t turn_ns, Turn& turn, uint6
   // they are merged before the most sampled are kept (at most kMaxStacksPerTurn symbolized).
   std::map<std::vector<std::string>, uint64_t> named;
   for (const auto& [k, n] : turn.stacks) {
-    RawSample raw;
+    stacks::RawSample raw;
     raw.pid = static_cast<uint32_t>(pid);
     raw.user = k.user;
     raw.v8 = k.v8;
     raw.count = n;
-    std::vector<Location> locations = symbolizer_->symbolize(pid, raw.user, {});
+    std::vector<stacks::Location> locations = symbolizer_->symbolize(pid, raw.user, {});
     js_frames_->name(raw, locations);
     std::vector<std::string> frames;
-    for (const Location& loc : locations) {
-      for (const Line& line : loc.lines) frames.push_back(frame_name(line));
+    for (const stacks::Location& loc : locations) {
+      for (const stacks::Line& line : loc.lines) frames.push_back(frame_name(line));
     }
     named[std::move(frames)] += n;
   }
@@ -408,4 +409,4 @@ void StallRecorder::collect(std::vector<prometheus::MetricFamily>& out) {
   out.push_back(std::move(dropped));
 }
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent

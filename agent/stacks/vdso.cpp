@@ -1,4 +1,4 @@
-#include "agent/cpu/vdso.h"
+#include "agent/stacks/vdso.h"
 
 #include <elf.h>
 #include <sys/auxv.h>
@@ -7,10 +7,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "agent/cpu/stack_symbolizer.h"
+#include "agent/stacks/stack_symbolizer.h"
 #include "agent/symbols/elf_file.h"
 
-namespace sonde::agent::cpu {
+namespace sonde::agent::stacks {
 
 Result<Vdso> Vdso::own() {
   const uint64_t base = getauxval(AT_SYSINFO_EHDR);
@@ -85,4 +85,4 @@ std::optional<std::string_view> Vdso::function_at(uint64_t offset) const {
   return it->name;
 }
 
-}  // namespace sonde::agent::cpu
+}  // namespace sonde::agent::stacks
