@@ -2,7 +2,7 @@
 # NAME.skel.h and an INTERFACE target NAME_skel that consumers link to get the skeleton header
 # (`#include "NAME.skel.h"`) and the repository root (`#include "bpf/<folder>/<header>.h"`) on
 # their include path. The program itself includes its folder's headers by name and shared ones
-# from bpf/ (`pidns.bpf.h`, `v8/v8_walk.bpf.h`). bpf/CMakeLists.txt calls it for every
+# from bpf/ (`pidns.bpf.h`, `stacks/sample.bpf.h`). bpf/CMakeLists.txt calls it for every
 # bpf/*/*.bpf.c.
 # vmlinux.h is checked in per target architecture (bpf/vmlinux/<arch>/, made from a pinned
 # Debian kernel's BTF by scripts/gen-vmlinux-h.sh): the build never reads the build machine's

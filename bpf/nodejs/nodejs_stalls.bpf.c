@@ -17,7 +17,7 @@
 #include "nodejs.h"
 #include "nodejs_stalls.h"
 #include "pidns.bpf.h"
-#include "v8/v8_walk.bpf.h"
+#include "stacks/sample.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -40,23 +40,10 @@ struct {
   __type(value, struct sonde_stall_process);
 } stall_processes SEC(".maps");
 
-struct stall_stack_map {
-  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
-  __uint(max_entries, SONDE_STALL_MAX_STACKS);
-  __uint(key_size, sizeof(__u32));
-  __uint(value_size, SONDE_CPU_MAX_FRAMES * sizeof(__u64));
-};
-struct stall_stack_map stall_stacks_0 SEC(".maps");
-struct stall_stack_map stall_stacks_1 SEC(".maps");
-
-struct stall_v8_map {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, SONDE_STALL_MAX_V8_STACKS);
-  __type(key, __u64);
-  __type(value, struct sonde_v8_stack);
-};
-struct stall_v8_map stall_v8_0 SEC(".maps");
-struct stall_v8_map stall_v8_1 SEC(".maps");
+SONDE_STACK_TRACE_MAP(stall_stacks_0, SONDE_STALL_MAX_STACKS);
+SONDE_STACK_TRACE_MAP(stall_stacks_1, SONDE_STALL_MAX_STACKS);
+SONDE_V8_STACK_MAP(stall_v8_0, SONDE_STALL_MAX_V8_STACKS);
+SONDE_V8_STACK_MAP(stall_v8_1, SONDE_STALL_MAX_V8_STACKS);
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -65,13 +52,7 @@ struct {
   __type(value, __u64);
 } stall_counts SEC(".maps");
 
-/* The walk is built here: a sonde_v8_stack is too large for the BPF stack. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct sonde_v8_stack);
-} stall_scratch SEC(".maps");
+SONDE_V8_SCRATCH_MAP(stall_scratch);
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -88,16 +69,13 @@ static __always_inline void count_drop(__u32 kind) {
 static __always_inline __u64 record_v8(struct bpf_perf_event_data* ctx,
                                        const struct sonde_stall_process* proc, __u8 gen) {
   if (!proc->v8) return 0;
-  __u32 zero = 0;
-  struct sonde_v8_stack* st = bpf_map_lookup_elem(&stall_scratch, &zero);
-  if (!st) return 0;
   struct sonde_v8_process slots = {proc->fp_function, proc->fp_context_or_frame_type,
                                    proc->function_shared, 0};
-  __u64 hash = v8_walk(ctx, &slots, st);
-  if (hash == 0) return 0;
-  if (store_v8_walk(gen ? (void*)&stall_v8_1 : (void*)&stall_v8_0, hash, st) == 0) return hash;
-  count_drop(SONDE_STALL_DROP_V8_STACK);
-  return 0;
+  int dropped = 0;
+  __u64 hash = record_v8_walk(ctx, &slots, &stall_scratch,
+                              gen ? (void*)&stall_v8_1 : (void*)&stall_v8_0, &dropped);
+  if (dropped) count_drop(SONDE_STALL_DROP_V8_STACK);
+  return hash;
 }
 
 SEC("perf_event")

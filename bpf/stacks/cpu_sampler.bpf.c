@@ -13,7 +13,7 @@
 #include "cpu_sampler.h"
 #include "nodejs/nodejs.h"
 #include "pidns.bpf.h"
-#include "v8/v8_walk.bpf.h"
+#include "stacks/sample.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -48,16 +48,10 @@ struct {
   __type(value, struct sonde_loop_state);
 } loops SEC(".maps");
 
-struct stack_map {
-  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
-  __uint(max_entries, SONDE_CPU_MAX_STACKS);
-  __uint(key_size, sizeof(__u32));
-  __uint(value_size, SONDE_CPU_MAX_FRAMES * sizeof(__u64));
-};
-struct stack_map user_stacks_0 SEC(".maps");
-struct stack_map user_stacks_1 SEC(".maps");
-struct stack_map kernel_stacks_0 SEC(".maps");
-struct stack_map kernel_stacks_1 SEC(".maps");
+SONDE_STACK_TRACE_MAP(user_stacks_0, SONDE_CPU_MAX_STACKS);
+SONDE_STACK_TRACE_MAP(user_stacks_1, SONDE_CPU_MAX_STACKS);
+SONDE_STACK_TRACE_MAP(kernel_stacks_0, SONDE_CPU_MAX_STACKS);
+SONDE_STACK_TRACE_MAP(kernel_stacks_1, SONDE_CPU_MAX_STACKS);
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -74,22 +68,9 @@ struct {
   __type(value, struct sonde_v8_process);
 } v8_processes SEC(".maps");
 
-struct v8_stack_map {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, SONDE_V8_MAX_STACKS);
-  __type(key, __u64);
-  __type(value, struct sonde_v8_stack);
-};
-struct v8_stack_map v8_stacks_0 SEC(".maps");
-struct v8_stack_map v8_stacks_1 SEC(".maps");
-
-/* The walk is built here: a sonde_v8_stack is too large for the BPF stack. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct sonde_v8_stack);
-} v8_scratch SEC(".maps");
+SONDE_V8_STACK_MAP(v8_stacks_0, SONDE_V8_MAX_STACKS);
+SONDE_V8_STACK_MAP(v8_stacks_1, SONDE_V8_MAX_STACKS);
+SONDE_V8_SCRATCH_MAP(v8_scratch);
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -118,20 +99,17 @@ static __always_inline __s32 stack_id(void* ctx, void* map, __u64 flags) {
   return -1;
 }
 
-/* The V8 walk of a Node.js process (v8_walk.bpf.h), stored under its hash in the generation's
+/* The V8 walk of a Node.js process (sample.bpf.h), stored under its hash in the generation's
  * map; returns the hash, 0 when nothing was stored. */
 static __always_inline __u64 record_v8_stack(struct bpf_perf_event_data* ctx, __u32 tgid,
                                              __u8 gen) {
   struct sonde_v8_process* proc = bpf_map_lookup_elem(&v8_processes, &tgid);
   if (!proc) return 0;
-  __u32 zero = 0;
-  struct sonde_v8_stack* st = bpf_map_lookup_elem(&v8_scratch, &zero);
-  if (!st) return 0;
-  __u64 hash = v8_walk(ctx, proc, st);
-  if (hash == 0) return 0;
-  if (store_v8_walk(gen ? (void*)&v8_stacks_1 : (void*)&v8_stacks_0, hash, st) == 0) return hash;
-  count_drop(SONDE_CPU_DROP_V8_STACK);
-  return 0;
+  int dropped = 0;
+  __u64 hash = record_v8_walk(ctx, proc, &v8_scratch,
+                              gen ? (void*)&v8_stacks_1 : (void*)&v8_stacks_0, &dropped);
+  if (dropped) count_drop(SONDE_CPU_DROP_V8_STACK);
+  return hash;
 }
 
 SEC("perf_event")

@@ -1,15 +1,43 @@
-/* What the two perf-event programs that record V8 stacks (bpf/stacks/cpu_sampler.bpf.c,
- * bpf/nodejs/nodejs_stalls.bpf.c) share: the frame-pointer walk of a Node.js process's user stack
- * with each frame's V8 slots, storing a walk under its hash, and counting a sample under its key.
- * Included by BPF sources only; the layout it fills is cpu_sampler.h's sonde_v8_stack.
+/* What the two perf-event programs that sample stacks (bpf/stacks/cpu_sampler.bpf.c for CPU
+ * profiles, bpf/nodejs/nodejs_stalls.bpf.c for stalls) share: their stack maps, the
+ * frame-pointer walk of a Node.js process's user stack with each frame's V8 slots, storing a
+ * walk under its hash, and counting a sample under its key. Included by BPF sources only; the
+ * layout it fills is cpu_sampler.h's sonde_v8_stack.
  */
-#ifndef SONDE_BPF_V8_WALK_BPF_H
-#define SONDE_BPF_V8_WALK_BPF_H
+#ifndef SONDE_BPF_STACKS_SAMPLE_BPF_H
+#define SONDE_BPF_STACKS_SAMPLE_BPF_H
 
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 
 #include "stacks/cpu_sampler.h"
+
+/* Stacks by id (bpf_get_stackid), `entries` of them, each of up to SONDE_CPU_MAX_FRAMES. */
+#define SONDE_STACK_TRACE_MAP(name, entries)                  \
+  struct {                                                    \
+    __uint(type, BPF_MAP_TYPE_STACK_TRACE);                   \
+    __uint(max_entries, entries);                             \
+    __uint(key_size, sizeof(__u32));                          \
+    __uint(value_size, SONDE_CPU_MAX_FRAMES * sizeof(__u64)); \
+  } name SEC(".maps")
+
+/* V8 walks by hash (store_v8_walk), `entries` of them. */
+#define SONDE_V8_STACK_MAP(name, entries) \
+  struct {                                \
+    __uint(type, BPF_MAP_TYPE_HASH);      \
+    __uint(max_entries, entries);         \
+    __type(key, __u64);                   \
+    __type(value, struct sonde_v8_stack); \
+  } name SEC(".maps")
+
+/* Where a walk is built (record_v8_walk): a sonde_v8_stack is too large for the BPF stack. */
+#define SONDE_V8_SCRATCH_MAP(name)           \
+  struct {                                   \
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); \
+    __uint(max_entries, 1);                  \
+    __type(key, __u32);                      \
+    __type(value, struct sonde_v8_stack);    \
+  } name SEC(".maps")
 
 /* The user registers of the sampled task: the event's own when it interrupted user mode, else
  * the ones saved at the task's entry into the kernel. */
@@ -90,6 +118,22 @@ static __always_inline int store_v8_walk(void* map, __u64 hash, const struct son
   if (bpf_map_lookup_elem(map, &hash)) return 0;
   long err = bpf_map_update_elem(map, &hash, st, BPF_NOEXIST);
   return err == 0 || err == -17 /* EEXIST */ ? 0 : -1;
+}
+
+/* Walks the sampled thread's V8 frames with `slots`, built in `scratch` (a SONDE_V8_SCRATCH_MAP)
+ * and stored under its hash in `stacks` (a SONDE_V8_STACK_MAP). Returns the hash, or 0 when there
+ * is no walk or, setting *dropped, when `stacks` has no room (the caller counts a drop). */
+static __always_inline __u64 record_v8_walk(struct bpf_perf_event_data* ctx,
+                                            const struct sonde_v8_process* slots, void* scratch,
+                                            void* stacks, int* dropped) {
+  __u32 zero = 0;
+  struct sonde_v8_stack* st = bpf_map_lookup_elem(scratch, &zero);
+  if (!st) return 0;
+  __u64 hash = v8_walk(ctx, slots, st);
+  if (hash == 0) return 0;
+  if (store_v8_walk(stacks, hash, st) == 0) return hash;
+  *dropped = 1;
+  return 0;
 }
 
 /* Adds one to the __u64 count under `key` in `map`, inserting it at 1. Another CPU may insert
