@@ -156,13 +156,15 @@ at_least() { awk -v v="$1" -v w="$2" 'BEGIN { exit !(v >= w) }'; }
 # API_URL and API_PID and writes $SONDE_E2E_TMP/kubeconfig-{admin,agent,operator}, whose
 # tokens are "admin" (everything: the test's own set-up) and the chart's sonde-agent and
 # sonde-operator service accounts, so the binaries run with exactly the chart's permissions.
-# More identities for the fake (TOKEN=USER[;aud=A,B][;expired]) go in FAKE_API_IDENTITIES.
+# More identities for the fake (TOKEN=USER[;aud=A,B][;expired]) go in FAKE_API_IDENTITIES; with
+# FAKE_AGENT_NODE set, the agent's token is bound to that node (the user's extra attribute
+# authentication.kubernetes.io/node-name, as a pod-bound token on Kubernetes 1.30+).
 FAKE_API_IDENTITIES=()
 start_fake_apiserver() {
   local chart="$1" ns="$2" out="$SONDE_E2E_TMP/apiserver.out" who
   python3 "$(dirname "${BASH_SOURCE[0]}")/../common/kube/testing/fake_apiserver.py" --port 0 \
     --rbac "$chart" --identity admin-token=admin \
-    --identity "agent-token=system:serviceaccount:$ns:sonde-agent" \
+    --identity "agent-token=system:serviceaccount:$ns:sonde-agent${FAKE_AGENT_NODE:+;extra=authentication.kubernetes.io/node-name:$FAKE_AGENT_NODE}" \
     --identity "operator-token=system:serviceaccount:$ns:sonde-operator" \
     "${FAKE_API_IDENTITIES[@]/#/--identity=}" >"$out" 2>&1 &
   API_PID=$!

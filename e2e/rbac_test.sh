@@ -5,7 +5,11 @@
 # clusterprofilingpolicies/status rules, the agent cannot write its ProfilingNodeReport and the
 # operator cannot write the status of either policy kind; both get
 # the real server's 403 and say so in their logs, and the e2e checks that rely on those writes
-# (cluster_agent_test.sh) would fail. Needs root (the agent loads BPF) and helm.
+# (cluster_agent_test.sh) would fail. With rbac.agentOwnNodeOnly=true, the chart's
+# ValidatingAdmissionPolicy (enforced by the fake through its Python twins) lets an agent whose
+# token is bound to its node write that node's report and Lease, and refuses another node's, the
+# operator's leader Lease, and any write by a token bound to no node. Needs root (the agent
+# loads BPF) and helm.
 # e2e-lane: beside (scripts/run-e2e.sh: no workload, no cgroup, nothing timed on the host)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -142,4 +146,60 @@ sleep 3
 refused="$(fake_requests_with 403 | jq -c '[.method, .path, .userAgent]')"
 [[ -z "$refused" ]] || fail "requests the scoped chart's RBAC refuses:"$'\n'"$refused"
 echo "scoped: the policy's status written, the leader Lease held, no request refused"
-echo "PASS: missing RBAC verbs fail with 403 and are reported; a scoped install needs no cluster-wide grant"
+
+echo "--- own node only (rbac.agentOwnNodeOnly=true): an agent writes its node's report and Lease only"
+stop_agent
+kill "$op_pid" 2>/dev/null || true; wait "$op_pid" 2>/dev/null || true; op_pid=""
+kill "$API_PID" 2>/dev/null || true; wait "$API_PID" 2>/dev/null || true; API_PID=""
+helm template sonde "$root/charts/sonde" -n "$ns" --set rbac.agentOwnNodeOnly=true \
+  >"$tmp/own-node.yaml" || fail "helm template (own node)"
+grep -q '^kind: ValidatingAdmissionPolicy$' "$tmp/own-node.yaml" ||
+  fail "rbac.agentOwnNodeOnly=true renders no ValidatingAdmissionPolicy"
+rm -f "$tmp/apiserver.out"
+FAKE_AGENT_NODE="$node_name"
+FAKE_API_IDENTITIES=("agent-bare-token=system:serviceaccount:$ns:sonde-agent")
+start_fake_apiserver "$tmp/own-node.yaml" "$ns"
+create_node_and_policy
+"$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
+  --metrics-address "127.0.0.1:$port" >"$tmp/agent-own-node.log" 2>&1 &
+AGENT_PID=$!
+own_lease() { kube_admin GET "/apis/coordination.k8s.io/v1/namespaces/$ns/leases/sonde-node-$node_name" >/dev/null; }
+own_report() { kube_admin GET "/apis/sonde.dev/v1alpha1/namespaces/$ns/profilingnodereports/$node_name" >/dev/null; }
+wait_until 600 own_lease || { tail -20 "$tmp/agent-own-node.log"; fail "the agent wrote no Lease of its own node"; }
+wait_until 600 own_report || { tail -20 "$tmp/agent-own-node.log"; fail "the agent wrote no report of its own node"; }
+echo "own node: the agent wrote its report and its Lease sonde-node-$node_name"
+kube_admin POST "/apis/coordination.k8s.io/v1/namespaces/$ns/leases" \
+  '{"metadata": {"name": "sonde-operator"}, "spec": {"holderIdentity": "operator-0"}}' >/dev/null ||
+  fail "admin cannot create the operator's leader Lease (the policy must match agents only)"
+# write TOKEN METHOD PATH BODY: prints the HTTP code, then the Status message.
+write() {
+  local code
+  code="$(curl -s -o "$tmp/write.out" -w '%{http_code}' -X "$2" -H "Authorization: Bearer $1" \
+    -H "Content-Type: application/json" "$API_URL$3" --data "$4")"
+  echo "$code $(jq -r '.message // empty' "$tmp/write.out" 2>/dev/null)"
+}
+leases="/apis/coordination.k8s.io/v1/namespaces/$ns/leases"
+reports="/apis/sonde.dev/v1alpha1/namespaces/$ns/profilingnodereports"
+expect_refused() {  # expect_refused WHAT "CODE MESSAGE" WANTED_SUBSTRING
+  [[ "$2" == "403 "*"$3"* ]] || fail "$1: got '$2', want 403 with '$3'"
+  echo "refused: $1: ${2#403 }"
+}
+expect_refused "the operator's leader Lease, by an agent" \
+  "$(write agent-token PUT "$leases/sonde-operator" '{"metadata": {"name": "sonde-operator"}, "spec": {"holderIdentity": "agent"}}')" \
+  "not sonde-operator"
+expect_refused "another node's Lease" \
+  "$(write agent-token POST "$leases" '{"metadata": {"name": "sonde-node-other-node"}, "spec": {}}')" \
+  "only its own node's leases, sonde-node-$node_name, not sonde-node-other-node"
+expect_refused "another node's report" \
+  "$(write agent-token POST "$reports" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingNodeReport", "metadata": {"name": "other-node"}}')" \
+  "only its own node's profilingnodereports, $node_name, not other-node"
+expect_refused "its own Lease, with a token bound to no node" \
+  "$(write agent-bare-token PUT "$leases/sonde-node-$node_name" '{"metadata": {"name": "sonde-node-'"$node_name"'"}, "spec": {}}')" \
+  "token names no node"
+[[ "$(kube_admin GET "$leases/sonde-operator" | jq -r .spec.holderIdentity)" == operator-0 ]] ||
+  fail "the operator's leader Lease changed"
+kube_admin GET "$leases/sonde-node-other-node" >/dev/null && fail "another node's Lease exists"
+refused="$(fake_requests_with 403 | jq -c 'select((.userAgent // "") | test("sonde-agent")) | [.method, .path]')"
+[[ -z "$refused" ]] || fail "the agent's own requests were refused:"$'\n'"$refused"
+echo "own node: the agent's own writes pass, every other node's and the leader Lease are refused"
+echo "PASS: missing RBAC verbs fail with 403 and are reported; a scoped install needs no cluster-wide grant; agents write their own node's report and Lease only"

@@ -504,6 +504,7 @@ VALUE_CHANGES = {
     "agent.logLevel": "debug",
     "agent.waitSource": "epoll-tracepoints",
     "agent.nodejs.metrics": "otel",
+    "rbac.agentOwnNodeOnly": True,
     "operator.watchNamespace": "shop",
     "operator.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}}},

@@ -35,7 +35,10 @@ other documents are ignored); each bearer token maps to a user, "admin" (everyth
 watch, create, update, patch, delete), API group, resource (with "/status" for the
 subresource) and name; otherwise 403 Forbidden with the real server's Status and message. An
 unknown token answers 401. Without --rbac every request is allowed (the "admin" mode unit
-tests use), subject to --token.
+tests use), subject to --token. The same FILE's ValidatingAdmissionPolicies and their bindings
+are then enforced on every write (Admission: each CEL expression through its Python twin in
+ADMISSION_TWINS); an identity's extra attributes (;extra=KEY:V) are the request's
+userInfo.extra, as the node a pod-bound token belongs to is on a real server.
 
 Resource versions are one global revision counter, written in an opaque non-numeric form
 ("x1f") so a client that compares or parses them breaks in tests. Every write is kept in a
@@ -242,6 +245,125 @@ class Authorizer:
                 continue
             return True
         return False
+
+
+# CEL has no Python interpreter here, so each expression a ValidatingAdmissionPolicy of the chart
+# uses has a hand-written twin: (pattern, factory), the pattern matched against the whole
+# expression, the factory given the match and returning a function of the evaluation context
+# (request, variables). A policy with an expression that has no twin stops the fake at start.
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+ADMISSION_TWINS = [
+    (r"request\.userInfo\.username == '([^'\\]*)'",
+     lambda m: lambda c: c["request"]["userInfo"]["username"] == m.group(1)),
+    (re.escape("'%s' in request.userInfo.extra ? request.userInfo.extra['%s'][0] : ''"
+               % (NODE_NAME_EXTRA, NODE_NAME_EXTRA)),
+     lambda m: lambda c: (c["request"]["userInfo"]["extra"].get(NODE_NAME_EXTRA) or [""])[0]),
+    (re.escape("request.resource.resource == 'leases' ? 'sonde-node-' + variables.node : "
+               "variables.node"),
+     lambda m: lambda c: ("sonde-node-" if c["request"]["resource"]["resource"] == "leases"
+                          else "") + c["variables"]["node"]),
+    (re.escape("variables.node != ''"), lambda m: lambda c: c["variables"]["node"] != ""),
+    (re.escape("request.name == variables.own"),
+     lambda m: lambda c: c["request"]["name"] == c["variables"]["own"]),
+    (re.escape("'an agent writes only its own node\\'s ' + request.resource.resource + ', ' + "
+               "variables.own + ', not ' + request.name"),
+     lambda m: lambda c: "an agent writes only its own node's %s, %s, not %s"
+     % (c["request"]["resource"]["resource"], c["variables"]["own"], c["request"]["name"])),
+]
+
+
+def admission_twin(expression, where):
+    for pattern, factory in ADMISSION_TWINS:
+        m = re.fullmatch(pattern, expression)
+        if m:
+            return factory(m)
+    raise SystemExit("fake_apiserver: %s: no Python twin for the CEL expression %r: add one to "
+                     "ADMISSION_TWINS" % (where, expression))
+
+
+class Admission:
+    """The chart's ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1) and their
+    bindings, evaluated on every write (create, update, patch, delete) as the real server does:
+    resourceRules (apiGroups, apiVersions, operations, resources with "/status"), matchConditions,
+    variables in order, then validations; a failed one with a Deny binding answers its `reason`
+    (default Invalid) with the real server's message. Bindings select namespaces by
+    namespaceSelector.matchLabels (the kubernetes.io/metadata.name label is every namespace's)."""
+
+    def __init__(self, documents):
+        policies, self.bindings = {}, []
+        for doc in documents:
+            if not isinstance(doc, dict):
+                continue
+            kind, meta = doc.get("kind"), doc.get("metadata") or {}
+            spec = doc.get("spec") or {}
+            if kind == "ValidatingAdmissionPolicy":
+                name = meta.get("name")
+                where = "ValidatingAdmissionPolicy " + name
+                policies[name] = {
+                    "rules": (spec.get("matchConstraints") or {}).get("resourceRules") or [],
+                    "conditions": [admission_twin(c["expression"], where)
+                                   for c in spec.get("matchConditions") or []],
+                    "variables": [(v["name"], admission_twin(v["expression"], where))
+                                  for v in spec.get("variables") or []],
+                    "validations": [
+                        (admission_twin(v["expression"], where), v.get("reason") or "Invalid",
+                         v.get("message") or "failed expression: " + v["expression"],
+                         admission_twin(v["messageExpression"], where)
+                         if v.get("messageExpression") else None)
+                        for v in spec.get("validations") or []],
+                }
+            elif kind == "ValidatingAdmissionPolicyBinding":
+                self.bindings.append((meta.get("name"), spec))
+        self.bound = []
+        for name, spec in self.bindings:
+            if spec.get("policyName") not in policies:
+                raise SystemExit("fake_apiserver: ValidatingAdmissionPolicyBinding %s binds no "
+                                 "policy of the file (%s)" % (name, spec.get("policyName")))
+            if "Deny" in (spec.get("validationActions") or []):
+                self.bound.append((name, spec, spec["policyName"], policies[spec["policyName"]]))
+
+    @staticmethod
+    def rule_matches(rule, request):
+        res = request["resource"]
+        resource = res["resource"] + ("/" + request["subResource"] if request["subResource"] else "")
+        return ({"*", res["group"]} & set(rule.get("apiGroups") or []) and
+                {"*", res["version"]} & set(rule.get("apiVersions") or []) and
+                {"*", request["operation"]} & set(rule.get("operations") or []) and
+                {"*", resource} & set(rule.get("resources") or []))
+
+    @staticmethod
+    def namespace_matches(spec, namespace):
+        selector = (spec.get("matchResources") or {}).get("namespaceSelector")
+        if not selector:
+            return True
+        if namespace is None:
+            return False
+        labels = {NAMESPACE_NAME_LABEL: namespace}
+        ns = STATE.objects.get(("", "v1", "namespaces"), {}).get(("", namespace))
+        labels.update(((ns or {}).get("metadata") or {}).get("labels") or {})
+        return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+    def denial(self, request, namespace):
+        """None, or (HTTP code, reason, message) of the first failed validation."""
+        for binding, spec, name, policy in self.bound:
+            if not any(self.rule_matches(r, request) for r in policy["rules"]):
+                continue
+            if not self.namespace_matches(spec, namespace):
+                continue
+            context = {"request": request, "variables": {}}
+            if not all(cond(context) for cond in policy["conditions"]):
+                continue
+            for var, fn in policy["variables"]:
+                context["variables"][var] = fn(context)
+            for check, reason, message, message_fn in policy["validations"]:
+                if check(context):
+                    continue
+                text = message_fn(context) if message_fn else message
+                code = {"Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413}.get(
+                    reason, 422)
+                return code, reason, ("ValidatingAdmissionPolicy '%s' with binding '%s' denied "
+                                      "request: %s" % (name, binding, text))
+        return None
 
 
 def forbidden_status(user, verb, gvr, sub, namespace, name):
@@ -474,6 +596,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     required_token = None
     authorizer = None  # an Authorizer with --rbac
+    admission = None  # the --rbac file's ValidatingAdmissionPolicies (Admission)
 
     def log_message(self, fmt, *args):
         pass
@@ -558,6 +681,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_status(404, "NotFound", "the server could not find the requested resource")
             if not self.authorize(route, query):
                 return None
+            if self.command in VERBS and route["gvr"] not in REVIEWS and not self.admit(route, body):
+                return None
             if self.command == "POST" and route["gvr"] in REVIEWS:
                 return self.review(route["gvr"], body)
             if self.command == "GET" and route["name"] is None:
@@ -601,6 +726,30 @@ class Handler(BaseHTTPRequestHandler):
             return True
         self.send_json(403, forbidden_status(user, verb, route["gvr"], route["sub"],
                                              route["namespace"], route["name"]))
+        return False
+
+    def admit(self, route, body):
+        """False (answered) when a ValidatingAdmissionPolicy of the --rbac file denies this write."""
+        if self.admission is None:
+            return True
+        auth = self.headers.get("Authorization") or ""
+        ident = self.authorizer.tokens.get(auth[len("Bearer "):]) if auth.startswith("Bearer ") else None
+        name = route["name"]
+        if name is None and isinstance(body, dict):
+            name = (body.get("metadata") or {}).get("name") or ""
+        operation = {"POST": "CREATE", "DELETE": "DELETE"}.get(self.command, "UPDATE")
+        request = {
+            "operation": operation, "name": name or "", "namespace": route["namespace"] or "",
+            "resource": {"group": route["gvr"][0], "version": route["gvr"][1],
+                         "resource": route["gvr"][2]},
+            "subResource": route["sub"] or "",
+            "userInfo": {"username": ident.user if ident else "", "extra": ident.extra if ident else {}},
+        }
+        denied = self.admission.denial(request, route["namespace"])
+        if denied is None:
+            return True
+        code, reason, message = denied
+        self.send_status(code, reason, message)
         return False
 
     def review(self, gvr, body):
@@ -1129,6 +1278,7 @@ def main():
         with open(args.rbac) as f:
             documents = list(yaml.load_all(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
         Handler.authorizer = Authorizer(documents, [Identity(i) for i in args.identity])
+        Handler.admission = Admission(documents)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     if args.tls_cert:
