@@ -7,7 +7,9 @@
 # no, forged, expired and wrong-audience tokens get 401, bob (no binding) 403; /metrics stays
 # open; with the API server gone a token not yet decided gets 503. The routes are served on
 # --debug-address (the pod's loopback in the chart's agent.debugAuth.loopbackPort), not on the
-# metrics port. Needs root and helm.
+# metrics port. With --metrics-authorization (the chart's metrics.authorization), /metrics answers
+# only tokens whose user may get that non-resource URL (the chart's metrics-reader ClusterRole).
+# Needs root and helm.
 # e2e-lane: beside (scripts/run-e2e.sh: no workload, no cgroup, nothing timed on the host)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -105,3 +107,47 @@ expect 503 late-token "&namespace=team-a" "the API server down"
 n="$(agent_metric "$port" 'sonde_agent_debug_requests_total{result="unavailable"}')"
 [[ "$n" == 1 ]] || fail "unavailable requests counted $n, want 1"
 echo "debug routes: tokens reviewed by the API server, namespaces by RBAC, 503 without it"
+
+echo "--- metrics.authorization: /metrics as kube-rbac-proxy guards it"
+stop_agent
+helm template sonde "$root/charts/sonde" -n "$ns" --set metrics.authorization.enabled=true \
+  --set 'metrics.authorization.subjects[0].kind=ServiceAccount' \
+  --set 'metrics.authorization.subjects[0].name=prometheus' \
+  --set 'metrics.authorization.subjects[0].namespace=monitoring' >"$tmp/metrics-auth.yaml" ||
+  fail "helm template (metrics.authorization)"
+grep -q -- '- --metrics-authorization' "$tmp/metrics-auth.yaml" ||
+  fail "metrics.authorization.enabled does not pass --metrics-authorization to the agent"
+rm -f "$tmp/apiserver.out"
+FAKE_API_IDENTITIES=("reader-token=system:serviceaccount:$ns:sonde-metrics-reader"
+                     "prom-token=system:serviceaccount:monitoring:prometheus" "bob-token=bob")
+start_fake_apiserver "$tmp/metrics-auth.yaml" "$ns"
+kube_admin POST /api/v1/nodes '{"metadata": {"name": "auth-node"}}' >/dev/null || fail "cannot create the Node"
+"$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name auth-node \
+  --metrics-address "127.0.0.1:$port" --metrics-authorization >"$tmp/agent-metrics.log" 2>&1 &
+AGENT_PID=$!
+wait_until 300 curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" ||
+  { tail -20 "$tmp/agent-metrics.log"; fail "the agent did not start"; }
+scrape() {  # scrape TOKEN: the HTTP status of /metrics, the body in $tmp/scrape
+  local auth=()
+  [[ -n "$1" ]] && auth=(-H "Authorization: Bearer $1")
+  curl -s -o "$tmp/scrape" -w '%{http_code}' "${auth[@]}" "http://127.0.0.1:$port/metrics"
+}
+expect_scrape() {  # expect_scrape STATUS TOKEN WHAT
+  local got
+  got="$(scrape "$2")"
+  [[ "$got" == "$1" ]] || fail "$3: /metrics answered $got, want $1: $(head -c 300 "$tmp/scrape")"
+  echo "$3: $got"
+}
+expect_scrape 401 "" "no token"
+expect_scrape 401 forged-token "a token the API server does not know"
+expect_scrape 403 bob-token "bob, not bound to the metrics reader"
+expect_scrape 200 reader-token "the chart's metrics reader (the PodMonitor's token)"
+grep -q '^sonde_agent_metrics_requests_total{result="forbidden"} 1$' "$tmp/scrape" ||
+  fail "the forbidden scrape is not counted: $(grep sonde_agent_metrics_requests_total "$tmp/scrape")"
+expect_scrape 200 prom-token "Prometheus' own service account, bound by metrics.authorization.subjects"
+before="$(grep '^sonde_agent_access_reviews_total ' "$tmp/scrape" | awk '{print $2}')"
+expect_scrape 200 prom-token "the same token again (cached)"
+after="$(grep '^sonde_agent_access_reviews_total ' "$tmp/scrape" | awk '{print $2}')"
+[[ "$before" == "$after" ]] || fail "a cached scrape sent reviews ($before -> $after)"
+curl -sf -o /dev/null "http://127.0.0.1:$port/healthz" || fail "/healthz needs no token"
+echo "metrics: served only to tokens whose user may get /metrics; the probes stay open"

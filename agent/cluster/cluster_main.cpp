@@ -51,6 +51,7 @@ struct Args {
   AgentFlags agent;
   PyroscopeConfig pyroscope;
   std::string token_audience = "sonde";
+  bool metrics_authorization = false;
 };
 
 // The ClusterProfilingPolicy and Namespace informers that feed the selector, or none when
@@ -124,6 +125,11 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
                  "create token SA --audience sonde), so that a token minted for the API server or "
                  "another service is refused; empty: the API server's own audience")
       ->capture_default_str();
+  app.add_flag("--metrics-authorization", a.metrics_authorization,
+               "serve /metrics only to a bearer token whose user may get the non-resource URL "
+               "/metrics (a TokenReview for the API server's audience, then a "
+               "SubjectAccessReview, as kube-rbac-proxy asks; decisions cached 2 minutes, one "
+               "review at a time); default: to whoever reaches the port");
   if (auto exit_code = cli::parse(app, argc, argv)) return exit_code;
   if (!a.pyroscope.url.empty()) {
     if (auto st = check_pyroscope(a.pyroscope); !st.ok()) {
@@ -179,6 +185,10 @@ int cluster_main(int argc, char** argv) {
                                           .stop = &api_stop});
   ApiReviewer reviewer(review_client);
   RouteAccess route_access(reviewer, {.audience = args->token_audience});
+  // Prometheus scrapes with an ordinary service account token, every 30 s or so: a longer cache,
+  // and one review at a time so that a flood of unknown tokens holds one server thread at most.
+  RouteAccess metrics_access(
+      reviewer, {.asks = RouteAccess::Asks::kPath, .ttl_ns = 120'000'000'000, .max_in_flight = 1});
   // The report writer retries with its own backoff: single short attempts.
   kube::ApiClient report_client(std::move(config).value(),
                                 {.user_agent = user_agent,
@@ -243,6 +253,11 @@ int cluster_main(int argc, char** argv) {
   features.on_stall = [&stall_events](const Stall& stall) { stall_events.post(stall); };
   options.node_name = args->node_name;
   options.debug_guard = [&route_access](const HttpRequest& r) { return route_access.check(r); };
+  if (args->metrics_authorization) {
+    options.metrics_guard = [&metrics_access](const HttpRequest& r) {
+      return metrics_access.check(r);
+    };
+  }
   features.load.values.fill(true);       // policies choose per container what is used
   features.go_tls_cgroup_filter = true;  // policies select containers: other pods are not counted
   // Policies with `cpu` select containers for sampling; a node that cannot sample says so in
@@ -258,23 +273,33 @@ int cluster_main(int argc, char** argv) {
   }
   AgentRuntime& rt = **runtime;
   runtime_ptr.store(&rt);
-  rt.add_collector([&selector, &route_access, &stall_events, node = args->node_name] {
+  rt.add_collector([&selector, &route_access, &metrics_access, &stall_events,
+                    node = args->node_name] {
     std::vector<prometheus::MetricFamily> out{policy_selection_family(selector.policies(), node)};
+    auto by_result = [](prometheus::MetricFamily& family, const RouteAccess::Stats& st) {
+      for (const auto& [result, n] : {std::pair{"allowed", st.allowed},
+                                      {"unauthenticated", st.unauthenticated},
+                                      {"forbidden", st.forbidden},
+                                      {"unavailable", st.unavailable},
+                                      {"throttled", st.throttled}}) {
+        add_sample(family, {{"result", result}}, static_cast<double>(n));
+      }
+    };
     const RouteAccess::Stats st = route_access.stats();
     auto requests = counter_family("sonde_agent_debug_requests_total",
                                    "Requests to /debug/ routes (CPU profiles) by what the "
                                    "token review decided.");
-    for (const auto& [result, n] : {std::pair{"allowed", st.allowed},
-                                    {"unauthenticated", st.unauthenticated},
-                                    {"forbidden", st.forbidden},
-                                    {"unavailable", st.unavailable},
-                                    {"throttled", st.throttled}}) {
-      add_sample(requests, {{"result", result}}, static_cast<double>(n));
-    }
+    by_result(requests, st);
+    const RouteAccess::Stats ms = metrics_access.stats();
+    auto scrapes = counter_family("sonde_agent_metrics_requests_total",
+                                  "With --metrics-authorization: requests to /metrics by what "
+                                  "the token review decided (allowed counts the scrapes served).");
+    by_result(scrapes, ms);
     auto reviews = counter_family("sonde_agent_access_reviews_total",
                                   "TokenReviews and SubjectAccessReviews sent for /debug/ "
-                                  "requests (decisions are cached 10 s).");
-    add_sample(reviews, {}, static_cast<double>(st.reviews));
+                                  "requests (decisions cached 10 s) and, with "
+                                  "--metrics-authorization, /metrics (cached 2 minutes).");
+    add_sample(reviews, {}, static_cast<double>(st.reviews + ms.reviews));
     auto stalls = counter_family("sonde_agent_nodejs_stall_events_total",
                                  "Kubernetes Events for Node.js stalls, by result: written, "
                                  "rate_limited (one per pod per minute), failed, queue_full, "
@@ -288,6 +313,7 @@ int cluster_main(int argc, char** argv) {
       add_sample(stalls, {{"result", result}}, static_cast<double>(n));
     }
     out.push_back(std::move(requests));
+    out.push_back(std::move(scrapes));
     out.push_back(std::move(reviews));
     out.push_back(std::move(stalls));
     return out;

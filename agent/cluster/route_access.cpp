@@ -64,22 +64,29 @@ std::optional<HttpResponse> RouteAccess::answer(const Decision& d) {
 }
 
 std::optional<HttpResponse> RouteAccess::check(const HttpRequest& request) {
+  const bool path = options_.asks == Asks::kPath;
   const std::string token = bearer_token(request.authorization);
   if (token.empty()) {
-    return answer({401,
-                   "a bearer token is required (Authorization: Bearer <token>); the token's user "
-                   "needs 'get' on profiles.sonde.dev"});
+    return answer(
+        {401,
+         "a bearer token is required (Authorization: Bearer <token>); the token's "
+         "user needs 'get' on " +
+             (path ? "the non-resource URL " + request.path : std::string("profiles.sonde.dev"))});
   }
-  auto ns_param = request.query.find("namespace");
-  const std::string ns = ns_param == request.query.end() ? "" : ns_param->second;
-  const std::string key = sha256_hex(token) + "/" + ns;
+  AccessReviewer::Permission wanted;
+  if (path) {
+    wanted.path = request.path;
+  } else if (auto ns = request.query.find("namespace"); ns != request.query.end()) {
+    wanted.ns = ns->second;
+  }
+  const std::string key = sha256_hex(token) + (path ? " " + wanted.path : "/" + wanted.ns);
   std::optional<Decision> cached;
   {
     std::lock_guard lock(mu_);
     auto it = cache_.find(key);
     if (it != cache_.end() && clock_.now_ns() < it->second.expires_ns) {
       cached = it->second.decision;
-    } else if (in_flight_ >= kMaxInFlight) {
+    } else if (in_flight_ >= options_.max_in_flight) {
       ++stats_.throttled;
       return plain(429, "too many requests waiting for the API server to review their tokens");
     } else {
@@ -87,7 +94,7 @@ std::optional<HttpResponse> RouteAccess::check(const HttpRequest& request) {
     }
   }
   if (cached) return answer(*cached);
-  auto decision = review(token, ns);
+  auto decision = review(token, wanted);
   {
     std::lock_guard lock(mu_);
     --in_flight_;
@@ -108,13 +115,15 @@ std::optional<HttpResponse> RouteAccess::check(const HttpRequest& request) {
     }
   }
   if (!decision.ok()) {
-    log::warn("cannot review a debug route's token", {{"error", decision.error().message()}});
+    log::warn("cannot review a request's token",
+              {{"path", request.path}, {"error", decision.error().message()}});
     return plain(503, "the API server cannot review the token now: " + decision.error().message());
   }
   return answer(*decision);
 }
 
-Result<RouteAccess::Decision> RouteAccess::review(const std::string& token, const std::string& ns) {
+Result<RouteAccess::Decision> RouteAccess::review(const std::string& token,
+                                                  const AccessReviewer::Permission& wanted) {
   {
     std::lock_guard lock(mu_);
     ++stats_.reviews;
@@ -128,12 +137,14 @@ Result<RouteAccess::Decision> RouteAccess::review(const std::string& token, cons
     std::lock_guard lock(mu_);
     ++stats_.reviews;
   }
-  ASSIGN_OR_RETURN(bool allowed, reviewer_.may_read_profiles(*verdict.user, ns));
+  ASSIGN_OR_RETURN(bool allowed, reviewer_.may(*verdict.user, wanted));
   if (allowed) return Decision{200, ""};
-  return Decision{403, "user \"" + verdict.user->name + "\" may not get profiles.sonde.dev " +
-                           (ns.empty() ? std::string("in every namespace (name one with "
-                                                     "?namespace=)")
-                                       : "in namespace \"" + ns + "\"")};
+  const std::string who = "user \"" + verdict.user->name + "\" may not get ";
+  if (!wanted.path.empty()) return Decision{403, who + wanted.path};
+  return Decision{403, who + "profiles.sonde.dev " +
+                           (wanted.ns.empty() ? std::string("in every namespace (name one with "
+                                                            "?namespace=)")
+                                              : "in namespace \"" + wanted.ns + "\"")};
 }
 
 RouteAccess::Stats RouteAccess::stats() const {
@@ -187,11 +198,16 @@ Result<AccessReviewer::TokenVerdict> ApiReviewer::review_token(const std::string
   return v;
 }
 
-Result<bool> ApiReviewer::may_read_profiles(const User& user, const std::string& ns) {
-  kube::Json attributes = {
-      {"verb", "get"}, {"group", "sonde.dev"}, {"resource", "profiles"}, {"namespace", ns}};
-  kube::Json spec = {
-      {"user", user.name}, {"groups", user.groups}, {"resourceAttributes", std::move(attributes)}};
+Result<bool> ApiReviewer::may(const User& user, const Permission& permission) {
+  kube::Json spec = {{"user", user.name}, {"groups", user.groups}};
+  if (!permission.path.empty()) {
+    spec["nonResourceAttributes"] = {{"verb", "get"}, {"path", permission.path}};
+  } else {
+    spec["resourceAttributes"] = {{"verb", "get"},
+                                  {"group", "sonde.dev"},
+                                  {"resource", "profiles"},
+                                  {"namespace", permission.ns}};
+  }
   if (!user.uid.empty()) spec["uid"] = user.uid;
   if (!user.extra.empty()) spec["extra"] = user.extra;
   kube::Json review = {{"apiVersion", "authorization.k8s.io/v1"},

@@ -1,5 +1,6 @@
-// RouteAccess: who may read the agent's debug routes (/debug/...: CPU profiles) in cluster mode,
-// decided by the API server the way Kubernetes' own components do it. A request carries a bearer
+// RouteAccess: who may read the agent's debug routes (/debug/...: CPU profiles) and, when asked
+// (--metrics-authorization), /metrics in cluster mode, decided by the API server the way
+// Kubernetes' own components do it. A request carries a bearer
 // token (Authorization: Bearer ...); a TokenReview authenticates it (for `audience` when set, else
 // the API server's own; the review's answer must name that audience among the token's, or the
 // token is refused), then a SubjectAccessReview, carrying the user's groups, uid and extra
@@ -8,7 +9,8 @@
 // in the namespace the request's `namespace` parameter names, or in every namespace when it names
 // none (a profile without that filter covers every selected container on the node). Grant it with
 // a Role(Binding) in a tenant's namespace, or a ClusterRole for everything (docs/cpu-profiles.md,
-// "Who may read profiles").
+// "Who may read profiles"). For /metrics (Asks::kPath) the review asks, as kube-rbac-proxy does,
+// whether the user may `get` the non-resource URL /metrics (a ClusterRole's nonResourceURLs).
 //
 // Answers: 401 without a token or for one the API server does not authenticate (forged, expired,
 // wrong audience), 403 when the review denies, 503 when the API server cannot be asked (an
@@ -55,17 +57,27 @@ class AccessReviewer {
   // An Error only when the API server could not answer.
   virtual Result<TokenVerdict> review_token(const std::string& token,
                                             const std::string& audience) = 0;
-  // Whether `user` may get profiles.sonde.dev in `ns` ("" = every namespace).
-  virtual Result<bool> may_read_profiles(const User& user, const std::string& ns) = 0;
+  // What a request asks for: `get` on profiles.sonde.dev in `ns` ("" = every namespace), or, when
+  // `path` is set, `get` on that non-resource URL.
+  struct Permission {
+    std::string ns;
+    std::string path;
+  };
+  // Whether `user` has `permission`.
+  virtual Result<bool> may(const User& user, const Permission& permission) = 0;
 };
 
 class RouteAccess {
  public:
   static constexpr int kMaxInFlight = 4;
+  // What a request must be allowed: profiles (the /debug/ routes) or `get` on its path (/metrics).
+  enum class Asks { kProfiles, kPath };
   struct Options {
     std::string audience;  // "" = the API server's audience
+    Asks asks = Asks::kProfiles;
     uint64_t ttl_ns = 10'000'000'000;
     size_t max_entries = 1024;
+    int max_in_flight = kMaxInFlight;  // reviews at once; one more request is answered 429
   };
   RouteAccess(AccessReviewer& reviewer, Options options, const Clock& clock = real_clock());
 
@@ -88,14 +100,14 @@ class RouteAccess {
     uint64_t expires_ns;
     std::list<std::string>::iterator age;
   };
-  Result<Decision> review(const std::string& token, const std::string& ns);
+  Result<Decision> review(const std::string& token, const AccessReviewer::Permission& wanted);
   std::optional<HttpResponse> answer(const Decision& d);
 
   AccessReviewer& reviewer_;
   const Options options_;
   const Clock& clock_;
   mutable std::mutex mu_;
-  std::map<std::string, Entry> cache_;  // SHA-256(token) + "/" + namespace
+  std::map<std::string, Entry> cache_;  // SHA-256(token) + "/" + namespace, or + " " + path
   std::list<std::string> ages_;         // cache keys, oldest first
   int in_flight_ = 0;
   Stats stats_;
@@ -108,7 +120,7 @@ class ApiReviewer final : public AccessReviewer {
   explicit ApiReviewer(kube::ApiClient& api, Duration timeout = std::chrono::seconds(5))
       : api_(api), timeout_(timeout) {}
   Result<TokenVerdict> review_token(const std::string& token, const std::string& audience) override;
-  Result<bool> may_read_profiles(const User& user, const std::string& ns) override;
+  Result<bool> may(const User& user, const Permission& permission) override;
 
  private:
   kube::ApiClient& api_;

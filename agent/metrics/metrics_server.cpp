@@ -79,9 +79,11 @@ std::string label_value(std::string_view value) {
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address,
-                                                            Guard debug_guard) {
+                                                            Guard debug_guard,
+                                                            Guard metrics_guard) {
   std::unique_ptr<MetricsServer> self(new MetricsServer());
   self->debug_guard_ = std::move(debug_guard);
+  self->metrics_guard_ = std::move(metrics_guard);
   mg_init_library(0);
   std::string threads = std::to_string(kThreads);
   std::string timeout = std::to_string(kRequestTimeoutMs);
@@ -185,6 +187,7 @@ int MetricsServer::on_request(mg_connection* conn, void* cbdata) {
       refused = self->debug_guard_(request);
     }
   }
+  if (request.path == "/metrics" && self->metrics_guard_) refused = self->metrics_guard_(request);
   if (refused) {
     response = std::move(*refused);
   } else if (request.path == "/metrics") {

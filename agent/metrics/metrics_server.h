@@ -53,9 +53,9 @@ class MetricsServer {
  public:
   using Collector = std::function<std::vector<prometheus::MetricFamily>()>;
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
-  // Asked before every route under /debug/: nullopt lets the request through, otherwise its
-  // answer is sent instead (cluster mode: RouteAccess). /metrics and the health probes are not
-  // guarded.
+  // Asked before every route under /debug/ (debug_guard) and before /metrics (metrics_guard,
+  // when set): nullopt lets the request through, otherwise its answer is sent instead (cluster
+  // mode: RouteAccess). The health probes have a server of their own.
   using Guard = std::function<std::optional<HttpResponse>(const HttpRequest&)>;
 
   static constexpr int kThreads = 4;
@@ -68,7 +68,8 @@ class MetricsServer {
   // Listens on "host:port" (port 0 picks a free one). Fails with the reason (address in use,
   // bad address) instead of throwing.
   static Result<std::unique_ptr<MetricsServer>> start(const std::string& address,
-                                                      Guard debug_guard = {});
+                                                      Guard debug_guard = {},
+                                                      Guard metrics_guard = {});
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -91,6 +92,7 @@ class MetricsServer {
   std::vector<Collector> collectors_;
   std::map<std::string, Handler> routes_;
   Guard debug_guard_;        // set before serving, never changed
+  Guard metrics_guard_;      // likewise
   int debug_in_flight_ = 0;  // under mu_: requests under /debug/ being served
 };
 

@@ -160,10 +160,11 @@ Status AgentRuntime::Impl::start(const PartsFactory& build) {
   }
   inspections = std::make_unique<InspectionQueue>(
       InspectionQueue::Options{.deadline = options.inspection_deadline});
-  ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address, options.debug_guard));
+  ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address, options.debug_guard,
+                                                options.metrics_guard));
   if (!options.debug_address.empty()) {
-    ASSIGN_OR_RETURN(debug_server,
-                     MetricsServer::start(options.debug_address, options.debug_guard));
+    ASSIGN_OR_RETURN(debug_server, MetricsServer::start(options.debug_address, options.debug_guard,
+                                                        options.metrics_guard));
   }
   add_collector();
   for (const auto& f : features) f->add_routes(debug_server ? *debug_server : *server);

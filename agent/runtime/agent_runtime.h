@@ -61,6 +61,8 @@ struct RuntimeOptions {
   std::chrono::milliseconds inspection_deadline{5000};
   // Who may read /debug/ routes (cluster mode: RouteAccess); empty: anyone who reaches the port.
   MetricsServer::Guard debug_guard;
+  // Who may read /metrics (cluster mode with --metrics-authorization); empty: anyone.
+  MetricsServer::Guard metrics_guard;
   // Serve the /debug/ routes (CPU profiles) on this host:port instead of the metrics port, e.g.
   // 127.0.0.1:9465 so that only who can enter the pod (kubectl port-forward) reaches them.
   std::string debug_address;

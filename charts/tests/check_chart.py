@@ -505,6 +505,8 @@ VALUE_CHANGES = {
     "agent.waitSource": "epoll-tracepoints",
     "agent.nodejs.metrics": "otel",
     "rbac.agentOwnNodeOnly": True,
+    "metrics.authorization.subjects": [{"kind": "ServiceAccount", "name": "prometheus",
+                                        "namespace": "monitoring"}],
     "operator.watchNamespace": "shop",
     "operator.affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}]}}},
@@ -532,6 +534,7 @@ VALUE_NAMESPACE = {"rbac.allowKubeSystem": "kube-system"}
 VALUE_NEEDS = {
     "operator.serviceAccount.create": {"operator": {"serviceAccount": {"name": "operator-sa"}}},
     "agent.serviceAccount.create": {"agent": {"serviceAccount": {"name": "agent-sa"}}},
+    "metrics.authorization.subjects": {"metrics": {"authorization": {"enabled": True}}},
 }
 # Switched on underneath every change, so that the values they enable are rendered.
 VALUES_BASE = {

@@ -15,7 +15,8 @@ namespace {
 
 using ::sonde::testing::ManualClock;
 
-// Tokens "alice" (may read namespace "a"), "admin" (everything); any other is not authenticated.
+// Tokens "alice" (may read namespace "a" and /metrics), "admin" (everything); any other is not
+// authenticated.
 class ScriptedReviewer final : public AccessReviewer {
  public:
   Result<TokenVerdict> review_token(const std::string& token,
@@ -27,10 +28,13 @@ class ScriptedReviewer final : public AccessReviewer {
     if (token == "alice" || token == "admin") return TokenVerdict{User{token, "", {}}, ""};
     return TokenVerdict{std::nullopt, "token lookup failed"};
   }
-  Result<bool> may_read_profiles(const User& user, const std::string& ns) override {
+  // alice may also get /metrics; nobody any other path.
+  Result<bool> may(const User& user, const Permission& p) override {
     ++access_reviews;
     if (down) return Error("connect: connection refused");
-    return user.name == "admin" || (user.name == "alice" && ns == "a");
+    if (!p.path.empty())
+      return user.name == "admin" || (user.name == "alice" && p.path == "/metrics");
+    return user.name == "admin" || (user.name == "alice" && p.ns == "a");
   }
   void wait_if_held() {
     std::unique_lock lock(mu);
@@ -144,6 +148,45 @@ TEST(RouteAccessTest, AFloodOfUnknownTokensCostsAtMostKMaxInFlightReviewsAtATime
   EXPECT_EQ(unauthenticated, RouteAccess::kMaxInFlight);
   EXPECT_EQ(access.stats().throttled, 1u);
   EXPECT_EQ(reviewer.token_reviews, RouteAccess::kMaxInFlight);
+}
+
+// /metrics as kube-rbac-proxy guards it: `get` on the non-resource URL, whatever the query says,
+// with its own in-flight bound and cache.
+TEST(RouteAccessTest, APathIsAllowedToWhoMayGetThatNonResourceUrl) {
+  ScriptedReviewer reviewer;
+  ::sonde::testing::ManualClock clock;
+  RouteAccess access(reviewer, {.asks = RouteAccess::Asks::kPath, .max_in_flight = 1}, clock);
+  HttpRequest scrape{"GET", "/metrics", {{"namespace", "a"}}, "Bearer alice"};
+  EXPECT_EQ(status_of(access.check(scrape)), 200);
+  EXPECT_EQ(reviewer.last_audience, "") << "a scrape's token is reviewed for the API server";
+  EXPECT_EQ(status_of(access.check(scrape)), 200);
+  EXPECT_EQ(reviewer.access_reviews, 1) << "the second scrape is answered from the cache";
+  scrape.authorization = "Bearer other";
+  EXPECT_EQ(status_of(access.check(scrape)), 401);
+  scrape.authorization = "";
+  auto none = access.check(scrape);
+  ASSERT_EQ(status_of(none), 401);
+  EXPECT_NE(none->body.find("the non-resource URL /metrics"), std::string::npos) << none->body;
+  HttpRequest elsewhere{"GET", "/metrics/extra", {}, "Bearer alice"};
+  auto refused = access.check(elsewhere);
+  ASSERT_EQ(status_of(refused), 403);
+  EXPECT_NE(refused->body.find("user \"alice\" may not get /metrics/extra"), std::string::npos)
+      << refused->body;
+
+  // One review at a time: a second unknown token waits for none, it is answered 429.
+  reviewer.held = true;
+  std::thread first([&] { (void)access.check({"GET", "/metrics", {}, "Bearer bad-1"}); });
+  {
+    std::unique_lock lock(reviewer.mu);
+    reviewer.changed.wait(lock, [&] { return reviewer.waiting == 1; });
+  }
+  EXPECT_EQ(status_of(access.check({"GET", "/metrics", {}, "Bearer bad-2"})), 429);
+  {
+    std::lock_guard lock(reviewer.mu);
+    reviewer.held = false;
+  }
+  reviewer.changed.notify_all();
+  first.join();
 }
 
 TEST(RouteAccessTest, TokensAreKeptAsTheirSha256) {

@@ -230,6 +230,24 @@ class Authorizer:
             elif ref.get("kind") == "Role" and kind == "RoleBinding":
                 yield from self.roles.get((binding_ns, ref.get("name")), [])
 
+    def allowed_path(self, user, verb, path):
+        """A non-resource URL (/metrics): granted by ClusterRoles through ClusterRoleBindings
+        only, a rule's nonResourceURLs matching exactly or by a trailing '*'."""
+        if user == "admin":
+            return True
+        for kind, _, ref, subjects in self.bindings:
+            if kind != "ClusterRoleBinding" or ref.get("kind") != "ClusterRole":
+                continue
+            if not any(self.subject_matches(s, user) for s in subjects):
+                continue
+            for rule in self.cluster_roles.get(ref.get("name"), []):
+                if not {"*", verb} & set(rule.get("verbs") or []):
+                    continue
+                for url in rule.get("nonResourceURLs") or []:
+                    if url == path or (url.endswith("*") and path.startswith(url[:-1])):
+                        return True
+        return False
+
     def allowed(self, user, verb, group, resource, namespace, name):
         if user == "admin":
             return True
@@ -790,9 +808,16 @@ class Handler(BaseHTTPRequestHandler):
                     status["user"]["extra"] = ident.extra
         else:
             attrs = spec.get("resourceAttributes") or {}
-            allowed = self.authorizer.allowed(spec.get("user") or "", attrs.get("verb") or "",
-                                              attrs.get("group") or "", attrs.get("resource") or "",
-                                              attrs.get("namespace") or None, attrs.get("name"))
+            if spec.get("nonResourceAttributes"):
+                path_attrs = spec["nonResourceAttributes"]
+                allowed = self.authorizer.allowed_path(spec.get("user") or "",
+                                                       path_attrs.get("verb") or "",
+                                                       path_attrs.get("path") or "")
+            else:
+                allowed = self.authorizer.allowed(spec.get("user") or "", attrs.get("verb") or "",
+                                                  attrs.get("group") or "",
+                                                  attrs.get("resource") or "",
+                                                  attrs.get("namespace") or None, attrs.get("name"))
             scoped = [i for i in self.authorizer.tokens.values()
                       if i.user == spec.get("user") and i.extra]
             missing_extra = any(spec.get("extra") != i.extra for i in scoped)
