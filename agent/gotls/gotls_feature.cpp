@@ -247,8 +247,10 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       "container_go_tls_share_exceeded_total",
       "Go TLS kernel state the container's processes could not insert because the process held "
       "its share (1/8) of the node-wide map: an HTTP/2 connection not followed (h2_states), a "
-      "request whose response is not matched (exchanges), a Read not seen (reads, carried). "
-      "Only this container loses them.");
+      "request whose response is not matched (exchanges), a Read not seen (reads, carried), "
+      "an HTTP/2 connection given up because the process had its share (1 MiB) of the "
+      "ring buffer's bytes not yet read by the agent (h2_events). Only this container loses "
+      "them.");
   auto processes = gauge_family("sonde_agent_gotls_processes", "Go TLS processes instrumented.");
   for (const auto& [labels, s] : monitor_->snapshot()) {
     LabelPairs base{{"namespace", labels.namespace_name},
@@ -320,8 +322,8 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       "reads/exchanges/carried: exchanges not matched; h2_states: an HTTP/2 connection not "
       "followed), because the map was full (reason=map_full) or because the process held its "
       "share of the map (reason=process_share: only that process loses), and HTTP/2 connections "
-      "given up in the kernel (h2_events: ring buffer full; h2_walk_steps, h2_frame_bytes: a "
-      "bound hit). Nothing is evicted silently.");
+      "given up in the kernel (h2_events: ring buffer full, or the process's share of it; "
+      "h2_walk_steps, h2_frame_bytes: a bound hit). Nothing is evicted silently.");
   for (const auto& [map_reason, n] : monitor_->kernel_map_full()) {
     add_sample(full, {{"map", map_reason.first}, {"reason", map_reason.second}},
                static_cast<double>(n));

@@ -131,11 +131,6 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-int on_h2_record(void* ctx, void* data, size_t size) {
-  static_cast<Http2Tracker*>(ctx)->on_record({static_cast<const uint8_t*>(data), size});
-  return 0;
-}
-
 }  // namespace
 
 // The kernel series that allows the write ("uprobe,bpf: Allow to change app registers from uprobe
@@ -195,6 +190,7 @@ const char* gotls_counter_map_name(sonde_gotls_counter counter) {
     case SONDE_GOTLS_SHARE_EXCHANGES: return "exchanges";
     case SONDE_GOTLS_SHARE_READS: return "reads";
     case SONDE_GOTLS_SHARE_CARRIED: return "carried";
+    case SONDE_GOTLS_SHARE_H2_EVENTS: return "h2_events";
     case SONDE_GOTLS_COUNTER_COUNT: break;
   }
   return "unknown";
@@ -214,7 +210,7 @@ TlsProbes::Shares TlsProbes::default_shares() {
   return {SONDE_GOTLS_MAX_H2_STATES / SONDE_GOTLS_SHARE_DIVISOR,
           SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
           SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
-          SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR};
+          SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR, SONDE_GOTLS_H2_EVENTS_SHARE};
 }
 
 bool TlsProbes::kernel_has_bpf_loop() {
@@ -277,9 +273,9 @@ Result<std::unique_ptr<TlsProbes>> TlsProbes::load(bool perform_ret, UprobeLinkK
   self->tracker_ = std::make_unique<Http2Tracker>(
       Http2Tracker::Limits(),
       [raw](uint32_t pid, uint64_t conn) { raw->forget_connection(pid, conn); });
-  self->ring_ = {ring_buffer__new(bpf_map__fd(self->skel_->maps.h2_events), on_h2_record,
-                                  self->tracker_.get(), nullptr),
-                 ring_buffer__free};
+  self->ring_ = {
+      ring_buffer__new(bpf_map__fd(self->skel_->maps.h2_events), on_h2_record, self.get(), nullptr),
+      ring_buffer__free};
   if (!self->ring_) return errno_error("go tls probes: open the HTTP/2 ring buffer", errno);
   // Only the cgroup filter needs it: without it the filter turns off, saying why.
   auto cgroups = ProcessCgroups::load();
@@ -337,9 +333,25 @@ Result<uint64_t> TlsProbes::cgroup_of(pid_t pid, uint64_t start_time) const {
   return cgroups_->cgroup_of(pid, start_time);
 }
 
+int TlsProbes::on_h2_record(void* self, void* data, size_t size) {
+  const auto* probes = static_cast<const TlsProbes*>(self);
+  probes->tracker_->on_record({static_cast<const uint8_t*>(data), size});
+  if (size >= sizeof(uint32_t)) {
+    uint32_t pid = 0;
+    std::memcpy(&pid, data, sizeof pid);  // sonde_h2_event.pid, first in every record
+    probes->drained_bytes_[pid] += size;  // the size the kernel reserved and counted
+  }
+  return 0;
+}
+
 void TlsProbes::drain() const {
   std::lock_guard lock(drain_mu_);
   ring_buffer__consume(ring_.get());
+  for (const auto& [pid, bytes] : drained_bytes_) {
+    // A process taken already (exited) gets no `released` entry: it would stay for good.
+    if (counting(pid)) release(pid, SONDE_GOTLS_SHARED_H2_EVENTS, bytes);
+  }
+  drained_bytes_.clear();
 }
 
 bool TlsProbes::wait_for_records(int timeout_ms) const {
@@ -379,6 +391,12 @@ std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
   while (bpf_map__get_next_key(skel_->maps.processes, prev, &next, sizeof next) == 0) {
     sonde_tls_process b{};
     if (bpf_map__lookup_elem(skel_->maps.processes, &next, sizeof next, &b, sizeof b, 0) == 0) {
+      sonde_gotls_released r{};
+      if (bpf_map__lookup_elem(skel_->maps.released, &next, sizeof next, &r, sizeof r, 0) == 0) {
+        for (size_t t = 0; t < SONDE_GOTLS_SHARED_COUNT; ++t) {
+          b.held[t] -= static_cast<int64_t>(r.n[t]);
+        }
+      }
       out[next].process = b;
     }
     tgid = next;

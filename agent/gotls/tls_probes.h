@@ -30,7 +30,8 @@
 // exchanges and Reads are not followed, counted in its Counts (over_share) and in full()
 // (SONDE_GOTLS_SHARE_*), and nobody else's. The kernel counts what it inserts and deletes; what
 // user space deletes from a live process (forget_connection()) it tells the kernel through the
-// map `released`.
+// map `released`. The ring buffer is one of those tables, in bytes (SONDE_GOTLS_SHARED_H2_EVENTS):
+// drain() gives each process back the bytes of its records it read.
 //
 // Owns the skeleton, the ring buffer (2 descriptors for the agent, not per binary) and the
 // tracker; destroying it detaches everything. drain() may run on any thread concurrently with
@@ -73,7 +74,9 @@ class TlsCounters {
     kReadReturnRet,  // a one-byte `ret` of (*Conn).Read, performed by the program
   };
   struct Counts {
-    sonde_tls_process process{};  // bytes and probe hits
+    // Bytes and probe hits; in counts(), held[] net of what user space released (`released`),
+    // the entries (or ring-buffer bytes) the process holds now.
+    sonde_tls_process process{};
     std::vector<std::pair<sonde_tls_request_key, sonde_tls_request_stats>> requests;
   };
   virtual ~TlsCounters() = default;
@@ -158,6 +161,8 @@ class TlsProbes final : public TlsCounters {
 
  private:
   TlsProbes() = default;
+  // A ring-buffer record (libbpf's callback, under drain_mu_): to the tracker, its bytes counted.
+  static int on_h2_record(void* self, void* data, size_t size);
   // Stops following connection `conn` of `pid` in the kernel (the tracker evicted it).
   void forget_connection(uint32_t pid, uint64_t conn) const;
   // Tells the kernel that user space deleted n entries of `table` of the live process tgid.
@@ -168,7 +173,10 @@ class TlsProbes final : public TlsCounters {
   std::unique_ptr<gotls_bpf, void (*)(gotls_bpf*)> skel_{nullptr, nullptr};
   std::unique_ptr<Http2Tracker> tracker_;
   std::unique_ptr<ring_buffer, void (*)(ring_buffer*)> ring_{nullptr, nullptr};
-  mutable std::mutex drain_mu_;              // ring_buffer__consume() is single-consumer
+  mutable std::mutex drain_mu_;  // ring_buffer__consume() is single-consumer
+  // Under drain_mu_: bytes of records read per process in this drain, given back to each
+  // process's share of the ring buffer (SONDE_GOTLS_SHARED_H2_EVENTS) when it ends.
+  mutable std::map<uint32_t, uint64_t> drained_bytes_;
   mutable std::mutex released_mu_;           // `released` is read, added to and written back
   std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_
   std::optional<Error> cgroups_error_;

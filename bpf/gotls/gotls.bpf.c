@@ -68,6 +68,7 @@ const volatile __u32 share[SONDE_GOTLS_SHARED_COUNT] = {
     SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
     SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
     SONDE_GOTLS_MAX_INFLIGHT / SONDE_GOTLS_SHARE_DIVISOR,
+    SONDE_GOTLS_H2_EVENTS_SHARE,
 };
 
 struct {
@@ -196,18 +197,24 @@ static __always_inline void count(__u32 counter) {
   if (n) *n += 1;
 }
 
-/* Takes one entry of `table` for the process: false when it holds its share already. The add
- * comes first and is undone past the share, so concurrent threads of one process never take
- * more than the share together (a plain atomic add: no fetch, which needs Linux 5.12). */
-static __always_inline bool share_take(struct sonde_tls_process* proc, __u32 tgid, __u32 table) {
+/* Takes n entries (bytes, for the ring buffer) of `table` for the process: false when that would
+ * pass its share. The add comes first and is undone past the share, so concurrent threads of
+ * one process never take more than the share together (a plain atomic add: no fetch, which
+ * needs Linux 5.12). */
+static __always_inline bool share_take_n(struct sonde_tls_process* proc, __u32 tgid, __u32 table,
+                                         __s64 n) {
   if (table >= SONDE_GOTLS_SHARED_COUNT) return false;
   __s64 freed = 0;
   struct sonde_gotls_released* r = bpf_map_lookup_elem(&released, &tgid);
   if (r) freed = (__s64)r->n[table];
-  __sync_fetch_and_add(&proc->held[table], 1);
+  __sync_fetch_and_add(&proc->held[table], n);
   if (*(volatile __s64*)&proc->held[table] - freed <= (__s64)share[table]) return true;
-  __sync_fetch_and_add(&proc->held[table], -1);
+  __sync_fetch_and_add(&proc->held[table], -n);
   return false;
+}
+
+static __always_inline bool share_take(struct sonde_tls_process* proc, __u32 tgid, __u32 table) {
+  return share_take_n(proc, tgid, table, 1);
 }
 
 static __always_inline void share_refused(struct sonde_tls_process* proc, __u32 table) {
@@ -362,6 +369,7 @@ static __always_inline __u64 h2_wakeup(void) {
 
 /* One Read's or Write's walk over its frames (the bpf_loop context). */
 struct h2_walk {
+  struct sonde_tls_process* proc; /* whose share of the ring buffer the events take */
   struct h2_state* st;
   const __u8* buf;
   __u64 len;
@@ -378,18 +386,39 @@ static __always_inline void h2_lose(struct h2_state* st, __u32 counter) {
   count(counter);
 }
 
+/* Counts `bytes` of h2_events against the process's share without a check: a record the kernel
+ * owes user space (a connection lost, joined midway), bounded by the process's h2_states. */
+static __always_inline void h2_events_owed(struct sonde_tls_process* proc, __s64 bytes) {
+  __sync_fetch_and_add(&proc->held[SONDE_GOTLS_SHARED_H2_EVENTS], bytes);
+}
+
 /* Sends the event `kind` with the n (<= SONDE_GOTLS_H2_CHUNK) bytes at buf + pos as its data.
- * false (and the direction lost) when the ring buffer is full or the bytes cannot be read. The
- * sequence number advances either way: user space sees the gap. */
+ * false (and the direction lost) when the process holds its share of the ring buffer, when the
+ * ring buffer is full or when the bytes cannot be read. The sequence number advances either way:
+ * user space sees the gap. */
 static __always_inline bool h2_emit(struct h2_walk* w, __u8 kind, __u64 n) {
   struct h2_state* st = w->st;
   __u64 seq = st->seq++;
+  const __u64 size = n > 0 ? sizeof(struct sonde_h2_event) : SONDE_H2_EVENT_HEAD;
+  if (!share_take_n(w->proc, w->pid, SONDE_GOTLS_SHARED_H2_EVENTS, (__s64)size)) {
+    /* Past its share, a process borrows while most of the buffer is free: one busy process
+     * alone keeps the headroom; under contention it is cut off first. */
+    if (bpf_ringbuf_query(&h2_events, BPF_RB_AVAIL_DATA) >=
+        3 * (__u64)share[SONDE_GOTLS_SHARED_H2_EVENTS]) {
+      share_refused(w->proc, SONDE_GOTLS_SHARED_H2_EVENTS);
+      st->dead = 1;
+      st->notify = 1;
+      return false;
+    }
+    h2_events_owed(w->proc, (__s64)size);
+  }
   struct sonde_h2_event* e;
   if (n > 0)
     e = bpf_ringbuf_reserve(&h2_events, sizeof(struct sonde_h2_event), 0);
   else
     e = bpf_ringbuf_reserve(&h2_events, SONDE_H2_EVENT_HEAD, 0);
   if (!e) {
+    h2_events_owed(w->proc, -(__s64)size);
     h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
     return false;
   }
@@ -410,6 +439,7 @@ static __always_inline bool h2_emit(struct h2_walk* w, __u8 kind, __u64 n) {
     asm volatile("" : "+r"(n));
     if (bpf_probe_read_user(e->data, n, w->buf + w->pos) != 0) {
       bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+      h2_events_owed(w->proc, -(__s64)size);
       h2_lose(st, SONDE_GOTLS_H2_RINGBUF_FULL);
       return false;
     }
@@ -424,6 +454,7 @@ static __always_inline void h2_notify(struct h2_walk* w) {
   struct h2_state* st = w->st;
   struct sonde_h2_event* e = bpf_ringbuf_reserve(&h2_events, SONDE_H2_EVENT_HEAD, 0);
   if (!e) return;
+  h2_events_owed(w->proc, SONDE_H2_EVENT_HEAD);
   __builtin_memset(e, 0, SONDE_H2_EVENT_HEAD);
   e->pid = w->pid;
   e->kind = SONDE_H2_LOST;
@@ -524,7 +555,8 @@ static __always_inline void h2_start(struct sonde_tls_process* proc, __u32 pid, 
   }
   struct h2_state* st = bpf_map_lookup_elem(&h2_states, &k);
   if (!st) return;
-  struct h2_walk w = {.st = st,
+  struct h2_walk w = {.proc = proc,
+                      .st = st,
                       .buf = buf,
                       .len = len,
                       .pos = SONDE_GOTLS_H2_PREFACE_LEN,
@@ -616,6 +648,7 @@ static __always_inline void h2_midway(struct sonde_tls_process* proc, __u32 pid,
     count(SONDE_GOTLS_H2_RINGBUF_FULL);
     return;
   }
+  h2_events_owed(proc, SONDE_H2_EVENT_HEAD);
   __builtin_memset(e, 0, SONDE_H2_EVENT_HEAD);
   e->pid = pid;
   e->kind = SONDE_H2_MIDWAY;
@@ -650,7 +683,8 @@ static __always_inline void conn_ended(struct sonde_tls_process* proc, __u32 pid
   struct h2_key hk = {.pid = pid, .outgoing = 0, .conn = conn};
   struct h2_state* st = bpf_map_lookup_elem(&h2_states, &hk);
   if (st && !st->midway) {
-    struct h2_walk w = {.st = st, .conn = conn, .now = now, .pid = pid, .outgoing = 0};
+    struct h2_walk w = {
+        .proc = proc, .st = st, .conn = conn, .now = now, .pid = pid, .outgoing = 0};
     if (st->notify) h2_notify(&w);
     if (!st->dead) h2_emit(&w, SONDE_H2_CLOSED, 0);
   }
@@ -674,7 +708,8 @@ static __always_inline void on_plaintext(struct sonde_tls_process* proc, __u32 p
     marked = true;
   } else if (st) {
     if (!h2_restarts(st, buf, len)) {
-      struct h2_walk w = {.st = st,
+      struct h2_walk w = {.proc = proc,
+                          .st = st,
                           .buf = buf,
                           .len = len,
                           .pos = 0,

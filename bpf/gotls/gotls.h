@@ -20,7 +20,11 @@
  * entry per connection or blocked Read) are shared: each process (tgid) may hold at most its
  * share of each (enum sonde_gotls_shared_table), so no tenant can fill them for the others. An
  * insert past the share fails for that process only, counted against it (over_share in struct
- * sonde_tls_process) and node-wide (SONDE_GOTLS_SHARE_*).
+ * sonde_tls_process) and node-wide (SONDE_GOTLS_SHARE_*). The ring buffer of HTTP/2 events is
+ * shared alike (SONDE_GOTLS_SHARED_H2_EVENTS): a process may have at most its share of its bytes
+ * not yet read by user space, so a process that floods it with frames loses its own connections
+ * and nobody else's. User space gives the bytes back as it reads them (struct
+ * sonde_gotls_released).
  */
 #ifndef SONDE_BPF_GOTLS_H
 #define SONDE_BPF_GOTLS_H
@@ -109,10 +113,12 @@ enum sonde_gotls_shared_table {
   SONDE_GOTLS_SHARED_EXCHANGES,
   SONDE_GOTLS_SHARED_READS,
   SONDE_GOTLS_SHARED_CARRIED,
+  SONDE_GOTLS_SHARED_H2_EVENTS, /* bytes of h2_events records not read by user space yet */
   SONDE_GOTLS_SHARED_COUNT,
 };
 
-/* A process's share of each shared table: 1/SONDE_GOTLS_SHARE_DIVISOR of its entries (the
+/* A process's share of each shared table: 1/SONDE_GOTLS_SHARE_DIVISOR of its entries
+ * (SONDE_GOTLS_H2_EVENTS_SHARE bytes of the ring buffer for SONDE_GOTLS_SHARED_H2_EVENTS; the
  * default of the `share` configuration, which tests lower). */
 #define SONDE_GOTLS_SHARE_DIVISOR 8
 
@@ -154,6 +160,7 @@ enum sonde_gotls_counter {
   SONDE_GOTLS_SHARE_EXCHANGES,
   SONDE_GOTLS_SHARE_READS,
   SONDE_GOTLS_SHARE_CARRIED,
+  SONDE_GOTLS_SHARE_H2_EVENTS,
   SONDE_GOTLS_COUNTER_COUNT,
 };
 
@@ -186,8 +193,16 @@ enum sonde_gotls_counter {
 #define SONDE_GOTLS_H2_RINGBUF_BYTES (4 << 20)
 /* Records wake user space only once this many bytes wait in the ring buffer: below it user space
  * drains on a timer (a wakeup per record would cost more than the record), past it at once, so a
- * flood is drained as it comes instead of filling the buffer between two drains. */
-#define SONDE_GOTLS_H2_WAKEUP_BYTES (SONDE_GOTLS_H2_RINGBUF_BYTES / 4)
+ * flood is drained as it comes instead of filling the buffer between two drains. A quarter of a
+ * process's share of the buffer (SONDE_GOTLS_H2_EVENTS_SHARE), so a busy process is drained long
+ * before its share is reached, unless user space falls behind. */
+#define SONDE_GOTLS_H2_WAKEUP_BYTES (SONDE_GOTLS_H2_RINGBUF_BYTES / 16)
+/* A process's share of the ring buffer's unread bytes (SONDE_GOTLS_SHARED_H2_EVENTS): a quarter.
+ * Past it, a process still gets room while less than three times its share (three quarters of
+ * the buffer) waits in it (a busy process alone keeps most of the headroom), and loses its
+ * connection once more does: one process flooding the buffer leaves at least a quarter of it to
+ * the others. */
+#define SONDE_GOTLS_H2_EVENTS_SHARE (SONDE_GOTLS_H2_RINGBUF_BYTES / 4)
 
 /* HTTP/2 connection preface (RFC 9113 3.4): 24 bytes. */
 #define SONDE_GOTLS_H2_PREFACE_LEN 24

@@ -80,6 +80,16 @@ class TlsProbesBpfTest : public ::testing::Test {
     return client.pid();
   }
 
+  // Probes whose processes may each fill the whole HTTP/2 ring buffer (no share of it), for the
+  // tests of a full ring buffer.
+  static std::unique_ptr<TlsProbes> probes_with_the_whole_ring_buffer_shared() {
+    TlsProbes::Shares shares = TlsProbes::default_shares();
+    shares[SONDE_GOTLS_SHARED_H2_EVENTS] = SONDE_GOTLS_H2_RINGBUF_BYTES;
+    auto p = TlsProbes::load(false, uprobe_link_support().kind, true, shares);
+    EXPECT_TRUE(p.ok()) << p.error().message();
+    return p.ok() ? std::move(*p) : nullptr;
+  }
+
   std::unique_ptr<TlsProbes> probes_;
 };
 
@@ -488,11 +498,23 @@ TEST_F(TlsProbesBpfTest, AWriteOverTheWalkBoundLosesItsConnectionAndSaysSo) {
 // h2_events; the next call on a connection after the drain tells user space it was lost; the
 // programs run on.
 TEST_F(TlsProbesBpfTest, AFullRingBufferLosesItsConnectionsAndSaysSo) {
+  auto probes = probes_with_the_whole_ring_buffer_shared();
+  ASSERT_NO_FATAL_FAILURE(run_h2raw_client(*probes, 4000, 25));
+  probes->counts();  // drains the ring buffer
+  EXPECT_GE(probes->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
+  EXPECT_EQ(probes->full(SONDE_GOTLS_SHARE_H2_EVENTS), 0u);
+  EXPECT_EQ(probes->full(SONDE_GOTLS_H2_WALK_BOUND), 0u);
+  EXPECT_EQ(probes->http2().stats().followed, 2u);
+  EXPECT_GE(probes->http2().stats().lost, 1u);
+}
+
+// With the default share, the same flood takes the client and the server past their quarter of
+// the ring buffer before it fills: they lose their connection, and the buffer keeps room.
+TEST_F(TlsProbesBpfTest, AFloodingProcessPassesItsShareBeforeTheRingBufferFills) {
   ASSERT_NO_FATAL_FAILURE(run_h2raw_client(*probes_, 4000, 25));
-  probes_->counts();  // drains the ring buffer
-  EXPECT_GE(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
-  EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_WALK_BOUND), 0u);
-  EXPECT_EQ(probes_->http2().stats().followed, 2u);
+  probes_->counts();
+  EXPECT_GE(probes_->full(SONDE_GOTLS_SHARE_H2_EVENTS), 1u);
+  EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
   EXPECT_GE(probes_->http2().stats().lost, 1u);
 }
 
@@ -501,19 +523,20 @@ TEST_F(TlsProbesBpfTest, AFullRingBufferLosesItsConnectionsAndSaysSo) {
 // another Write) never makes one: its exit folds the loss in (TlsProbes::take() reads the
 // direction's kernel state), so its connection is counted lost then, not left as followed.
 TEST_F(TlsProbesBpfTest, ALossTheKernelHadNotReportedYetIsCountedAtTheExit) {
-  with_h2raw_client(*probes_, 4000, 25, [&](ChildProcess& client, const std::string&) {
-    probes_->drain();
+  auto probes = probes_with_the_whole_ring_buffer_shared();
+  with_h2raw_client(*probes, 4000, 25, [&](ChildProcess& client, const std::string&) {
+    probes->drain();
     std::this_thread::sleep_for(200ms);
-    probes_->drain();
-    ASSERT_GE(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
-    const auto before = probes_->http2().stats();
-    const size_t followed_before = probes_->http2().connections();
+    probes->drain();
+    ASSERT_GE(probes->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
+    const auto before = probes->http2().stats();
+    const size_t followed_before = probes->http2().connections();
     kill(client.pid(), SIGKILL);
     client.wait();
-    probes_->take(static_cast<uint32_t>(client.pid()));
-    EXPECT_EQ(followed_before - probes_->http2().connections(), 1u)
+    probes->take(static_cast<uint32_t>(client.pid()));
+    EXPECT_EQ(followed_before - probes->http2().connections(), 1u)
         << "the client's connection was still followed: its loss not reported before the exit";
-    EXPECT_EQ(probes_->http2().stats().lost, before.lost + 1);
+    EXPECT_EQ(probes->http2().stats().lost, before.lost + 1);
   });
 }
 
@@ -785,6 +808,91 @@ TEST_F(TlsProbesBpfTest, AProcessOverItsShareLosesOnlyItsOwnConnections) {
   monitor.exited(hostile.pid());
   monitor.exited(crowded.pid());
   monitor.exited(quiet.pid());
+}
+
+// The HTTP/2 ring buffer is shared as the tables are: a process may have at most its share of
+// its bytes written and not yet read by user space (lowered here to kShareBytes; nothing drains
+// in this test until counts()), and past it only while less than 3 times that waits in the buffer.
+// A client sends 200 requests on one connection: it and its server pass their share and lose that
+// connection, counted against each, while the ring buffer itself never fills. The drain gives the
+// bytes back: the same server then follows a quiet client's connection exactly.
+TEST_F(TlsProbesBpfTest, AProcessOverItsRingBufferShareLosesOnlyItsOwnConnections) {
+  constexpr uint32_t kShareBytes = 16 * 1024;
+  TlsProbes::Shares shares = TlsProbes::default_shares();
+  shares[SONDE_GOTLS_SHARED_H2_EVENTS] = kShareBytes;
+  auto loaded = TlsProbes::load(false, uprobe_link_support().kind, true, shares);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  TlsProbes& probes = **loaded;
+  if (!probes.follows_http2()) GTEST_SKIP() << "no bpf_loop: HTTP/2 framing is not followed";
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(probes, cache, uprobes, proc);
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "-h2", "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  const std::string port = server.last_line().substr(std::string("listening ").size());
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, server.pid(), "server"));
+
+  // Stream counts by status class (2, 4) of one process, and its refusals by table.
+  auto streams_of = [&probes](pid_t pid) {
+    std::map<int, uint64_t> by_class;
+    auto all = probes.counts();
+    for (const auto& [k, s] : all[static_cast<uint32_t>(pid)].requests) {
+      if (k.protocol == SONDE_TLS_HTTP2_STREAM) by_class[k.status_class] += s.count;
+    }
+    return by_class;
+  };
+  auto over_share = [&probes](pid_t pid) {
+    std::array<uint64_t, SONDE_GOTLS_SHARED_COUNT> out{};
+    const auto all = probes.counts();
+    if (auto it = all.find(static_cast<uint32_t>(pid)); it != all.end()) {
+      std::copy(std::begin(it->second.process.over_share), std::end(it->second.process.over_share),
+                out.begin());
+    }
+    return out;
+  };
+
+  std::vector<std::string> flood_args = {SONDE_GOTLS_WORKLOAD, "-h2", "streams", port, "20"};
+  for (int i = 0; i < 10; ++i) flood_args.emplace_back("200");
+  ChildProcess flood(flood_args);
+  ASSERT_TRUE(flood.wait_for_line("done 201", 60s)) << "the flooding client did not finish";
+  int status = flood.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const uint64_t flood_counted = streams_of(flood.pid())[2];
+  EXPECT_LT(flood_counted, 201u) << "the flooding client's connection is given up";
+  EXPECT_GE(over_share(flood.pid())[SONDE_GOTLS_SHARED_H2_EVENTS], 1u);
+  EXPECT_GE(over_share(server.pid())[SONDE_GOTLS_SHARED_H2_EVENTS], 1u);
+  EXPECT_GE(probes.full(SONDE_GOTLS_SHARE_H2_EVENTS), 2u);
+  EXPECT_EQ(probes.full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u) << "the ring buffer itself never filled";
+  EXPECT_GE(probes.http2().stats().lost, 1u) << "the tracker is told";
+  std::cout << "flooding client: " << flood_counted << " of 201 streams counted, "
+            << over_share(flood.pid())[SONDE_GOTLS_SHARED_H2_EVENTS] << " records refused; server: "
+            << over_share(server.pid())[SONDE_GOTLS_SHARED_H2_EVENTS] << "\n";
+
+  // counts() drained the ring buffer: the server's bytes are given back.
+  const auto server_before = streams_of(server.pid());
+  const uint64_t refused_before = over_share(server.pid())[SONDE_GOTLS_SHARED_H2_EVENTS];
+  ChildProcess quiet({SONDE_GOTLS_WORKLOAD, "-h2", "streams", port, "2", "200", "404"});
+  ASSERT_TRUE(quiet.wait_for_line("done 5", 30s)) << "the quiet client did not finish";
+  status = quiet.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const auto quiet_streams = streams_of(quiet.pid());
+  EXPECT_EQ(quiet_streams.at(2), 3u) << "2 GETs and the HEAD that opens the connection";
+  EXPECT_EQ(quiet_streams.at(4), 2u);
+  for (uint64_t n : over_share(quiet.pid())) EXPECT_EQ(n, 0u);
+  auto server_after = streams_of(server.pid());
+  auto before = [&server_before](int c) {
+    auto it = server_before.find(c);
+    return it == server_before.end() ? uint64_t{0} : it->second;
+  };
+  EXPECT_EQ(server_after[2] - before(2), 3u) << "the server follows the new connection";
+  EXPECT_EQ(server_after[4] - before(4), 2u);
+  EXPECT_EQ(over_share(server.pid())[SONDE_GOTLS_SHARED_H2_EVENTS], refused_before);
+  const auto snapshot = monitor.snapshot();
+  ASSERT_EQ(snapshot.count({"", "", "server"}), 1u);
+  EXPECT_GE(snapshot.at({"", "", "server"}).over_share[SONDE_GOTLS_SHARED_H2_EVENTS], 1u);
+  EXPECT_GE(monitor.kernel_map_full().at({"h2_events", "process_share"}), 2u);
+  monitor.exited(server.pid());
 }
 
 }  // namespace
