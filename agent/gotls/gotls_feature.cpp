@@ -248,7 +248,7 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
       "Go TLS kernel state the container's processes could not insert because the process held "
       "its share (1/8) of the node-wide map: an HTTP/2 connection not followed (h2_states), a "
       "request whose response is not matched (exchanges), a Read not seen (reads, carried), "
-      "an HTTP/2 connection given up because the process had its share (1 MiB) of the "
+      "an HTTP/2 connection given up because the process had its share (2 MiB) of the "
       "ring buffer's bytes not yet read by the agent (h2_events). Only this container loses "
       "them.");
   auto processes = gauge_family("sonde_agent_gotls_processes", "Go TLS processes instrumented.");

@@ -189,8 +189,10 @@ enum sonde_gotls_counter {
  * or one chunk each. A TLS record (at most 16 KiB, what one Read returns) of the smallest frames
  * (9 bytes each) takes 1821; a Write can be larger. Past it the connection is lost. */
 #define SONDE_GOTLS_H2_MAX_STEPS 8192
-/* The ring buffer (a power of two, in bytes): ~13,000 payload events or ~90,000 others. */
-#define SONDE_GOTLS_H2_RINGBUF_BYTES (4 << 20)
+/* The ring buffer (a power of two, in bytes): ~27,000 payload events or ~180,000 others. 8 MiB
+ * so that one busy process alone may be 6 MiB ahead of the agent (SONDE_GOTLS_H2_EVENTS_SHARE)
+ * with 2 MiB kept for the others. */
+#define SONDE_GOTLS_H2_RINGBUF_BYTES (8 << 20)
 /* Records wake user space only once this many bytes wait in the ring buffer: below it user space
  * drains on a timer (a wakeup per record would cost more than the record), past it at once, so a
  * flood is drained as it comes instead of filling the buffer between two drains. A quarter of a

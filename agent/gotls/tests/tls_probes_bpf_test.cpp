@@ -493,13 +493,13 @@ TEST_F(TlsProbesBpfTest, AWriteOverTheWalkBoundLosesItsConnectionAndSaysSo) {
 }
 
 // The ring buffer full (nothing drains it here before the last Write; the agent drains it every
-// 100 ms): 100,000 WINDOW_UPDATE frames, an event of 56 bytes each when written (and again
-// when the server reads them), over its 4 MiB. The events that did not fit are counted as
+// 100 ms): 200,000 WINDOW_UPDATE frames, an event of 56 bytes each when written (and again
+// when the server reads them), over its 8 MiB. The events that did not fit are counted as
 // h2_events; the next call on a connection after the drain tells user space it was lost; the
 // programs run on.
 TEST_F(TlsProbesBpfTest, AFullRingBufferLosesItsConnectionsAndSaysSo) {
   auto probes = probes_with_the_whole_ring_buffer_shared();
-  ASSERT_NO_FATAL_FAILURE(run_h2raw_client(*probes, 4000, 25));
+  ASSERT_NO_FATAL_FAILURE(run_h2raw_client(*probes, 4000, 50));
   probes->counts();  // drains the ring buffer
   EXPECT_GE(probes->full(SONDE_GOTLS_H2_RINGBUF_FULL), 1u);
   EXPECT_EQ(probes->full(SONDE_GOTLS_SHARE_H2_EVENTS), 0u);
@@ -511,7 +511,7 @@ TEST_F(TlsProbesBpfTest, AFullRingBufferLosesItsConnectionsAndSaysSo) {
 // With the default share, the same flood takes the client and the server past their quarter of
 // the ring buffer before it fills: they lose their connection, and the buffer keeps room.
 TEST_F(TlsProbesBpfTest, AFloodingProcessPassesItsShareBeforeTheRingBufferFills) {
-  ASSERT_NO_FATAL_FAILURE(run_h2raw_client(*probes_, 4000, 25));
+  ASSERT_NO_FATAL_FAILURE(run_h2raw_client(*probes_, 4000, 50));
   probes_->counts();
   EXPECT_GE(probes_->full(SONDE_GOTLS_SHARE_H2_EVENTS), 1u);
   EXPECT_EQ(probes_->full(SONDE_GOTLS_H2_RINGBUF_FULL), 0u);
@@ -524,7 +524,7 @@ TEST_F(TlsProbesBpfTest, AFloodingProcessPassesItsShareBeforeTheRingBufferFills)
 // direction's kernel state), so its connection is counted lost then, not left as followed.
 TEST_F(TlsProbesBpfTest, ALossTheKernelHadNotReportedYetIsCountedAtTheExit) {
   auto probes = probes_with_the_whole_ring_buffer_shared();
-  with_h2raw_client(*probes, 4000, 25, [&](ChildProcess& client, const std::string&) {
+  with_h2raw_client(*probes, 4000, 50, [&](ChildProcess& client, const std::string&) {
     probes->drain();
     std::this_thread::sleep_for(200ms);
     probes->drain();

@@ -19,6 +19,10 @@
 //	                             when asked with ?hold=1); prints "done TOTAL", then the median
 //	                             and the mean of the client's own durations of the held requests
 //	                             in microseconds ("median_us N", "mean_us N")
+//	gotls -h2 rate PORT SECONDS [PER_SECOND]
+//	                             over one HTTP/2 connection, GETs from 8 goroutines for SECONDS,
+//	                             back to back or PER_SECOND in all; prints "done TOTAL" and the
+//	                             durations as streams does
 //	gotls [-h2] abandon PORT N M a HEAD answered 200, then N GETs the server answers after 3 s
 //	                             (?hold=long) and M GETs whose status 201 it sends at once and
 //	                             its body after 3 s (&flush=1), all at once; once the M statuses
@@ -284,7 +288,7 @@ func main() {
 		os.Exit(0)
 	case "streams", "rate":
 		if len(args) < 3 || !*h2 {
-			fmt.Fprintln(os.Stderr, "usage: gotls -h2 streams PORT N CODE... | gotls -h2 rate PORT SECONDS")
+			fmt.Fprintln(os.Stderr, "usage: gotls -h2 streams PORT N CODE... | gotls -h2 rate PORT SECONDS [PER_SECOND]")
 			os.Exit(2)
 		}
 		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
@@ -333,14 +337,26 @@ func main() {
 		} else {
 			seconds, err := strconv.Atoi(args[2])
 			check(err)
-			end := time.Now().Add(time.Duration(seconds) * time.Second)
+			// With PER_SECOND, each of the 8 goroutines starts its requests 8/PER_SECOND s apart
+			// (catching up after a slow one); without, back to back.
+			var every time.Duration
+			if len(args) > 3 {
+				perSecond, err := strconv.Atoi(args[3])
+				check(err)
+				every = 8 * time.Second / time.Duration(perSecond)
+			}
+			begin := time.Now()
+			end := begin.Add(time.Duration(seconds) * time.Second)
 			var wg sync.WaitGroup
 			var count int64
 			for g := 0; g < 8; g++ {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for time.Now().Before(end) {
+					for next := begin; time.Now().Before(end); next = next.Add(every) {
+						if wait := time.Until(next); wait > 0 {
+							time.Sleep(wait)
+						}
 						do("GET", "200", "")
 						atomic.AddInt64(&count, 1)
 					}
