@@ -11,6 +11,9 @@
 #     kubelet does, answers every poll; both servers close the dripping connections at their
 #     request deadlines (scrapes of the metrics port meanwhile are reported, not required: its
 #     threads are what the slow clients hold).
+#   - the HTTP/2 ring buffer: one client floods it (WINDOW_UPDATE frames, as fast as it writes)
+#     while a neighbour sends 301 streams; the neighbour's are all counted on both sides and the
+#     buffer never fills: the flooder and its server lose their own connection past their share.
 # Needs root (BPF), Go and promtool (make deps).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -96,5 +99,53 @@ read -r _ _ _ closed_health _ longest_health <"$tmp/slow-health.out"
 ((closed_health >= 8)) || fail "the probe port never closed its slow clients"
 at_least 15 "$longest_metrics" || fail "a slow client held a metrics thread ${longest_metrics} s"
 at_least 5 "$longest_health" || fail "a slow client held a probe slot ${longest_health} s"
+
+echo "--- a process flooding the HTTP/2 ring buffer while a neighbour's streams are counted"
+go_build gotls "$tmp/bin/gotls"
+for name in flood-server flooder quiet-server quiet-client; do ln -sf gotls "$tmp/bin/$name"; done
+h2_server() {  # h2_server NAME: starts it, sets server_port once the agent tracks it
+  "$tmp/bin/$1" -h2 server >"$tmp/$1.out" 2>&1 &
+  pids+=($!)
+  wait_until 100 grep -q listening "$tmp/$1.out" || fail "$1 did not start"
+  server_port="$(awk '/listening/ { print $2 }' "$tmp/$1.out")"
+  wait_until 100 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^sonde_agent_gotls_processes{.*container=\"$1\".*} 1'" ||
+    fail "the agent does not track $1"
+}
+h2_server flood-server
+flood_port="$server_port"
+h2_server quiet-server
+quiet_port="$server_port"
+touch "$tmp/go" "$tmp/go.more"  # h2raw's go-ahead files: the binary's probes are attached
+# 8,000,000 WINDOW_UPDATE frames (2,000 Writes of 4,000), about 900 MB of records if all were
+# sent, against 301 streams of the neighbour, 20 rounds of 15 held 100 ms each, meanwhile.
+"$tmp/bin/flooder" h2raw "$tmp/go" "$flood_port" 4000 2000 >"$tmp/flooder.out" 2>&1 &
+flooder=$!
+pids+=("$flooder")
+quiet_args=(-h2 streams "$quiet_port" 20)
+for _ in 1 2 3 4 5 6 7 8 9 10; do quiet_args+=(200); done
+for _ in 1 2 3 4 5; do quiet_args+=(404); done
+"$tmp/bin/quiet-client" "${quiet_args[@]}" >"$tmp/quiet-client.out" 2>&1 ||
+  fail "the neighbour's client failed: $(tail -3 "$tmp/quiet-client.out")"
+grep -q '^done 301$' "$tmp/quiet-client.out" || fail "the neighbour did not send its 301 streams"
+wait "$flooder" || fail "the flooding client failed: $(tail -3 "$tmp/flooder.out")"
+# sum_of NAME [SUBSTRING...]: the sum of NAME's samples whose line holds every SUBSTRING.
+sum_of() {
+  local name="$1"; shift
+  metrics | awk -v n="$name" -v want="$(printf '%s\n' "$@")" '
+    BEGIN { k = split(want, w, "\n") }
+    index($0, n "{") == 1 { for (i = 1; i <= k; i++) if (w[i] != "" && !index($0, w[i])) next; s += $NF }
+    END { print s + 0 }'
+}
+counted() { sum_of container_go_tls_requests_total "container=\"$1\""; }
+both_counted() { [[ "$(counted quiet-client)" == 301 && "$(counted quiet-server)" == 301 ]]; }
+wait_until 100 both_counted ||
+  fail "the neighbour's streams: client $(counted quiet-client), server $(counted quiet-server) of 301"
+full="$(sum_of sonde_agent_gotls_map_full_total 'map="h2_events"' 'reason="map_full"')"
+[[ "$full" == 0 ]] || fail "the ring buffer filled for everyone ($full records lost)"
+refused() { sum_of container_go_tls_share_exceeded_total "container=\"$1\"" 'map="h2_events"'; }
+echo "  neighbour: 301 of 301 streams counted on both sides; ring buffer never full"
+echo "  flooder: records refused past its share: client $(refused flooder)," \
+  "server $(refused flood-server); HTTP/2 connections lost:" \
+  "$(sum_of sonde_agent_gotls_http2_connections_total 'outcome="lost"')"
 
 echo "hostile tenant: ok"
