@@ -54,17 +54,7 @@ struct {
 
 SONDE_V8_SCRATCH_MAP(stall_scratch);
 
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, SONDE_STALL_DROP_COUNT);
-  __type(key, __u32);
-  __type(value, __u64);
-} stall_drops SEC(".maps");
-
-static __always_inline void count_drop(__u32 kind) {
-  __u64* n = bpf_map_lookup_elem(&stall_drops, &kind);
-  if (n) *n += 1;
-}
+SONDE_SAMPLE_DROPS(stall_drops, SONDE_STALL_DROP_COUNT);
 
 static __always_inline __u64 record_v8(struct bpf_perf_event_data* ctx,
                                        const struct sonde_stall_process* proc, __u8 gen) {

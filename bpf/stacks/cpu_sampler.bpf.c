@@ -72,17 +72,7 @@ SONDE_V8_STACK_MAP(v8_stacks_0, SONDE_V8_MAX_STACKS);
 SONDE_V8_STACK_MAP(v8_stacks_1, SONDE_V8_MAX_STACKS);
 SONDE_V8_SCRATCH_MAP(v8_scratch);
 
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, SONDE_CPU_DROP_COUNT);
-  __type(key, __u32);
-  __type(value, __u64);
-} drops SEC(".maps");
-
-static __always_inline void count_drop(__u32 kind) {
-  __u64* n = bpf_map_lookup_elem(&drops, &kind);
-  if (n) *n += 1;
-}
+SONDE_SAMPLE_DROPS(drops, SONDE_CPU_DROP_COUNT);
 
 /* A stack id, or -1 when there is none. -EFAULT means "no stack of this kind": normal for the
  * kernel stack of a sample taken in user mode and the user stack of a kernel thread (or of a

@@ -120,6 +120,19 @@ static __always_inline int store_v8_walk(void* map, __u64 hash, const struct son
   return err == 0 || err == -17 /* EEXIST */ ? 0 : -1;
 }
 
+/* The program's drop counters: a per-CPU array `name` of `kinds` counts, and count_drop(kind). */
+#define SONDE_SAMPLE_DROPS(name, kinds)                \
+  struct {                                             \
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);           \
+    __uint(max_entries, kinds);                        \
+    __type(key, __u32);                                \
+    __type(value, __u64);                              \
+  } name SEC(".maps");                                 \
+  static __always_inline void count_drop(__u32 kind) { \
+    __u64* n = bpf_map_lookup_elem(&name, &kind);      \
+    if (n) *n += 1;                                    \
+  }
+
 /* Walks the sampled thread's V8 frames with `slots`, built in `scratch` (a SONDE_V8_SCRATCH_MAP)
  * and stored under its hash in `stacks` (a SONDE_V8_STACK_MAP). Returns the hash, or 0 when there
  * is no walk or, setting *dropped, when `stacks` has no room (the caller counts a drop). */
