@@ -127,7 +127,7 @@ policies=/apis/sonde.dev/v1alpha1/namespaces/shop/profilingpolicies
 kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
   "metadata": {"name": "web", "namespace": "shop"},
   "spec": {"targets": [{"selector": {"matchLabels": {"app": "web"}}}],
-           "instrumentations": {"nodejsEventLoop": {}, "cpu": {}}}}' >/dev/null
+           "instrumentations": {"nodejsEventLoop": {}, "cpu": {}, "nodejsThreadPool": {}}}}' >/dev/null
 kube POST "$policies" '{"apiVersion": "sonde.dev/v1alpha1", "kind": "ProfilingPolicy",
   "metadata": {"name": "api", "namespace": "shop"},
   "spec": {"targets": [{"selector": {"matchLabels": {"app": "api"}}}],

@@ -7,6 +7,7 @@
 #include "agent/gotls/gotls_feature.h"
 #include "agent/nodejs/nodejs_feature.h"
 #include "agent/nodejs/stall_recorder.h"
+#include "agent/nodejs_threadpool/nodejs_threadpool_feature.h"
 #include "agent/procevents/process_events.h"
 #include "agent/symbolize/symbolizer_cache.h"
 
@@ -59,6 +60,10 @@ PartsFactory agent_parts(FeatureOptions options) {
                        CpuFeature::start(o, options.cpu.required, options.cpu.pyroscope,
                                          options.cpu.by_cgroup, options.cpu.max_frequency_hz));
       parts.features.push_back(std::move(f));
+    }
+    if (options.load[Instrumentation::kNodejsThreadPool]) {
+      parts.features.push_back(
+          std::make_unique<NodejsThreadPoolFeature>(s.cache, s.proc, grace_ns, s.node));
     }
     return parts;
   };

@@ -18,7 +18,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 COPIED = ["scripts/gen-crds.py", "crds", "charts/sonde/crds", "common/kube/testing/crd_schema.py",
           "common/kube/testing/generated_rules.py",
           "agent/cpu/cpu.crd.yaml", "agent/nodejs/nodejsEventLoop.crd.yaml",
-          "agent/gotls/goTLS.crd.yaml"]
+          "agent/gotls/goTLS.crd.yaml", "agent/nodejs_threadpool/nodejsThreadPool.crd.yaml"]
 
 # Run in the copy: the named kind's verdict on a policy asking only for `asks` (None: for nothing).
 VERDICT = r"""
@@ -105,7 +105,7 @@ def main():
         r = gen(tree)
         expect(r.returncode == 1 and "goTLS and pythonAsyncio have the same order 3" in r.stderr,
                "two fragments in one place: refused")
-        edit(python, "order: 3", "order: 4")
+        edit(python, "order: 3", "order: 5")
         r = gen(tree, "--check")
         expect(r.returncode == 1 and "generated_rules.py is stale" in r.stderr,
                "a new fragment without make crds: --check fails")
@@ -116,7 +116,7 @@ def main():
             expect(verdicts.get(plural + "/pythonAsyncio") == [] and verdicts.get(plural + "/cpu") == [],
                    "%s: a policy asking only for the new kind (or cpu) is admitted" % plural)
             none = verdicts.get(plural + "/None") or []
-            expect(any("at least one instrumentation (cpu, nodejsEventLoop, goTLS, pythonAsyncio)" in e
+            expect(any("at least one instrumentation (cpu, nodejsEventLoop, goTLS, nodejsThreadPool, pythonAsyncio)" in e
                        for e in none), "%s: a policy asking for nothing is refused, naming the new "
                    "kind too: %s" % (plural, none or r.stderr.strip()))
         cpp = os.path.join(tree, "build-generated")
@@ -126,7 +126,7 @@ def main():
         with open(os.path.join(cpp, "common/instrumentation_registry.cpp")) as f:
             registry = f.read()
         expect("  kPythonAsyncio,  // agent/python/pythonAsyncio.crd.yaml" in kinds_h and
-               "inline constexpr size_t kInstrumentationCount = 4;" in kinds_h,
+               "inline constexpr size_t kInstrumentationCount = 5;" in kinds_h,
                "the enum has the new kind")
         expect('{Instrumentation::kPythonAsyncio, "pythonAsyncio", "python", false, parse_switch, '
                'merge_first}' in registry, "the registry has it, with no parameters to parse")

@@ -2,9 +2,10 @@
 """The instrumentation kinds the policy CRDs list (spec.instrumentations, in order) and
 the CEL rule that requires one of them: crd_schema.py evaluates that rule from this list."""
 
-INSTRUMENTATIONS = ('cpu', 'nodejsEventLoop', 'goTLS')
+INSTRUMENTATIONS = ('cpu', 'nodejsEventLoop', 'goTLS', 'nodejsThreadPool')
 
 AT_LEAST_ONE_INSTRUMENTATION_RULE = (
     'has(self.instrumentations.cpu) || '
     'has(self.instrumentations.nodejsEventLoop) || '
-    'has(self.instrumentations.goTLS)')
+    'has(self.instrumentations.goTLS) || '
+    'has(self.instrumentations.nodejsThreadPool)')

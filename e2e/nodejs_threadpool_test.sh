@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# libuv's thread pool (nodejsThreadPool) end to end: the agent standalone with only that
+# instrumentation, Debian's node 20 and the official 18, 22 and 24 one after the other, each in a
+# cgroup named like a container's, running agent/nodejs_threadpool/tests/threadpool_truth.js with
+# UV_THREADPOOL_SIZE=4: a batch of 16 crypto.pbkdf2, then 6 fs.read held on FIFOs (2 released
+# after 800 ms, 4 after 400 ms more). The process stamps its tasks with CLOCK_MONOTONIC; from
+# those stamps N tasks on T threads give the truth: queued N - T - done, busy min(T, N - done),
+# saturated from the submit to the (N - T)th callback. /metrics is scraped every 50 ms meanwhile:
+# each scrape's busy threads and queued tasks must match the truth at some instant from 50 ms
+# before it (the gauges are the latest 10 ms reading) to 25 ms after (a callback runs after its
+# task ended), and container_nodejs_threadpool_saturated_seconds_total must grow by the truth's
+# saturated time within 40 ms + 3 %. Every binary's verdict is `measured`.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+truth="$(cd "$(dirname "$0")/.." && pwd)/agent/nodejs_threadpool/tests/threadpool_truth.js"
+tmp="$SONDE_E2E_TMP"
+test_nodes="${SONDE_TEST_NODES:-/opt/sonde/test-nodes}"
+cgroot="$(cgroup_v2_dir sonde-e2e-threadpool)"
+pids=() cgroups=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  stop_agent
+  for c in "${cgroups[@]}"; do remove_cgroup "$c"; done
+  rmdir "$cgroot" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+declare -A nodes=([20]=/usr/bin/node)
+for dir in "$test_nodes"/node-*; do
+  [[ -x "$dir/node" ]] && nodes[$(basename "$dir" | sed 's/^node-\([0-9]*\).*/\1/')]="$dir/node"
+done
+for line in 18 20 22 24; do
+  [[ -n "${nodes[$line]:-}" ]] || fail "no Node.js $line (make deps installs them in $test_nodes)"
+done
+
+port="$(free_port)"
+cat >"$tmp/agent.yaml" <<YAML
+targets:
+  - exe: "/usr/bin/node*"
+  - exe: "$test_nodes/*/node"
+instrumentations:
+  nodejsEventLoop: false
+  goTLS: false
+  nodejsThreadPool: true
+YAML
+start_agent "$port" --config "$tmp/agent.yaml"
+mkdir -p "$cgroot" "$tmp/fifos"
+for i in 0 1 2 3 4 5; do mkfifo "$tmp/fifos/fifo$i"; done
+
+# check_run NAME ID PID MODE: signals the workload, scrapes until its result line, compares.
+check_run() {
+  python3 - "$port" "$2" "$3" "$tmp/$1.out" "$4" <<'PY'
+import os, re, signal, sys, time, urllib.request
+port, cid, pid, out, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+THREADS, BEFORE_NS, AFTER_NS = 4, 50_000_000, 25_000_000
+
+def scrape():
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    values = {}
+    for m in re.finditer(r'^(container_nodejs_threadpool_\w+)\{([^}]*)\} (\S+)$', text, re.M):
+        if f'container="{cid}"' in m.group(2):
+            values[m.group(1)] = float(m.group(3))
+    return values
+
+def result_line():
+    with open(out) as f:
+        for line in f:
+            if line.startswith(mode + " "):
+                return [int(x) for x in line.split()[1:]]
+    return None
+
+before = scrape()["container_nodejs_threadpool_saturated_seconds_total"]
+os.kill(pid, signal.SIGUSR2)
+readings, deadline = [], time.monotonic() + 120
+while (numbers := result_line()) is None:
+    if time.monotonic() > deadline:
+        sys.exit(f"{mode}: no result line in {out}")
+    v = scrape()
+    readings.append((time.monotonic_ns(), v["container_nodejs_threadpool_busy_threads"],
+                     v["container_nodejs_threadpool_queued_tasks"]))
+    time.sleep(0.05)
+time.sleep(0.1)  # a reading after the last callback
+after = scrape()["container_nodejs_threadpool_saturated_seconds_total"]
+submit, posted = numbers[0], numbers[1]
+callbacks = sorted(numbers[2:] if mode == "pbkdf2" else numbers[4:])
+n = len(callbacks)
+
+def truth(t):
+    if t < submit:
+        return (0, 0)
+    left = n - sum(1 for c in callbacks if c <= t)
+    return (min(THREADS, left), max(0, left - THREADS))
+
+bad = 0
+for at, busy, queued in readings:
+    lo, hi = at - BEFORE_NS, at + AFTER_NS
+    instants = [lo, hi] + [c for c in callbacks + [submit] if lo <= c <= hi]
+    ok = any(truth(t) == (busy, queued) for t in instants)
+    # While the tasks are posted and the threads wake, any split of at most n is true.
+    ok = ok or (lo <= posted and hi >= submit and busy <= THREADS and busy + queued <= n)
+    if not ok:
+        bad += 1
+        print(f"  scrape at +{(at - submit) / 1e6:.0f} ms: busy {busy:.0f} queued {queued:.0f}, "
+              f"truth {truth(at)}  <-- FAIL")
+stairs = []
+for _, _, q in readings:
+    if not stairs or stairs[-1] != int(q):
+        stairs.append(int(q))
+sat_truth = (callbacks[n - THREADS - 1] - submit) / 1e9
+tolerance = 0.040 + 0.03 * sat_truth
+measured = after - before
+ok_sat = abs(measured - sat_truth) <= tolerance
+print(f"  {mode}: {len(readings)} scrapes, {bad} off the truth; queued tasks {stairs}; saturated "
+      f"{measured:.3f} s, process {sat_truth:.3f} s (tolerance {tolerance:.3f})"
+      + ("" if ok_sat else "  <-- FAIL"))
+sys.exit(0 if bad == 0 and ok_sat and len(readings) >= 10 else 1)
+PY
+}
+
+failures=0
+for line in 18 20 22 24; do
+  for mode in pbkdf2 fifo; do
+    name="node$line-$mode"
+    id="$(new_id)"
+    if [[ $mode == pbkdf2 ]]; then args=(pbkdf2 1 100000); else args=(fifo 800 400 "$tmp/fifos"); fi
+    run_in_container "$name" "$id" /usr/bin/env UV_THREADPOOL_SIZE=4 UV_USE_IO_URING=0 \
+      "${nodes[$line]}" "$truth" "${args[@]}"
+    pid="$LAST_PID"
+    wait_until 600 grep -q '^ready' "$tmp/$name.out" || fail "$name did not start: $(cat "$tmp/$name.out")"
+    # Read by the agent: its pool's 4 threads (started by the workload's first task) are shown.
+    wait_until 300 bash -c "curl -sf http://127.0.0.1:$port/metrics |
+      grep -q '^container_nodejs_threadpool_threads{.*container=\"$id\".*} 4$'" ||
+      fail "$name: the agent does not read its pool: $(curl -sf "http://127.0.0.1:$port/metrics" | grep threadpool)"
+    echo "$name:"
+    check_run "$name" "$id" "$pid" "$mode" || failures=$((failures + 1))
+    kill "$pid" 2>/dev/null || true
+  done
+done
+
+metrics="$(curl -sf "http://127.0.0.1:$port/metrics")"
+grep '^sonde_agent_nodejs_threadpool_' <<<"$metrics"
+if grep '^sonde_agent_nodejs_threadpool_binaries{' <<<"$metrics" | grep -v 'verdict="measured"'; then
+  fail "a Node.js binary's thread pool is not read"
+fi
+check_metrics_documented "$port"
+((failures == 0)) || fail "$failures runs off the truth"
+echo "PASS: thread-pool gauges and saturated time match each process's own account on Node 18/20/22/24"
