@@ -11,6 +11,9 @@
 //     reads take the threads and block), HOLD2_MS after that the other 4. One line:
 //       fifo <submit ns> <posted ns> <first release ns> <second release ns> <callback ns> x6
 // (submit: before the first call; posted: after the last one, every task in the pool's queue)
+//   node threadpool_truth.js flood N
+//     4 crypto.pbkdf2 of 2,000,000 iterations (seconds each: the 4 threads busy), then N of 1
+//     iteration queued behind them; "flood posted" once all are posted, "done" at the end.
 //
 // Times are process.hrtime.bigint(): libuv's uv_hrtime, CLOCK_MONOTONIC, the clock the agent
 // stamps its readings with. Both modes first run one pbkdf2 so the pool exists (nthreads set),
@@ -78,6 +81,17 @@ function fifoReads(hold1, hold2, dir) {
   }, hold1);
 }
 
+function flood(n) {
+  let left = 4 + n;
+  const one = (err) => {
+    if (err) throw err;
+    if (--left === 0) finish();
+  };
+  for (let i = 0; i < 4; i++) crypto.pbkdf2('secret', 'salt', 2000000, 64, 'sha512', one);
+  for (let i = 0; i < n; i++) crypto.pbkdf2('secret', 'salt', 1, 64, 'sha512', one);
+  console.log('flood posted');
+}
+
 function finish() {
   console.log('done');
 }
@@ -88,6 +102,7 @@ crypto.pbkdf2('warm', 'salt', 1, 64, 'sha512', () => {
   process.once('SIGUSR2', () => {
     if (mode === 'pbkdf2') pbkdf2Batches(Number(a), Number(b));
     else if (mode === 'fifo') fifoReads(Number(a), Number(b), c);
+    else if (mode === 'flood') flood(Number(a));
     else throw new Error(`unknown mode ${mode}`);
   });
   console.log('ready');
