@@ -7,6 +7,7 @@ for the CRDs, as the fake API server enforces them, to admit a policy asking for
 name it when none is asked for, and for the agent's enum and registry (--cpp).
 """
 
+import glob
 import json
 import os
 import shutil
@@ -15,10 +16,21 @@ import sys
 import tempfile
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+# Every kind's fragment, as the generator finds them: a new kind needs no edit here.
+FRAGMENTS = sorted(os.path.relpath(p, ROOT)
+                   for p in glob.glob(os.path.join(ROOT, "agent", "*", "*.crd.yaml")))
 COPIED = ["scripts/gen-crds.py", "crds", "charts/sonde/crds", "common/kube/testing/crd_schema.py",
-          "common/kube/testing/generated_rules.py",
-          "agent/cpu/cpu.crd.yaml", "agent/nodejs/nodejsEventLoop.crd.yaml",
-          "agent/gotls/goTLS.crd.yaml", "agent/nodejs_threadpool/nodejsThreadPool.crd.yaml"]
+          "common/kube/testing/generated_rules.py"] + FRAGMENTS
+
+
+def kinds_in_order():
+    """[(order, key)] of the fragments, in their order."""
+    import yaml
+    out = []
+    for rel in FRAGMENTS:
+        with open(os.path.join(ROOT, rel)) as f:
+            out.append((yaml.safe_load(f)["order"], os.path.basename(rel)[:-len(".crd.yaml")]))
+    return sorted(out)
 
 # Run in the copy: the named kind's verdict on a policy asking only for `asks` (None: for nothing).
 VERDICT = r"""
@@ -94,18 +106,21 @@ def main():
                "a CRD in the chart that crds/src/ does not list: --check fails")
         os.remove(os.path.join(tree, "charts/sonde/crds/old.sonde.dev.yaml"))
 
+        kinds = kinds_in_order()
+        last_order, last_key = kinds[-1]
         python = os.path.join(tree, "agent/python/pythonAsyncio.crd.yaml")
         os.makedirs(os.path.dirname(python))
         with open(python, "w") as f:
-            f.write("order: 3\nschema:\n  description: Python asyncio loop time.\n  type: object\n")
+            f.write("order: %d\nschema:\n  description: Python asyncio loop time.\n"
+                    "  type: object\n" % last_order)
         r = gen(tree)
         expect(r.returncode == 1 and "must hold `order` (an integer), `name`" in r.stderr,
                "a fragment without its name and config default: refused")
         edit(python, "schema:", "name: python\nconfigDefault: false\nschema:")
         r = gen(tree)
-        expect(r.returncode == 1 and "goTLS and pythonAsyncio have the same order 3" in r.stderr,
-               "two fragments in one place: refused")
-        edit(python, "order: 3", "order: 5")
+        expect(r.returncode == 1 and "%s and pythonAsyncio have the same order %d"
+               % (last_key, last_order) in r.stderr, "two fragments in one place: refused")
+        edit(python, "order: %d" % last_order, "order: %d" % (last_order + 1))
         r = gen(tree, "--check")
         expect(r.returncode == 1 and "generated_rules.py is stale" in r.stderr,
                "a new fragment without make crds: --check fails")
@@ -116,9 +131,10 @@ def main():
             expect(verdicts.get(plural + "/pythonAsyncio") == [] and verdicts.get(plural + "/cpu") == [],
                    "%s: a policy asking only for the new kind (or cpu) is admitted" % plural)
             none = verdicts.get(plural + "/None") or []
-            expect(any("at least one instrumentation (cpu, nodejsEventLoop, goTLS, nodejsThreadPool, pythonAsyncio)" in e
-                       for e in none), "%s: a policy asking for nothing is refused, naming the new "
-                   "kind too: %s" % (plural, none or r.stderr.strip()))
+            listed = ", ".join([k for _, k in kinds] + ["pythonAsyncio"])
+            expect(any("at least one instrumentation (%s)" % listed in e for e in none),
+                   "%s: a policy asking for nothing is refused, naming the new kind too: %s"
+                   % (plural, none or r.stderr.strip()))
         cpp = os.path.join(tree, "build-generated")
         expect(gen(tree, "--cpp", cpp).returncode == 0, "the C++ kinds generate")
         with open(os.path.join(cpp, "common/instrumentation_kinds.h")) as f:
@@ -126,7 +142,7 @@ def main():
         with open(os.path.join(cpp, "common/instrumentation_registry.cpp")) as f:
             registry = f.read()
         expect("  kPythonAsyncio,  // agent/python/pythonAsyncio.crd.yaml" in kinds_h and
-               "inline constexpr size_t kInstrumentationCount = 5;" in kinds_h,
+               "inline constexpr size_t kInstrumentationCount = %d;" % (len(kinds) + 1) in kinds_h,
                "the enum has the new kind")
         expect('{Instrumentation::kPythonAsyncio, "pythonAsyncio", "python", false, parse_switch, '
                'merge_first}' in registry, "the registry has it, with no parameters to parse")
