@@ -117,7 +117,8 @@ class StallRecorder final : public StallWatch {
   struct Watched {
     ContainerLabels labels;
     uint64_t threshold_ns = 0;
-    uint64_t since_ns = 0;  // CLOCK_MONOTONIC of the first watch(): earlier turns are not reported
+    uint64_t since_ns = 0;  // CLOCK_MONOTONIC when the first watch() began sampling: earlier
+                            // turns are not reported
   };
   struct StackKey {
     std::vector<uint64_t> user;
