@@ -77,6 +77,21 @@ start_gotls_server() {
     fail "the agent does not track $name: $(curl -sf "http://127.0.0.1:$agent_port/metrics" | grep gotls_processes)"
 }
 
+# node_lines: the global associative array `nodes`, each Node.js line the tests cover (18, 20, 22,
+# 24) to its binary: Debian's /usr/bin/node for 20, the official builds in $test_nodes (default
+# /opt/sonde/test-nodes, scripts/install-test-nodes.sh) for the others; fails naming a missing line.
+node_lines() {
+  test_nodes="${test_nodes:-${SONDE_TEST_NODES:-/opt/sonde/test-nodes}}"
+  declare -gA nodes=([20]=/usr/bin/node)
+  local dir line
+  for dir in "$test_nodes"/node-*; do
+    [[ -x "$dir/node" ]] && nodes[$(basename "$dir" | sed 's/^node-\([0-9]*\).*/\1/')]="$dir/node"
+  done
+  for line in 18 20 22 24; do
+    [[ -n "${nodes[$line]:-}" ]] || fail "no Node.js $line (make deps installs them in $test_nodes)"
+  done
+}
+
 # The Go build cache e2e/workloads/go_build.sh shares with the build's Go test fixtures.
 E2E_GOCACHE="${SONDE_GOCACHE:-$HOME/.cache/sonde-go}"
 # go_build WORKLOAD OUT [GO BUILD FLAG...]: e2e/workloads/go_build.sh, or the test fails.

@@ -26,13 +26,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-declare -A nodes=([20]=/usr/bin/node)
-for dir in "$test_nodes"/node-*; do
-  [[ -x "$dir/node" ]] && nodes[$(basename "$dir" | sed 's/^node-\([0-9]*\).*/\1/')]="$dir/node"
-done
-for line in 18 20 22 24; do
-  [[ -n "${nodes[$line]:-}" ]] || fail "no Node.js $line (make deps installs them in $test_nodes)"
-done
+node_lines  # nodes[18|20|22|24]: each line's binary
 
 port="$(free_port)"
 start_agent "$port"
