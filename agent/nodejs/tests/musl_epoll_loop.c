@@ -9,7 +9,9 @@
  * epoll_wait from the first wait's return to the last block's end -- and waits in epoll_wait
  * until it is killed. With "fork", before "done" it forks a child that calls epoll_wait
  * (timeout 0) three times and then pauses until killed (it dies with its parent); the line
- * ends " child=<pid>" once the child has made those calls. */
+ * then says " child=<pid>" once the child has made those calls. The line ends " tail_ms=<time>"
+ * from the last block's end to the line: outside epoll too (the fork and the wait for the
+ * child, which a loaded machine can make long), but not in busy_ms. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
   int sig = 0;
   if (sigwait(&go, &sig) != 0) return 1;
   uint64_t busy = 0;
+  uint64_t last_end = now_ns();
   for (int i = 0; i < count; i++) {
     struct itimerspec at = {.it_value = {idle_ms / 1000, (idle_ms % 1000) * 1000000}};
     timerfd_settime(timer, 0, &at, NULL);
@@ -55,7 +58,8 @@ int main(int argc, char** argv) {
     if (read(timer, &expirations, sizeof expirations) != sizeof expirations) return 1;
     while (now_ns() - woke < block_ns) {
     }
-    busy += now_ns() - woke;
+    last_end = now_ns();
+    busy += last_end - woke;
   }
   pid_t child = 0;
   if (argc == 5) {
@@ -74,10 +78,11 @@ int main(int argc, char** argv) {
     char c;
     if (read(done[0], &c, 1) != 1) return 1;
   }
+  double tail_ms = (double)(now_ns() - last_end) / 1e6;
   if (child > 0) {
-    printf("done busy_ms=%.3f child=%d\n", (double)busy / 1e6, (int)child);
+    printf("done busy_ms=%.3f child=%d tail_ms=%.3f\n", (double)busy / 1e6, (int)child, tail_ms);
   } else {
-    printf("done busy_ms=%.3f\n", (double)busy / 1e6);
+    printf("done busy_ms=%.3f tail_ms=%.3f\n", (double)busy / 1e6, tail_ms);
   }
   fflush(stdout);
   struct epoll_event out;
