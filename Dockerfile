@@ -25,7 +25,8 @@ RUN --mount=type=cache,id=sonde-ccache,target=/ccache \
     export CCACHE_DIR=/ccache \
  && cmake -S . -B /out -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSONDE_BUILD_TESTS=OFF \
  && cmake --build /out -j "$(nproc)" \
- && scripts/split-debug.sh /out/debug /out/bin/sonde-agent /out/bin/sonde-operator
+ && scripts/split-debug.sh /out/debug /out/bin/sonde-agent /out/bin/sonde-operator \
+      /out/lib/sonde/libssl.so /out/lib/sonde/libcrypto.so
 
 # Debug information of the image's binaries, by build id (`make image` copies it out to
 # build/image/debug): point gdb's debug-file-directory or a debuginfod server at it.
@@ -42,6 +43,8 @@ RUN apt-get update -qq \
  && useradd --uid 65532 --gid 65532 --home-dir /home/sonde --create-home \
       --shell /usr/sbin/nologin sonde
 COPY --from=build /out/bin/sonde-agent /out/bin/sonde-operator /usr/bin/
+# What civetweb loads to serve TLS (agent/metrics/civetweb_openssl/): lib/sonde/ beside bin/.
+COPY --from=build /out/lib/sonde/libssl.so /out/lib/sonde/libcrypto.so /usr/lib/sonde/
 COPY scripts/image/sonde /usr/bin/sonde
 # The default user is root because the agent needs its capabilities effective (the chart runs
 # it as uid 0 with every capability dropped but BPF, PERFMON, SYS_PTRACE and DAC_READ_SEARCH);

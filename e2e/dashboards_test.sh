@@ -2,9 +2,9 @@
 # From the agent to a Grafana panel, without a cluster: `sonde-agent --cluster` and
 # `sonde-operator` against the in-repo fake API server, real Node.js and Go TLS workloads in
 # cgroups named like containerd containers, and Debian's Prometheus scraping both the way the
-# Prometheus Operator scrapes the chart's PodMonitor/ServiceMonitor (their honorLabels as
-# rendered, the scraped pod's namespace/pod/container as target labels) and loading the chart's
-# rules as rendered.
+# Prometheus Operator scrapes the chart's PodMonitor/ServiceMonitor (their honorLabels and the
+# agent's TLS as rendered, the scraped pod's namespace/pod/container as target labels) and
+# loading the chart's rules as rendered.
 #
 # The agent runs as in a pod: its own cgroup and a private cgroup namespace.
 #
@@ -75,6 +75,27 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
 }
 agent_job="$(job_of PodMonitor)" operator_job="$(job_of ServiceMonitor)"
 echo "chart: PodMonitor honorLabels=$agent_honor, ServiceMonitor honorLabels=$operator_honor"
+# The values file serves the agents over TLS (agent.tls): the PodMonitor's scheme and the name
+# it checks, and the agent's flags, as rendered. The Secret is made here, as kubelet mounts it.
+read -r agent_scheme tls_name tls_flags < <(python3 -c 'import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "PodMonitor":
+        ep = d["spec"]["podMetricsEndpoints"][0]
+        scheme, name = ep.get("scheme", "http"), (ep.get("tlsConfig") or {}).get("serverName", "-")
+    if d and d["kind"] == "DaemonSet":
+        args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        flags = ",".join(a for a in args if a.startswith("--tls-"))
+print(scheme, name, flags or "-")' "$tmp/chart.yaml")
+[[ "$agent_scheme" == https && "$tls_flags" == *--tls-cert-file=* ]] ||
+  fail "charts/tests/values/monitors.yaml no longer serves the agents over TLS ($agent_scheme, $tls_flags)"
+serving_cert "$tmp/tls" "$tls_name" >/dev/null || fail "cannot make the agent's certificate"
+# The rendered flags, pointed from the Secret's mount path to the folder made here.
+mapfile -t agent_tls_args < <(tr ',' '\n' <<<"$tls_flags" | sed "s|=/etc/sonde/tls/|=$tmp/tls/|")
+agent_get() {  # agent_get PATH: from the agent as the PodMonitor scrapes it
+  curl -sf --max-time 10 --cacert "$tmp/tls/ca.crt" --resolve "$tls_name:$agent_port:127.0.0.1" \
+    "https://$tls_name:$agent_port$1"
+}
+echo "chart: the agents serve TLS, the PodMonitor checks $tls_name"
 
 # --- the fake API server, enforcing the rendered chart's RBAC for the agent and the operator
 start_fake_apiserver "$tmp/chart.yaml" "$report_ns"
@@ -151,9 +172,9 @@ cgroups+=("$agent_cgroup")
 start_cluster_agent() {
   bash -c 'echo $$ >"$0/cgroup.procs" && exec unshare --cgroup "$@"' "$agent_cgroup" \
     "$SONDE_BIN/sonde-agent" --cluster --kubeconfig "$tmp/kubeconfig-agent" --node-name "$node_name" \
-    --metrics-address "127.0.0.1:$agent_port" >>"$tmp/agent.log" 2>&1 &
+    --metrics-address "127.0.0.1:$agent_port" "${agent_tls_args[@]}" >>"$tmp/agent.log" 2>&1 &
   AGENT_PID=$!
-  wait_until 300 curl -sf "http://127.0.0.1:$agent_port/metrics" ||
+  wait_until 300 agent_get /metrics ||
     { tail -20 "$tmp/agent.log"; fail "agent did not serve /metrics on $agent_port"; }
 }
 start_cluster_agent
@@ -170,6 +191,8 @@ rule_files: ["$tmp/rules.yaml"]
 scrape_configs:
   - job_name: podMonitor/$report_ns/sonde-agent/0
     honor_labels: $agent_honor
+    scheme: $agent_scheme
+    tls_config: {ca_file: "$tmp/tls/ca.crt", server_name: "$tls_name"}
     static_configs:
       - targets: ["127.0.0.1:$agent_port"]
         labels: {job: $agent_job, namespace: $report_ns, pod: sonde-agent-x7k2p, container: agent, endpoint: metrics}
@@ -190,14 +213,14 @@ within_seconds() {  # within_seconds N COMMAND...: retries COMMAND for up to N s
   until "$@" >/dev/null 2>&1; do (($(date +%s) < deadline)) || return 1; sleep 0.5; done
 }
 within_seconds 60 has_series 'container_nodejs_event_loop_blocked_time_seconds_total{namespace="shop",pod="web-2"}' ||
-  fail "no Node.js series for shop/web-2 in Prometheus: $(curl -s "http://127.0.0.1:$agent_port/metrics" | grep -v '^#' | head -30)"
+  fail "no Node.js series for shop/web-2 in Prometheus: $(agent_get /metrics | grep -v '^#' | head -30)"
 within_seconds 60 has_series 'container_go_tls_requests_total{namespace="shop",pod="client-1"}' ||
-  fail "no Go TLS series for shop/client-1 in Prometheus; the agent's verdicts: $(curl -s "http://127.0.0.1:$agent_port/metrics" | grep '^sonde_agent_gotls_binaries')"
+  fail "no Go TLS series for shop/client-1 in Prometheus; the agent's verdicts: $(agent_get /metrics | grep '^sonde_agent_gotls_binaries')"
 # Cluster mode: the kernel counts Go TLS only in the selected containers' cgroups, named by the
 # kernel: /proc cannot name them to an agent in a private cgroup namespace.
 seen="$(nsenter --target "$AGENT_PID" --cgroup cat "/proc/$web1_pid/cgroup")"
 [[ "$seen" == *"0::/../"* ]] || fail "the agent is not in a private cgroup namespace: it reads $seen"
-filter="$(curl -sf "http://127.0.0.1:$agent_port/metrics" | awk '/^sonde_agent_gotls_cgroup_filter / { print $2 }')"
+filter="$(agent_get /metrics | awk '/^sonde_agent_gotls_cgroup_filter / { print $2 }')"
 [[ "$filter" == 1 ]] || fail "the Go TLS cgroup filter is not on ($filter): $(grep -i 'cgroup' "$tmp/agent.log" | tail -3)"
 
 echo "--- labels: the workload's own, not exported_*"
@@ -312,7 +335,7 @@ tight_degraded() { [[ "$(degraded)" == LimitExceeded:* ]]; }
 within_seconds 120 tight_degraded || fail "the tight policy is not Degraded by LimitExceeded: $(kube GET "$policies/tight" | jq -c .status)"
 echo "tight: $(degraded)"
 expect_contains "$(degraded)" "policy shop/tight allows limits.maxUprobesPerNode (1)" "the condition"
-in_use="$(agent_metric "$agent_port" 'sonde_agent_policy_uprobes{policy="shop/api",node="'"$node_name"'"}')"
+in_use="$(agent_get /metrics | awk -v s='sonde_agent_policy_uprobes{policy="shop/api",node="'"$node_name"'"}' 'index($0, s" ") == 1 { print $2 }')"
 [[ "$in_use" =~ ^[0-9]+$ ]] && ((in_use >= 2)) || fail "sonde_agent_policy_uprobes for shop/api reads '$in_use'"
 echo "policy shop/api uses $in_use uprobes on the node"
 kube DELETE "$policies/tight" >/dev/null

@@ -104,6 +104,40 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# A serving certificate for the agent's TLS (--tls-cert-file), laid out as kubelet mounts a
+# kubernetes.io/tls Secret: DIR/tls.crt, DIR/tls.key and DIR/ca.crt are links into DIR/..data,
+# itself a link to the current version's folder, which a renewal replaces with one rename.
+# serving_cert DIR NAME [mismatched]: a new version with a new key and a certificate for the DNS
+# name NAME signed by the CA of DIR (made at the first call; its key stays beside DIR); with
+# "mismatched", the certificate is for another key than tls.key. Prints the certificate's serial
+# (hex, as `openssl x509 -serial` does).
+serving_cert() {
+  local dir="$1" name="$2" mode="${3:-}" v
+  mkdir -p "$dir"
+  if [[ ! -f "$dir.ca.key" ]]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+      -subj "/CN=sonde e2e CA" -keyout "$dir.ca.key" -out "$dir.ca.crt" 2>/dev/null || return 1
+  fi
+  v="$(mktemp -d "$dir/..v-XXXXXX")"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$name" \
+    -addext "subjectAltName=DNS:$name" -keyout "$v/tls.key" -out "$v/tls.csr" 2>/dev/null || return 1
+  openssl x509 -req -in "$v/tls.csr" -CA "$dir.ca.crt" -CAkey "$dir.ca.key" -set_serial "0x$(openssl rand -hex 8)" \
+    -days 1 -copy_extensions copy -out "$v/tls.crt" 2>/dev/null || return 1
+  if [[ "$mode" == mismatched ]]; then
+    openssl genpkey -algorithm ec -pkeyopt ec_paramgen_curve:P-256 -out "$v/tls.key" 2>/dev/null || return 1
+  fi
+  cp "$dir.ca.crt" "$v/ca.crt"
+  chmod 0400 "$v/tls.key"
+  ln -sfn "$(basename "$v")" "$dir/..data_tmp" && mv -T "$dir/..data_tmp" "$dir/..data"
+  for f in tls.crt tls.key ca.crt; do [[ -L "$dir/$f" ]] || ln -s "..data/$f" "$dir/$f"; done
+  openssl x509 -in "$v/tls.crt" -noout -serial | sed 's/^serial=//'
+}
+# The serial of the certificate presented on 127.0.0.1:PORT for NAME: presented_serial PORT NAME.
+presented_serial() {
+  openssl s_client -connect "127.0.0.1:$1" -servername "$2" </dev/null 2>/dev/null |
+    openssl x509 -noout -serial | sed 's/^serial=//'
+}
+
 # Starts the agent standalone in the background: start_agent PORT [ARGS...]; sets AGENT_PID.
 start_agent() {
   local port="$1"; shift

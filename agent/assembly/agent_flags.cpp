@@ -9,6 +9,8 @@ void apply_agent_flags(const AgentFlags& flags, RuntimeOptions& runtime, Feature
   if (!flags.metrics_address.empty()) runtime.metrics_address = flags.metrics_address;
   runtime.debug_address = flags.debug_address;
   runtime.health_address = flags.health_address;
+  runtime.tls_cert_file = flags.tls_cert_file;
+  runtime.tls_key_file = flags.tls_key_file;
   features.wait_source = flags.wait_source;
   features.nodejs_metrics = flags.nodejs_metrics;
   features.go_tls_perform_ret = flags.go_tls_perform_ret;
@@ -29,6 +31,16 @@ void add_agent_flags(CLI::App& app, AgentFlags& flags, const std::string& metric
                  "host:port for /healthz and /readyz on a listener of their own, which slow "
                  "clients of the metrics port cannot starve (point kubelet's probes here); "
                  "default: only on the metrics address");
+  auto* cert = app.add_option(
+      "--tls-cert-file", flags.tls_cert_file,
+      "serve the metrics and --debug-address ports over TLS only (1.2 and later), presenting "
+      "this PEM certificate (intermediates after it); read again when it or the key changes, "
+      "as a mounted Secret does on renewal. The health address stays plain HTTP (it says "
+      "nothing but ok)");
+  auto* key = app.add_option("--tls-private-key-file", flags.tls_key_file,
+                             "the PEM private key of --tls-cert-file");
+  cert->needs(key);
+  key->needs(cert);
   app.add_option("--proc-root", flags.proc_root, "the host's /proc")->capture_default_str();
   cli::add_log_flags(app, flags.log, level_default);
   static const std::map<std::string, LoopProbes::WaitSource> kSources = {

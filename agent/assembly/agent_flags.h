@@ -17,6 +17,8 @@ struct AgentFlags {
   std::string metrics_address;  // empty: the mode's default
   std::string debug_address;    // RuntimeOptions::debug_address
   std::string health_address;   // RuntimeOptions::health_address
+  std::string tls_cert_file;    // RuntimeOptions::tls_cert_file
+  std::string tls_key_file;     // RuntimeOptions::tls_key_file
   std::string proc_root = "/proc";
   cli::LogFlags log;
   LoopProbes::WaitSource wait_source = LoopProbes::WaitSource::kAuto;

@@ -1,8 +1,11 @@
 #include "agent/metrics/metrics_server.h"
 
 #include <civetweb.h>
+#include <dlfcn.h>
 #include <prometheus/text_serializer.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -34,6 +37,33 @@ std::map<std::string, std::string> parse_query(const char* query) {
     out[key] = eq == std::string_view::npos ? "" : url_decode(pair.substr(eq + 1));
   }
   return out;
+}
+
+// Readies civetweb to serve TLS, once per process. Debian 12's civetweb loads OpenSSL itself, by
+// names OpenSSL 3 does not answer to (civetweb_openssl/CMakeLists.txt says how): the two bridge
+// libraries in lib/sonde/ beside the executable's bin/ are loaded first, then civetweb's TLS.
+// A failure is remembered: civetweb, asked again after a failed load, would report success with
+// half its OpenSSL functions missing.
+Status init_civetweb_tls() {
+  static const Status status = []() -> Status {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return errno_error("readlink /proc/self/exe", errno);
+    std::string dir(exe, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/')) + "/../lib/sonde/";
+    for (const char* lib : {"libcrypto.so", "libssl.so"}) {
+      // Never closed: civetweb holds its functions for the life of the process.
+      if (!dlopen((dir + lib).c_str(), RTLD_NOW | RTLD_LOCAL)) {
+        return Error(std::string("load ") + dir + lib +
+                     " (installed with sonde-agent, for civetweb's TLS): " + dlerror());
+      }
+    }
+    if ((mg_init_library(MG_FEATURES_TLS) & MG_FEATURES_TLS) == 0) {
+      return Error("civetweb cannot load OpenSSL through " + dir);
+    }
+    return ok_status();
+  }();
+  return status;
 }
 
 void send(mg_connection* conn, const HttpResponse& r) {
@@ -78,18 +108,34 @@ std::string label_value(std::string_view value) {
   return out.append(suffix, static_cast<size_t>(n));
 }
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address,
-                                                            Guard debug_guard,
-                                                            Guard metrics_guard) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(
+    const std::string& address, Guard debug_guard, Guard metrics_guard,
+    std::shared_ptr<ServingCertificate> tls) {
   std::unique_ptr<MetricsServer> self(new MetricsServer());
   self->debug_guard_ = std::move(debug_guard);
   self->metrics_guard_ = std::move(metrics_guard);
-  mg_init_library(0);
+  self->tls_ = std::move(tls);
+  if (self->tls_) {
+    if (auto tls = init_civetweb_tls(); !tls.ok()) {
+      return tls.error().wrap("serve TLS on " + address);
+    }
+  }
+  mg_init_library(0);  // counted: each server's destructor exits once
+  std::string ports = self->tls_ ? address + "s" : address;
   std::string threads = std::to_string(kThreads);
   std::string timeout = std::to_string(kRequestTimeoutMs);
-  const char* options[] = {"listening_ports",    address.c_str(), "num_threads", threads.c_str(),
+  const char* options[] = {"listening_ports",    ports.c_str(),   "num_threads", threads.c_str(),
                            "request_timeout_ms", timeout.c_str(), nullptr};
   mg_callbacks callbacks{};
+  if (self->tls_) {
+    // Returning 1 tells civetweb the context is set up: the certificate is chosen per
+    // handshake (ServingCertificate::install), after civetweb's own protocol settings (TLS 1.2
+    // and later, its default ssl_protocol_version).
+    callbacks.init_ssl = [](void* ssl_ctx, void* user) {
+      static_cast<MetricsServer*>(user)->tls_->install(ssl_ctx);
+      return 1;
+    };
+  }
   mg_init_data init{&callbacks, self.get(), options};
   char text[256] = {};
   unsigned code = 0;
@@ -97,8 +143,24 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
   self->ctx_ = mg_start2(&init, &error);
   if (!self->ctx_) {
     mg_exit_library();
-    return Error("listen for /metrics on " + address + ": " + text +
+    return Error("listen for /metrics on " + address + (self->tls_ ? " (TLS)" : "") + ": " + text +
                  " (is the port in use? set --metrics-address)");
+  }
+  if (self->tls_) {
+    self->add([tls = self->tls_] {
+      auto st = tls->stats();
+      auto expiry = gauge_family("sonde_agent_tls_certificate_not_after_timestamp_seconds",
+                                 "When the certificate the agent's endpoints present expires "
+                                 "(Unix time); it is read again when its files change.");
+      add_sample(expiry, {}, static_cast<double>(st.not_after));
+      auto reloads = counter_family("sonde_agent_tls_certificate_reloads_total",
+                                    "Certificate files read again because they changed: ok "
+                                    "(presented from the next handshake) or error (not a "
+                                    "valid pair; the last good one is still presented).");
+      add_sample(reloads, {{"result", "ok"}}, static_cast<double>(st.reloads));
+      add_sample(reloads, {{"result", "error"}}, static_cast<double>(st.reload_errors));
+      return std::vector<prometheus::MetricFamily>{std::move(expiry), std::move(reloads)};
+    });
   }
   // One handler for every path: it looks the route up under the lock.
   mg_set_request_handler(self->ctx_, "/", &MetricsServer::on_request, self.get());

@@ -13,6 +13,10 @@
 // seconds to minutes, token reviews waiting on the API server -- run at once; one more is
 // answered 429 at once. That leaves threads for scrapes. Liveness does not rely on this pool
 // at all: the probes have a server of their own (probe_server.h).
+//
+// With a ServingCertificate the server speaks only TLS (1.2 and 1.3) on its port: bearer tokens
+// of /debug/ and /metrics requests, and what /metrics says about every tenant, never cross the
+// network in the clear.
 #pragma once
 
 #include <prometheus/metric_family.h>
@@ -28,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/metrics/serving_certificate.h"
 #include "common/result.h"
 
 struct mg_context;
@@ -65,11 +70,11 @@ class MetricsServer {
   // Prometheus sends its scrape request at once; only a client that drips bytes comes near.
   static constexpr int kRequestTimeoutMs = 10'000;
 
-  // Listens on "host:port" (port 0 picks a free one). Fails with the reason (address in use,
-  // bad address) instead of throwing.
-  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address,
-                                                      Guard debug_guard = {},
-                                                      Guard metrics_guard = {});
+  // Listens on "host:port" (port 0 picks a free one), over TLS with `tls`. Fails with the
+  // reason (address in use, bad address, no TLS library) instead of throwing.
+  static Result<std::unique_ptr<MetricsServer>> start(
+      const std::string& address, Guard debug_guard = {}, Guard metrics_guard = {},
+      std::shared_ptr<ServingCertificate> tls = nullptr);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -91,9 +96,10 @@ class MetricsServer {
   mutable std::mutex mu_;
   std::vector<Collector> collectors_;
   std::map<std::string, Handler> routes_;
-  Guard debug_guard_;        // set before serving, never changed
-  Guard metrics_guard_;      // likewise
-  int debug_in_flight_ = 0;  // under mu_: requests under /debug/ being served
+  Guard debug_guard_;                        // set before serving, never changed
+  Guard metrics_guard_;                      // likewise
+  std::shared_ptr<ServingCertificate> tls_;  // likewise; null: plain HTTP
+  int debug_in_flight_ = 0;                  // under mu_: requests under /debug/ being served
 };
 
 // Builders for families (labels as name/value pairs, in order).

@@ -160,11 +160,15 @@ Status AgentRuntime::Impl::start(const PartsFactory& build) {
   }
   inspections = std::make_unique<InspectionQueue>(
       InspectionQueue::Options{.deadline = options.inspection_deadline});
+  std::shared_ptr<ServingCertificate> tls;
+  if (!options.tls_cert_file.empty()) {
+    ASSIGN_OR_RETURN(tls, ServingCertificate::load(options.tls_cert_file, options.tls_key_file));
+  }
   ASSIGN_OR_RETURN(server, MetricsServer::start(options.metrics_address, options.debug_guard,
-                                                options.metrics_guard));
+                                                options.metrics_guard, tls));
   if (!options.debug_address.empty()) {
     ASSIGN_OR_RETURN(debug_server, MetricsServer::start(options.debug_address, options.debug_guard,
-                                                        options.metrics_guard));
+                                                        options.metrics_guard, tls));
   }
   add_collector();
   for (const auto& f : features) f->add_routes(debug_server ? *debug_server : *server);
@@ -413,6 +417,7 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
   log::info("sonde-agent running", {{"version", kVersion},
                                     {"metrics", options.metrics_address},
                                     {"port", server->port()},
+                                    {"tls", !options.tls_cert_file.empty()},
                                     {"features", static_cast<uint64_t>(features.size())},
                                     {"wait_source", wait_source},
                                     {"unselected_cost", wait_source_cost}});

@@ -69,6 +69,10 @@ struct RuntimeOptions {
   // Serve /healthz and /readyz on this host:port too, from a thread no client can hold
   // (ProbeServer): the address kubelet's probes use. Empty: only on the metrics port.
   std::string health_address;
+  // Serve the metrics and /debug/ addresses over TLS with this certificate (PEM, intermediates
+  // after it) and key, read again when they change (ServingCertificate). Empty: plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // What the runtime drives, built once at start: the process events and the features. The agent's

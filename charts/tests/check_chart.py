@@ -56,6 +56,47 @@ def pod_specs(objects):
             yield o, spec
 
 
+def tls_invariants(kinds):
+    """agent.tls: the agent serves the certificate it mounts, and whatever scrapes it expects TLS
+    from that Secret's CA for the name the certificate carries."""
+    for ds in kinds.get("DaemonSet", []):
+        spec = ds["spec"]["template"]["spec"]
+        agent = spec["containers"][0]
+        args = agent.get("args") or []
+        cert = [a.split("=", 1)[1] for a in args if a.startswith("--tls-cert-file=")]
+        key = [a.split("=", 1)[1] for a in args if a.startswith("--tls-private-key-file=")]
+        ann = ds["spec"]["template"]["metadata"].get("annotations") or {}
+        monitors = [ep for o in kinds.get("PodMonitor", []) for ep in o["spec"]["podMetricsEndpoints"]]
+        if not cert:
+            if key or any(ep.get("scheme") == "https" for ep in monitors) or \
+                    ann.get("prometheus.io/scheme") == "https":
+                fail("agent without --tls-cert-file, but a key flag or an https scrape")
+            continue
+        if len(key) != 1 or os.path.dirname(cert[0]) != os.path.dirname(key[0]):
+            fail(f"agent TLS: certificate {cert} and key {key} not from one mounted Secret")
+            continue
+        mounts = {m["mountPath"]: m["name"] for m in agent.get("volumeMounts") or []
+                  if not m.get("subPath")}  # a subPath mount never sees the renewed files
+        secrets = {v["name"]: v["secret"]["secretName"] for v in spec.get("volumes") or []
+                   if "secret" in v}
+        secret = secrets.get(mounts.get(os.path.dirname(cert[0]), ""))
+        if not secret:
+            fail(f"agent TLS: {os.path.dirname(cert[0])} is not a Secret mounted without subPath")
+            continue
+        if "prometheus.io/scrape" in ann and ann.get("prometheus.io/scheme") != "https":
+            fail("agent TLS: the scrape annotations do not say prometheus.io/scheme: https")
+        for ep in monitors:
+            ca = ((ep.get("tlsConfig") or {}).get("ca") or {}).get("secret") or {}
+            if ep.get("scheme") != "https" or ca.get("name") != secret:
+                fail(f"agent TLS: the PodMonitor scrapes {ep.get('scheme')} trusting {ca}, "
+                     f"want https and the CA of Secret {secret}")
+            names = [n for c in kinds.get("Certificate", []) if c["spec"]["secretName"] == secret
+                     for n in c["spec"]["dnsNames"]]
+            if kinds.get("Certificate") and ep["tlsConfig"].get("serverName") not in names:
+                fail(f"agent TLS: the PodMonitor checks {ep['tlsConfig'].get('serverName')!r}, "
+                     f"the Certificate names {names}")
+
+
 def invariants(rendered, values_file):
     values = yaml.safe_load(open(values_file)) or {} if values_file else {}
     objects = docs(rendered)
@@ -244,6 +285,7 @@ def invariants(rendered, values_file):
                 if ep.get("honorLabels") is not True:
                     fail(f"{kind}/{o['metadata']['name']}: honorLabels is not true: the "
                          "workload's namespace/pod/container labels would become exported_*")
+    tls_invariants(kinds)
     metrics = values.get("metrics") or {}
     for key, kind in (("podMonitor", "PodMonitor"), ("serviceMonitor", "ServiceMonitor")):
         want = bool((metrics.get(key) or {}).get("enabled"))
@@ -505,6 +547,7 @@ VALUE_CHANGES = {
     "agent.waitSource": "epoll-tracepoints",
     "agent.nodejs.metrics": "otel",
     "rbac.agentOwnNodeOnly": True,
+    "agent.tls.certManagerIssuer": {"name": "internal-ca", "kind": "ClusterIssuer"},
     "metrics.authorization.subjects": [{"kind": "ServiceAccount", "name": "prometheus",
                                         "namespace": "monitoring"}],
     "operator.watchNamespace": "shop",
@@ -535,6 +578,7 @@ VALUE_NEEDS = {
     "operator.serviceAccount.create": {"operator": {"serviceAccount": {"name": "operator-sa"}}},
     "agent.serviceAccount.create": {"agent": {"serviceAccount": {"name": "agent-sa"}}},
     "metrics.authorization.subjects": {"metrics": {"authorization": {"enabled": True}}},
+    "agent.tls.serverName": {"agent": {"tls": {"secretName": "agent-tls"}}},
 }
 # Switched on underneath every change, so that the values they enable are rendered.
 VALUES_BASE = {

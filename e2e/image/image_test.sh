@@ -4,7 +4,8 @@
 #  - binaries stripped, their debug files in build/image/debug under the same build id;
 #  - the agent with the chart's exact securityContext (read from
 #    charts/sonde/templates/agent-daemonset.yaml): doctor passes, and standalone it measures a
-#    Node.js process on this host that blocks its event loop 200 ms every second;
+#    Node.js process on this host that blocks its event loop 200 ms every second, serving its
+#    /metrics over TLS with a certificate mounted as kubelet mounts a Secret;
 #  - run bare (--privileged --pid host) doctor passes; with the engine's default capabilities
 #    doctor blames the missing permission (not the kernel) and the agent names what to add.
 # Needs root and podman or docker. Ends with 'image-test: N passed, N failed'. SONDE_IMAGE=REF
@@ -168,8 +169,16 @@ default_capabilities_named() {
   expect_contains "$out" "--cap-add BPF --cap-add PERFMON --cap-add SYS_PTRACE" "agent start"
 }
 
+# The agent in the image serves TLS (agent.tls), with a certificate mounted as kubelet mounts a
+# Secret: civetweb's OpenSSL comes from the libraries the image ships (civetweb_openssl/).
+tls_name="sonde-agent.sonde-system.svc"
+agent_get() {  # agent_get PORT PATH: over TLS, trusting only the test CA, checking the name
+  curl -sf --max-time 10 --cacert "$tmp/tls/ca.crt" --resolve "$tls_name:$1:127.0.0.1" \
+    "https://$tls_name:$1$2"
+}
+
 metric() {  # metric PORT CONTAINER: the blocked-time counter of that container, or nothing
-  curl -sf --max-time 10 "http://127.0.0.1:$1/metrics" |
+  agent_get "$1" /metrics |
     awk -v c="container=\"$2\"" '/^container_nodejs_event_loop_blocked_time_seconds_total\{/ && index($0, c) { print $2 }'
 }
 
@@ -183,10 +192,14 @@ standalone_measures_node() {
   workload="nodeimg-$((RANDOM % 10000))"
   ln -s "$(command -v node)" "$tmp/$workload"
   trap '[[ -n "$node_pid" ]] && kill "$node_pid"; "$engine" rm -f "$name" >/dev/null 2>&1' EXIT
-  "$engine" run -d --name "$name" "${runtime[@]}" "${chart[@]}" --network host "$image" \
-    --standalone --metrics-address "127.0.0.1:$port" >/dev/null
-  wait_until 600 curl -sf --max-time 5 "http://127.0.0.1:$port/metrics" ||
-    { "$engine" logs "$name"; fail "agent in the image did not serve /metrics"; }
+  serving_cert "$tmp/tls" "$tls_name" >/dev/null
+  "$engine" run -d --name "$name" "${runtime[@]}" "${chart[@]}" --network host \
+    -v "$tmp/tls:/etc/sonde/tls:ro" "$image" --standalone --metrics-address "127.0.0.1:$port" \
+    --tls-cert-file /etc/sonde/tls/tls.crt --tls-private-key-file /etc/sonde/tls/tls.key >/dev/null
+  wait_until 600 agent_get "$port" /metrics ||
+    { "$engine" logs "$name"; fail "agent in the image did not serve /metrics over TLS"; }
+  curl -sf --max-time 5 -o /dev/null "http://127.0.0.1:$port/metrics" &&
+    fail "the agent in the image answered plain HTTP on its TLS port"
   "$tmp/$workload" "$root/e2e/workloads/blocker.js" periodic 0 200 >/dev/null &
   node_pid=$!
   # The agent's first scan of the host's processes (symbols of every binary) can take a while
@@ -210,7 +223,7 @@ standalone_measures_node() {
   # With the node's tracefs the wait hook is never the raw syscall tracepoints, which every
   # system call on the node would pay for (fentry where the kernel has trampolines).
   local info
-  info="$(curl -sf --max-time 10 "http://127.0.0.1:$port/metrics" | grep '^sonde_agent_info{')"
+  info="$(agent_get "$port" /metrics | grep '^sonde_agent_info{')"
   echo "$info"
   if printf '%s\n' "${chart[@]}" | grep -q '^/sys/kernel/tracing:'; then
     [[ "$info" != *'wait_source="tp_btf/sys_enter+sys_exit"'* ]] ||
@@ -224,6 +237,6 @@ check "binaries stripped, debug files by build id" stripped_with_debug_files
 check "doctor with the chart's securityContext" doctor_with_chart_settings
 check "doctor run bare (--privileged --pid host)" doctor_bare_privileged
 check "default capabilities: missing permission named" default_capabilities_named
-check "standalone in the image measures a Node.js process on the host" standalone_measures_node
+check "standalone in the image, over TLS, measures a Node.js process on the host" standalone_measures_node
 echo "image-test: $passed passed, $failed failed"
 ((failed == 0))

@@ -82,13 +82,35 @@ imagePullSecrets:
 {{- end -}}
 {{- end -}}
 
+{{- /* agent.tls: the Secret holding the agents' serving certificate (the user's, or the one
+cert-manager writes for the chart's Certificate), or "" when the agents serve plain HTTP. */ -}}
+{{- define "sonde.agent.tlsSecret" -}}
+{{- $tls := .Values.agent.tls -}}
+{{- if and $tls.secretName $tls.certManagerIssuer -}}
+{{- fail "agent.tls: name either secretName (your Secret) or certManagerIssuer (a Certificate the chart creates), not both" -}}
+{{- else if $tls.secretName -}}
+{{- $tls.secretName -}}
+{{- else if $tls.certManagerIssuer -}}
+{{- $_ := required "agent.tls.certManagerIssuer.name is required (the Issuer or ClusterIssuer that signs the agents' certificate)" $tls.certManagerIssuer.name -}}
+{{- printf "%s-agent-tls" (include "sonde.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* The DNS name in the agents' serving certificate, which scrapes check (agent.tls.serverName). */ -}}
+{{- define "sonde.agent.tlsServerName" -}}
+{{- default (printf "%s-agent.%s.svc" (include "sonde.fullname" .) .Release.Namespace) .Values.agent.tls.serverName -}}
+{{- end -}}
+
 {{- /* Prometheus's conventional pod annotations (metrics.scrapeAnnotations); the argument is
 the port. Scrape configs that read them (e.g. the prometheus-community chart's
 "kubernetes-pods" job) must keep the target's own labels: honor_labels: true. */ -}}
 {{- define "sonde.scrapeAnnotations" -}}
 prometheus.io/scrape: "true"
-prometheus.io/port: {{ . | quote }}
+prometheus.io/port: {{ .port | quote }}
 prometheus.io/path: /metrics
+{{- if .tls }}
+prometheus.io/scheme: https
+{{- end }}
 {{- end -}}
 
 {{- /* A DaemonSet's updateStrategy or a Deployment's strategy from values: rollingUpdate only with
