@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 
 #include "agent/discovery/candidate.h"
 #include "agent/kernel/libbpf_log.h"
@@ -117,6 +118,15 @@ struct AgentRuntime::Impl {
     ExitSlot exit = std::make_shared<std::optional<uint64_t>>();
   };
   std::map<pid_t, Inspecting> inspecting;
+  // On the event thread: the name (comm) each selected process had at its exec, by pid, with
+  // its start time. A program may rename its main thread after exec -- Node 24 names it
+  // MainThread -- and /proc then gives every such process that one name, which standalone mode
+  // labels containers with. Erased when the process exits or is no longer selected.
+  struct ExecName {
+    uint64_t start_time = 0;
+    std::string comm;
+  };
+  std::unordered_map<pid_t, ExecName> exec_names;
 
   HealthRegistry health;
   HealthRegistry::CheckId event_thread_check =
@@ -231,7 +241,18 @@ void AgentRuntime::Impl::consider(pid_t pid, bool running, const ProcessEvent* e
     return;
   }
   info->exec_ns = exec != nullptr ? exec->timestamp_ns : 0;
+  if (exec != nullptr && !exec->comm.empty()) {
+    info->comm = valid_utf8(exec->comm);  // what the kernel named it at exec
+  } else if (auto it = exec_names.find(pid);
+             it != exec_names.end() && it->second.start_time == info->start_time) {
+    info->comm = it->second.comm;
+  }
   auto selection = selector.select(*info);
+  if (!selection) {
+    exec_names.erase(pid);
+  } else if (exec != nullptr) {
+    exec_names[pid] = {info->start_time, info->comm};
+  }
   bool was_selected = false;
   {
     std::lock_guard lock(outcomes_mu);
@@ -357,6 +378,7 @@ void AgentRuntime::Impl::instrument(ProcessInfo info, const Selection& selection
 }
 
 void AgentRuntime::Impl::exited(pid_t pid, uint64_t timestamp_ns) {
+  exec_names.erase(pid);
   {
     std::lock_guard lock(outcomes_mu);
     if (auto it = outcomes.find(pid); it != outcomes.end()) {

@@ -215,6 +215,7 @@ class FakeSelector final : public Selector {
  public:
   std::optional<Selection> select(const ProcessInfo& process) override {
     std::lock_guard lock(mu_);
+    names_[process.pid].push_back(process.comm);
     auto it = selections_.find(process.pid);
     if (it == selections_.end()) return std::nullopt;
     return it->second;
@@ -227,10 +228,16 @@ class FakeSelector final : public Selector {
       selections_.erase(pid);
     }
   }
+  // The names the runtime gave pid's process, one per select() call.
+  std::vector<std::string> names(pid_t pid) {
+    std::lock_guard lock(mu_);
+    return names_[pid];
+  }
 
  private:
   std::mutex mu_;
   std::map<pid_t, Selection> selections_;
+  std::map<pid_t, std::vector<std::string>> names_;
 };
 
 Selection selection(bool nodejs, bool go_tls, bool cpu, const std::string& pod = "web") {
@@ -615,6 +622,37 @@ TEST_F(AgentRuntimeTest, ReselectionInstrumentsTheNewlySelectedAndReleasesTheDes
   EXPECT_EQ(b().releases_of(p1.pid()).size(), 1u);
   EXPECT_EQ(b().tracked(), 0u);
   EXPECT_EQ(a().tracked(), 1u);  // p2
+}
+
+// Standalone mode labels a host process with its name. A program may rename its main thread
+// soon after exec (Node 24 names it MainThread, and /proc then says so): the name the kernel
+// gave it at exec, which its exec event carries, is what the selector sees for as long as it
+// runs, rescans included.
+TEST_F(AgentRuntimeTest, AProcessKeepsTheNameItHadAtExec) {
+  ChildProcess p({"/bin/sleep", "1000"});  // /proc names it "sleep"
+  selector_.set(p.pid(), selection(true, false, false));
+  start();
+  run();
+  ASSERT_TRUE(eventually([&] { return outcome(p.pid()).has_value(); }));
+  settle();
+  events_->send({.kind = ProcessEvent::Kind::kExec,
+                 .pid = static_cast<uint32_t>(p.pid()),
+                 .comm = "web-server"});
+  ASSERT_TRUE(eventually([&] { return selector_.names(p.pid()).size() >= 2; }));
+  runtime_->request_reselect();
+  ASSERT_TRUE(eventually([&] { return selector_.names(p.pid()).size() >= 3; }));
+  const auto names = selector_.names(p.pid());
+  EXPECT_EQ(names.front(), "sleep") << "found by the scan: no exec seen, /proc's name";
+  for (size_t i = 1; i < names.size(); ++i) EXPECT_EQ(names[i], "web-server") << i;
+
+  // Deselected and selected again: the name is forgotten with the selection.
+  selector_.set(p.pid(), std::nullopt);
+  runtime_->request_reselect();
+  ASSERT_TRUE(eventually([&] { return !outcome(p.pid()); }));
+  selector_.set(p.pid(), selection(true, false, false));
+  runtime_->request_reselect();
+  ASSERT_TRUE(eventually([&] { return outcome(p.pid()).has_value(); }));
+  EXPECT_EQ(selector_.names(p.pid()).back(), "sleep");
 }
 
 TEST_F(AgentRuntimeTest, LostExecEventsAreMadeUpForByARescan) {
