@@ -205,7 +205,10 @@ within "$busy_samples" "$(awk -v c="$busy_cpu" 'BEGIN { print c * 49 }')" "$(awk
 [[ "$spare_samples" == 0 ]] || fail "spare-1 is not selected but its profile has $spare_samples samples"
 [[ -n "$(agent_metric "$port" "container_cpu_profile_samples_total{namespace=\"shop\",pod=\"busy-1\",container=\"app\",node=\"$node_name\"}")" ]] ||
   fail "no container_cpu_profile_samples_total series for busy-1"
-curl -sf "http://127.0.0.1:$port/metrics" | grep -q 'container_cpu_profile_samples_total{[^}]*pod="spare-1"' &&
+# Read whole first: with pipefail, `grep -q` stopping at a match breaks curl's pipe, and the
+# pipeline would fail exactly when spare-1 has series.
+exposition="$(curl -sf "http://127.0.0.1:$port/metrics")" || fail "no /metrics"
+grep -q 'container_cpu_profile_samples_total{[^}]*pod="spare-1"' <<<"$exposition" &&
   fail "spare-1 has CPU sample series"
 # --pyroscope-url: busy-1's profiles are pushed with its labels, spare-1's never.
 wait_until 300 bash -c "grep -l 'pod=busy-1' '$tmp/pushes/'*.json" ||

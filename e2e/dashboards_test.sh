@@ -163,7 +163,7 @@ kube POST "/apis/coordination.k8s.io/v1/namespaces/$report_ns/leases" \
     "spec": {"holderIdentity": "gone-node", "renewTime": "2020-01-01T00:00:00.000000Z"}}' >/dev/null
 
 # --- the agent, the operator, Prometheus
-agent_port="$(free_port)" op_port="$(free_port)" prom_port="$(free_port)"
+agent_port="$(free_port)" op_port="$(free_port)"
 # Like a pod, the agent runs in a cgroup of its own with a private cgroup namespace: to it, every
 # workload's /proc/<pid>/cgroup reads "0::/../cri-containerd-<id>.scope" (checked below).
 agent_cgroup="$cgroot/agent-pod"
@@ -202,11 +202,7 @@ scrape_configs:
       - targets: ["127.0.0.1:$op_port"]
         labels: {job: $operator_job, namespace: $report_ns, pod: sonde-operator-5d9f-abcde, container: operator, service: sonde-operator-metrics, endpoint: metrics}
 YAML
-prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$tmp/prometheus.log" 2>&1 &
-PROM_PID=$!
-PROM_URL="http://127.0.0.1:$prom_port"
-wait_until 300 curl -sf "$PROM_URL/-/ready" || { tail "$tmp/prometheus.log"; fail "prometheus did not start"; }
+run_prometheus "$tmp/prometheus.yml"
 has_series() { [[ "$(prom_query "count($1)")" != none ]]; }
 within_seconds() {  # within_seconds N COMMAND...: retries COMMAND for up to N seconds
   local deadline=$(($(date +%s) + $1)); shift

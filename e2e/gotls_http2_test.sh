@@ -199,7 +199,10 @@ for side in client server; do
   [[ "$got" == 69 ]] || fail "grpc-$side: counted $got calls, want exactly 69"
 done
 
-! metrics | grep -q "/status/" || fail "plaintext leaked into /metrics"
+# Read whole first: with pipefail, `grep -q` stopping at a match breaks curl's pipe, and the
+# pipeline would fail (passing this check) exactly when the plaintext is there.
+exposition="$(metrics)" || fail "no /metrics"
+! grep -q "/status/" <<<"$exposition" || fail "plaintext leaked into /metrics"
 
 # 8. Joined midway: a server and a client whose HTTP/2 connection predates the agent (started
 # while no agent runs, the client sending on it throughout). Its preface and HPACK history are

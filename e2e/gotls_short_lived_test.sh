@@ -67,7 +67,7 @@ attaches() { sum_of '^sonde_agent_uprobe_attaches_total\{feature="gotls"\}'; }
 
 kubectl_runs 10
 expect_counted 10
-metrics | grep -q '^sonde_agent_gotls_binaries{binary="'"$tmp"'/bin/kubectl".*instrumented="true".*stripped="true"' ||
+grep -q '^sonde_agent_gotls_binaries{binary="'"$tmp"'/bin/kubectl".*instrumented="true".*stripped="true"' <<<"$(metrics)" ||
   fail "kubectl has no instrumented verdict: $(metrics | grep gotls_binaries)"
 idle="$(sum_of '^sonde_agent_gotls_instrumented_binaries\{kind="idle"\}')"
 [[ "$idle" == 1 ]] || fail "kubectl's probes are not kept after its exit (idle binaries: $idle)"

@@ -89,7 +89,10 @@ check_exchanges() {
 check_exchanges gotls-server gotls-client
 check_exchanges stripped-server stripped-client
 # No plaintext in the exposition: a request path never appears in the agent's output.
-! metrics | grep -q "/status/" || fail "plaintext leaked into /metrics"
+# Read whole first (never `metrics | grep -q`: with pipefail, grep stopping at a match breaks
+# curl's pipe and fails the pipeline exactly when the text is there).
+exposition="$(metrics)" || fail "no /metrics"
+! grep -q "/status/" <<<"$exposition" || fail "plaintext leaked into /metrics"
 
 # Both binaries instrumented, the stripped one through .gopclntab, with the probe kinds shown.
 metrics | grep '^sonde_agent_gotls_binaries'
@@ -151,5 +154,7 @@ for attempt in 1 2 3 4 5; do
   sleep 2
 done
 [[ -n "$clean" ]] || fail "gonotls was parsed again or got probes in every attempt"
-! metrics | grep -q 'sonde_agent_gotls_binaries{binary="[^"]*gonotls"' || fail "gonotls has a Go TLS verdict"
+exposition="$(metrics)" || fail "no /metrics"
+! grep -q 'sonde_agent_gotls_binaries{binary="[^"]*gonotls"' <<<"$exposition" ||
+  fail "gonotls has a Go TLS verdict"
 echo "gotls: ok"

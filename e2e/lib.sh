@@ -155,24 +155,29 @@ stop_agent() {
   AGENT_PID=
 }
 
-# Starts Debian's Prometheus scraping 127.0.0.1:AGENT_PORT every second: start_prometheus
-# AGENT_PORT; sets PROM_URL and PROM_PID.
-start_prometheus() {
-  local agent_port="$1" port
+# Starts Debian's Prometheus with the configuration file CONFIG and waits until it is ready:
+# run_prometheus CONFIG; sets PROM_URL and PROM_PID.
+run_prometheus() {
+  local port
   port="$(free_port)"
-  cat >"$SONDE_E2E_TMP/prometheus.yml" <<YAML
-global: {scrape_interval: 1s, evaluation_interval: 1s}
-scrape_configs:
-  - job_name: sonde-agent
-    static_configs: [{targets: ["127.0.0.1:$agent_port"]}]
-YAML
-  prometheus --config.file="$SONDE_E2E_TMP/prometheus.yml" \
-    --storage.tsdb.path="$SONDE_E2E_TMP/tsdb" --web.listen-address="127.0.0.1:$port" \
-    >"$SONDE_E2E_TMP/prometheus.log" 2>&1 &
+  prometheus --config.file="$1" --storage.tsdb.path="$SONDE_E2E_TMP/tsdb" \
+    --web.listen-address="127.0.0.1:$port" >"$SONDE_E2E_TMP/prometheus.log" 2>&1 &
   PROM_PID=$!
   PROM_URL="http://127.0.0.1:$port"
   wait_until 300 curl -sf "$PROM_URL/-/ready" ||
     { tail -20 "$SONDE_E2E_TMP/prometheus.log"; fail "prometheus did not start"; }
+}
+
+# Starts Debian's Prometheus scraping 127.0.0.1:AGENT_PORT every second: start_prometheus
+# AGENT_PORT; sets PROM_URL and PROM_PID.
+start_prometheus() {
+  cat >"$SONDE_E2E_TMP/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: sonde-agent
+    static_configs: [{targets: ["127.0.0.1:$1"]}]
+YAML
+  run_prometheus "$SONDE_E2E_TMP/prometheus.yml"
   # Prometheus hands new targets to its scrape manager every 5 s: wait for the first scrape.
   wait_until 150 bash -c "[[ \$(curl -sf --get '$PROM_URL/api/v1/query' --data-urlencode 'query=up' | jq -r '.data.result[0].value[1]') == 1 ]]" ||
     fail "prometheus never scraped the agent"

@@ -58,7 +58,6 @@ echo "TLS only, with the Secret's certificate, on the metrics and debug ports; h
 
 # Prometheus as the PodMonitor makes it scrape: https, the Secret's ca.crt, the certificate's
 # name (pods are scraped by IP).
-prom_port="$(free_port)"
 cat >"$tmp/prometheus.yml" <<YAML
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
@@ -67,11 +66,7 @@ scrape_configs:
     tls_config: {ca_file: "$tmp/tls/ca.crt", server_name: "$name"}
     static_configs: [{targets: ["127.0.0.1:$port"]}]
 YAML
-prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
-  --web.listen-address="127.0.0.1:$prom_port" >"$tmp/prometheus.log" 2>&1 &
-PROM_PID=$!
-PROM_URL="http://127.0.0.1:$prom_port"
-wait_until 300 curl -sf "$PROM_URL/-/ready" || { tail "$tmp/prometheus.log"; fail "prometheus did not start"; }
+run_prometheus "$tmp/prometheus.yml"
 scraped() { [[ "$(prom_query "$1")" == "$2" ]]; }
 wait_until 300 scraped 'up{job="sonde-agent"}' 1 ||
   fail "Prometheus does not scrape the agent over TLS: $(curl -s "$PROM_URL/api/v1/targets" | jq -c '.data.activeTargets[0].lastError')"
@@ -85,8 +80,11 @@ second="$(serving_cert "$tmp/tls" "$name")"
 [[ "$(presented_serial "$port" "$name")" == "$second" ]] || fail "the renewed certificate is not presented"
 [[ "$(presented_serial "$dport" "$name")" == "$second" ]] ||
   fail "the renewed certificate is not presented on the debug port"
-https_get "$port" /metrics | grep -q '^sonde_agent_tls_certificate_reloads_total{result="ok"} 1$' ||
-  fail "the renewal is not counted: $(https_get "$port" /metrics | grep reloads_total)"
+# Read whole before grep: `grep -q` stops at the match and, with pipefail, curl's broken pipe
+# would fail the check.
+https_get "$port" /metrics >"$tmp/after-renewal" || fail "no /metrics after the renewal"
+grep -q '^sonde_agent_tls_certificate_reloads_total{result="ok"} 1$' "$tmp/after-renewal" ||
+  fail "the renewal is not counted: $(grep reloads_total "$tmp/after-renewal")"
 sleep 3  # scrapes after the renewal
 wait_until 100 scraped 'sonde_agent_tls_certificate_reloads_total{result="ok"}' 1 ||
   fail "Prometheus did not scrape across the renewal"
@@ -103,8 +101,9 @@ grep -q '^sonde_agent_tls_certificate_reloads_total{result="error"} 1$' "$tmp/af
 grep -q 'TLS certificate not reloaded.*is not the key of the certificate' "$tmp/agent.log" ||
   fail "the agent log does not say why the renewal was refused"
 # Not read again at every handshake while the files stay the same.
-https_get "$port" /metrics | grep -q '^sonde_agent_tls_certificate_reloads_total{result="error"} 1$' ||
-  fail "the same bad files were read again"
+https_get "$port" /metrics >"$tmp/after-bad-again" || fail "no /metrics after a bad renewal"
+grep -q '^sonde_agent_tls_certificate_reloads_total{result="error"} 1$' "$tmp/after-bad-again" ||
+  fail "the same bad files were read again: $(grep reloads_total "$tmp/after-bad-again")"
 echo "a mismatched renewal: refused once, counted and logged; $second still presented"
 
 # Started with that pair, the agent refuses to run and says why.
