@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/files.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
 
@@ -13,19 +14,38 @@ extern const std::array<InstrumentationKind, kInstrumentationCount> kInstrumenta
 namespace {
 
 using Json = nlohmann::json;
-using Parsed = Result<std::optional<InstrumentationParams>>;
 
 }  // namespace
 
+InstrumentationParams InstrumentationParams::no_params() {
+  static const InstrumentationParams kShared = make(NoParams{});
+  return kShared;
+}
+
+void InstrumentationParams::write_json(Json& out) const {
+  if (!held_) std::abort();  // a kind not requested has no policy form
+  held_->write_json(out);
+}
+
+bool InstrumentationParams::operator==(const InstrumentationParams& other) const {
+  if (!held_ || !other.held_) return held_ == other.held_;
+  return held_ == other.held_ || held_->equals(*other.held_);
+}
+
+void NoParams::write_json(Json& out) const {
+  out = Json::object();
+}
+
 // A policy names a kind by an object (its parameters); the config by true/false.
-Parsed parse_switch(const Json& value, ParamsSource source, const std::string& path) {
+Result<InstrumentationParams> parse_switch(const Json& value, ParamsSource source,
+                                           const std::string& path) {
   if (source == ParamsSource::kPolicy) {
     if (!value.is_object()) return Error(path + ": must be an object");
-    return std::optional<InstrumentationParams>(Json::object());
+    return InstrumentationParams::no_params();
   }
   if (!value.is_boolean()) return Error(path + ": must be true or false");
-  if (!value.get<bool>()) return std::optional<InstrumentationParams>();
-  return std::optional<InstrumentationParams>(Json::object());
+  if (!value.get<bool>()) return InstrumentationParams();
+  return InstrumentationParams::no_params();
 }
 
 InstrumentationParams merge_first(const InstrumentationParams& a, const InstrumentationParams&) {
@@ -83,7 +103,7 @@ Result<Instrumentations> parse_instrumentations(const Json& object, ParamsSource
 Json to_json(const Instrumentations& requested) {
   Json out = Json::object();
   for (const auto& kind : kInstrumentationKinds) {
-    if (const auto& params = requested[kind.id]) out[std::string(kind.key)] = *params;
+    if (const auto& params = requested[kind.id]) params.write_json(out[std::string(kind.key)]);
   }
   return out;
 }
@@ -91,14 +111,22 @@ Json to_json(const Instrumentations& requested) {
 Instrumentations config_defaults() {
   Instrumentations out;
   for (const auto& kind : kInstrumentationKinds) {
-    if (kind.config_default) out[kind.id] = Json::object();
+    if (kind.config_default) out[kind.id] = default_params(kind.id);
   }
   return out;
 }
 
+InstrumentationParams default_params(Instrumentation kind) {
+  const InstrumentationKind& k = kind_of(kind);
+  // Every kind's policy form admits {}: its schema has no required property.
+  auto params = k.parse(Json::object(), ParamsSource::kPolicy, std::string(k.key));
+  if (!params.ok()) std::abort();
+  return std::move(params).value();
+}
+
 bool any_requested(const Instrumentations& requested) {
   return std::any_of(requested.values.begin(), requested.values.end(),
-                     [](const auto& p) { return p.has_value(); });
+                     [](const InstrumentationParams& p) { return p.has_value(); });
 }
 
 Result<double> parse_max_overhead_percent(const nlohmann::json& value, const std::string& path) {

@@ -5,14 +5,18 @@
 // keyed by Instrumentation, and each kind parses and validates its own parameters in its folder
 // (a *_params.cpp there), so nothing here names a kind.
 //
-// Parameters travel as JSON objects the kind's parser produced (defaults filled in, every key
-// validated), read back by the kind's own feature.
+// A kind's parameters are JSON only at the edges: the kind's parser (in its folder) turns a
+// policy's or the config's JSON into the kind's own struct, and from there on selections, merges,
+// comparisons and the kind's feature handle that struct (InstrumentationParams::as<T>()); the
+// policy form is written back as JSON only for a spec's serialization (to_json()).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <nlohmann/json.hpp>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,11 +36,69 @@ struct PerInstrumentation {
   bool operator==(const PerInstrumentation&) const = default;
 };
 
-// A requested instrumentation's parameters ({} when it has none).
-using InstrumentationParams = nlohmann::json;
-// What a policy or the config asks for: the parameters of each requested kind, nullopt for the
+// The parameters a policy or the config asks of one kind, or nothing (default-constructed: the
+// kind is not requested). They hold the kind's own struct T, which its parser made (defaults
+// filled in, every value validated): a regular value type (operator==) with
+// `void write_json(nlohmann::json& out) const`, the policy form. A kind without parameters holds
+// NoParams. Immutable and shared: copying is cheap (one parse serves every selection a policy
+// makes); compared by value, so two parses of one spec are equal.
+class InstrumentationParams {
+ public:
+  InstrumentationParams() = default;
+  template <class T>
+  static InstrumentationParams make(T params) {
+    return InstrumentationParams(std::make_shared<const Held<T>>(std::move(params)));
+  }
+  // The parameters of a kind without any (one object shared by all).
+  static InstrumentationParams no_params();
+
+  bool has_value() const { return held_ != nullptr; }
+  explicit operator bool() const { return has_value(); }
+
+  // The kind's own struct. T must be the type the kind's parser makes: anything else (another
+  // kind's type, or a kind not requested) is a programming error and aborts.
+  template <class T>
+  const T& as() const {
+    const auto* typed = dynamic_cast<const Held<T>*>(held_.get());
+    if (typed == nullptr) std::abort();
+    return typed->value;
+  }
+
+  // The policy form, spec.instrumentations.<key>'s object, into `out`; requested only.
+  void write_json(nlohmann::json& out) const;
+
+  bool operator==(const InstrumentationParams& other) const;
+
+ private:
+  struct Base {
+    virtual ~Base() = default;
+    virtual bool equals(const Base& other) const = 0;
+    virtual void write_json(nlohmann::json& out) const = 0;
+  };
+  template <class T>
+  struct Held final : Base {
+    explicit Held(T v) : value(std::move(v)) {}
+    bool equals(const Base& other) const override {
+      const auto* same = dynamic_cast<const Held*>(&other);
+      return same != nullptr && same->value == value;
+    }
+    void write_json(nlohmann::json& out) const override { value.write_json(out); }
+    T value;
+  };
+  explicit InstrumentationParams(std::shared_ptr<const Base> held) : held_(std::move(held)) {}
+
+  std::shared_ptr<const Base> held_;
+};
+
+// What a kind without parameters holds: its policy form is {}.
+struct NoParams {
+  void write_json(nlohmann::json& out) const;
+  bool operator==(const NoParams&) const = default;
+};
+
+// What a policy or the config asks for: the parameters of each requested kind, empty for the
 // others.
-using Instrumentations = PerInstrumentation<std::optional<InstrumentationParams>>;
+using Instrumentations = PerInstrumentation<InstrumentationParams>;
 
 // Where parameters come from: a policy's object, or the standalone config, which also takes
 // `true`/`false` and keys only an agent on its own needs (a Pyroscope push).
@@ -47,11 +109,10 @@ struct InstrumentationKind {
   std::string_view key;   // in policies and the config: "nodejsEventLoop"
   std::string_view name;  // in logs and for features: "nodejs"
   bool config_default;    // requested by a config that does not name it
-  // `value` parsed into parameters, or nullopt when it asks for nothing (the config's `false`).
-  // `path` names the key in errors ("spec.instrumentations.cpu").
-  Result<std::optional<InstrumentationParams>> (*parse)(const nlohmann::json& value,
-                                                        ParamsSource source,
-                                                        const std::string& path);
+  // `value` parsed into the kind's struct, or empty parameters when it asks for nothing (the
+  // config's `false`). `path` names the key in errors ("spec.instrumentations.cpu").
+  Result<InstrumentationParams> (*parse)(const nlohmann::json& value, ParamsSource source,
+                                         const std::string& path);
   // What a process gets when two policies ask for the kind with `a` and `b`.
   InstrumentationParams (*merge)(const InstrumentationParams& a, const InstrumentationParams& b);
 };
@@ -60,10 +121,10 @@ struct InstrumentationKind {
 std::span<const InstrumentationKind> instrumentation_kinds();
 const InstrumentationKind& kind_of(Instrumentation id);
 
-// For a kind without parameters: a policy's object or the config's true/false; the first of two.
-Result<std::optional<InstrumentationParams>> parse_switch(const nlohmann::json& value,
-                                                          ParamsSource source,
-                                                          const std::string& path);
+// For a kind without parameters: a policy's object or the config's true/false (NoParams); the
+// first of two.
+Result<InstrumentationParams> parse_switch(const nlohmann::json& value, ParamsSource source,
+                                           const std::string& path);
 InstrumentationParams merge_first(const InstrumentationParams& a, const InstrumentationParams& b);
 
 // For kinds' parsers: an error unless every key of `object` is in `known`; `field`'s value in
@@ -80,8 +141,11 @@ Result<Instrumentations> parse_instrumentations(const nlohmann::json& object, Pa
                                                 const std::string& path);
 // The policy form: {key: params} for every requested kind.
 nlohmann::json to_json(const Instrumentations& requested);
-// What a config that names no kind asks for: the kinds whose config_default is set.
+// What a config that names no kind asks for: the kinds whose config_default is set, with their
+// default_params().
 Instrumentations config_defaults();
+// The parameters of `kind` asked for with none given (a policy's {}): the schema's defaults.
+InstrumentationParams default_params(Instrumentation kind);
 // Whether any kind is requested.
 bool any_requested(const Instrumentations& requested);
 

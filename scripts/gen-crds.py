@@ -278,7 +278,7 @@ def registry_cpp(kinds):
         out.append("namespace kinds {\n")
         for k in own:
             out.append("// %s/*_params.cpp\n" % os.path.dirname(k.path))
-            out.append("Result<std::optional<InstrumentationParams>> parse_%s(\n"
+            out.append("Result<InstrumentationParams> parse_%s(\n"
                        "    const nlohmann::json& value, ParamsSource source, const std::string& path);\n"
                        "InstrumentationParams merge_%s(const InstrumentationParams& a,\n"
                        "                              const InstrumentationParams& b);\n"

@@ -363,7 +363,7 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
           const auto& asked = st.instrumentations[kind.id];
           if (!asked) continue;
           auto& params = sel.instrumentations[kind.id];
-          params = params ? kind.merge(*params, *asked) : *asked;
+          params = params ? kind.merge(params, asked) : asked;
         }
         if (go_tls) sel.uprobe_limits[name] = policy.spec->limits.max_uprobes_per_node;
         if (go_tls && policy.spec->limits.max_overhead_percent) {

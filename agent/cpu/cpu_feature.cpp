@@ -86,7 +86,7 @@ std::optional<FeatureResult> CpuFeature::select(const ProcessInfo& process,
     // A process that moved to another cgroup (or a new one under its pid) leaves the old.
     if (old != pids_.end()) unsample_locked(process.pid, old->second);
   }
-  const uint32_t asked = cpu_params(*selection.instrumentations[kind()]).frequency_hz;
+  const uint32_t asked = selection.instrumentations[kind()].as<CpuParams>().frequency_hz;
   pids_[process.pid] = {asked, cgroup};
   retune_locked();
   if (asked <= max_hz_) return FeatureResult{State::kInstrumented, ""};

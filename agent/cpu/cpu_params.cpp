@@ -1,5 +1,7 @@
 #include "agent/cpu/cpu_params.h"
 
+#include <nlohmann/json.hpp>
+
 #include "common/json_fields.h"
 
 namespace sonde {
@@ -39,21 +41,14 @@ Status check_pyroscope(const PyroscopeConfig& push) {
   return ok_status();
 }
 
-CpuParams cpu_params(const InstrumentationParams& params) {
-  CpuParams p;
-  p.frequency_hz = params.value(fields::cpu::kFrequencyHz.key, p.frequency_hz);
-  if (const Json* push = field(params, "pyroscope")) {
-    p.pyroscope.url = push->value("url", p.pyroscope.url);
-    p.pyroscope.interval_seconds = push->value("intervalSeconds", p.pyroscope.interval_seconds);
-    p.pyroscope.application = push->value("application", p.pyroscope.application);
-  }
-  return p;
+void CpuParams::write_json(Json& out) const {
+  out = {{std::string(fields::cpu::kFrequencyHz.key), frequency_hz}};
 }
 
 namespace kinds {
 
-Result<std::optional<InstrumentationParams>> parse_cpu(const Json& value, ParamsSource source,
-                                                       const std::string& path) {
+Result<InstrumentationParams> parse_cpu(const Json& value, ParamsSource source,
+                                        const std::string& path) {
   const bool config = source == ParamsSource::kConfig;
   if (!value.is_object()) {
     return Error(path + (config ? ": must be a mapping" : ": must be an object"));
@@ -67,22 +62,20 @@ Result<std::optional<InstrumentationParams>> parse_cpu(const Json& value, Params
     }
   }
   ASSIGN_OR_RETURN(const auto hz, integer_field(value, fields::cpu::kFrequencyHz, path));
-  Json params = {
-      {std::string(fields::cpu::kFrequencyHz.key), hz.value_or(CpuParams{}.frequency_hz)}};
+  CpuParams params;
+  if (hz) params.frequency_hz = static_cast<uint32_t>(*hz);
   if (const Json* push = config ? field(value, "pyroscope") : nullptr) {
-    ASSIGN_OR_RETURN(auto py, parse_pyroscope(*push, path + ".pyroscope"));
+    ASSIGN_OR_RETURN(params.pyroscope, parse_pyroscope(*push, path + ".pyroscope"));
     if (!enabled) {
       return Error(path + ".pyroscope: pushes CPU profiles, but " + path + ".enabled is false");
     }
-    params["pyroscope"] = {
-        {"url", py.url}, {"intervalSeconds", py.interval_seconds}, {"application", py.application}};
   }
-  if (!enabled) return std::optional<InstrumentationParams>();
-  return std::optional<InstrumentationParams>(std::move(params));
+  if (!enabled) return InstrumentationParams();
+  return InstrumentationParams::make(std::move(params));
 }
 
 InstrumentationParams merge_cpu(const InstrumentationParams& a, const InstrumentationParams& b) {
-  return cpu_params(a).frequency_hz >= cpu_params(b).frequency_hz ? a : b;
+  return a.as<CpuParams>().frequency_hz >= b.as<CpuParams>().frequency_hz ? a : b;
 }
 
 }  // namespace kinds

@@ -45,7 +45,7 @@ FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& sel
 void NodejsFeature::watch_stalls(pid_t pid, const Selection& selection) {
   if (!stalls_) return;
   const auto& params = selection.instrumentations[kind()];
-  const uint32_t ms = params ? nodejs_params(*params).stall_threshold_ms : 0;
+  const uint32_t ms = params ? params.as<NodejsParams>().stall_threshold_ms : 0;
   if (ms == 0) {
     stalls_->forget(pid);
     return;

@@ -94,7 +94,7 @@ int standalone_main(int argc, char** argv) {
     features.load[kind.id] = cfg.instrumentations[kind.id].has_value();
   }
   if (const auto& cpu = cfg.instrumentations[Instrumentation::kCpu]) {
-    const CpuParams p = cpu_params(*cpu);
+    const auto& p = cpu.as<CpuParams>();
     features.cpu.frequency_hz = p.frequency_hz;
     features.cpu.pyroscope = p.pyroscope;
   }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "agent/cpu/cpu_params.h"
@@ -54,7 +55,7 @@ limits:
   EXPECT_FALSE(cfg->instrumentations[Instrumentation::kNodejsEventLoop]);
   EXPECT_TRUE(cfg->instrumentations[Instrumentation::kGoTls]);
   ASSERT_TRUE(cfg->instrumentations[Instrumentation::kCpu]);
-  const CpuParams cpu = cpu_params(*cfg->instrumentations[Instrumentation::kCpu]);
+  const auto& cpu = cfg->instrumentations[Instrumentation::kCpu].as<CpuParams>();
   EXPECT_EQ(cpu.frequency_hz, 99u);
   EXPECT_EQ(cpu.pyroscope.url, "http://127.0.0.1:4040/ingest-prefix");
   EXPECT_EQ(cpu.pyroscope.interval_seconds, 10u);
@@ -67,20 +68,42 @@ TEST(Config, NodejsStallThreshold) {
       parse_agent_config("instrumentations: {nodejsEventLoop: {stallThresholdMs: 100}}", "<test>");
   ASSERT_TRUE(cfg.ok()) << cfg.error().message();
   ASSERT_TRUE(cfg->instrumentations[Instrumentation::kNodejsEventLoop]);
-  EXPECT_EQ(
-      nodejs_params(*cfg->instrumentations[Instrumentation::kNodejsEventLoop]).stall_threshold_ms,
-      100u);
+  EXPECT_EQ(cfg->instrumentations[Instrumentation::kNodejsEventLoop]
+                .as<NodejsParams>()
+                .stall_threshold_ms,
+            100u);
   // `true` and an empty object turn the kind on with no stall recording.
   for (const char* yaml :
        {"instrumentations: {nodejsEventLoop: true}", "instrumentations: {nodejsEventLoop: {}}"}) {
     auto c = parse_agent_config(yaml, "<test>");
     ASSERT_TRUE(c.ok()) << yaml << ": " << c.error().message();
     ASSERT_TRUE(c->instrumentations[Instrumentation::kNodejsEventLoop]) << yaml;
-    EXPECT_EQ(
-        nodejs_params(*c->instrumentations[Instrumentation::kNodejsEventLoop]).stall_threshold_ms,
-        0u)
+    EXPECT_EQ(c->instrumentations[Instrumentation::kNodejsEventLoop]
+                  .as<NodejsParams>()
+                  .stall_threshold_ms,
+              0u)
         << yaml;
   }
+}
+
+// Selections are compared to tell a change: parameters compare by what they hold, not by which
+// parse made them.
+TEST(Config, ParametersCompareByValue) {
+  auto parse = [](const char* yaml) {
+    auto cfg = parse_agent_config(yaml, "<test>");
+    EXPECT_TRUE(cfg.ok()) << yaml;
+    return cfg->instrumentations;
+  };
+  const char* t100 = "instrumentations: {nodejsEventLoop: {stallThresholdMs: 100}}";
+  EXPECT_EQ(parse(t100), parse(t100));
+  EXPECT_NE(parse(t100), parse("instrumentations: {nodejsEventLoop: {stallThresholdMs: 200}}"));
+  EXPECT_NE(parse(t100), parse("instrumentations: {nodejsEventLoop: true}"));
+  EXPECT_NE(parse(t100), parse("instrumentations: {nodejsEventLoop: false}"));
+  EXPECT_EQ(parse("instrumentations: {nodejsEventLoop: true}"),
+            parse("instrumentations: {nodejsEventLoop: {}}"));
+  const char* cpu = "instrumentations: {cpu: {enabled: true, frequencyHz: 49}}";
+  EXPECT_EQ(parse(cpu), parse(cpu));
+  EXPECT_NE(parse(cpu), parse("instrumentations: {cpu: {enabled: true, frequencyHz: 50}}"));
 }
 
 TEST(Config, PoliciesMergeTheLowerStallThreshold) {
@@ -88,16 +111,16 @@ TEST(Config, PoliciesMergeTheLowerStallThreshold) {
   auto parse = [&](const char* json) {
     auto p = kind.parse(nlohmann::json::parse(json), ParamsSource::kPolicy, "spec.x");
     EXPECT_TRUE(p.ok());
-    return **p;
+    return *p;
   };
   const auto none = parse("{}");
   const auto t200 = parse(R"({"stallThresholdMs": 200})");
   const auto t50 = parse(R"({"stallThresholdMs": 50})");
-  EXPECT_EQ(nodejs_params(kind.merge(t200, t50)).stall_threshold_ms, 50u);
-  EXPECT_EQ(nodejs_params(kind.merge(t50, t200)).stall_threshold_ms, 50u);
-  EXPECT_EQ(nodejs_params(kind.merge(none, t200)).stall_threshold_ms, 200u);
-  EXPECT_EQ(nodejs_params(kind.merge(t200, none)).stall_threshold_ms, 200u);
-  EXPECT_EQ(nodejs_params(kind.merge(none, none)).stall_threshold_ms, 0u);
+  EXPECT_EQ(kind.merge(t200, t50).as<NodejsParams>().stall_threshold_ms, 50u);
+  EXPECT_EQ(kind.merge(t50, t200).as<NodejsParams>().stall_threshold_ms, 50u);
+  EXPECT_EQ(kind.merge(none, t200).as<NodejsParams>().stall_threshold_ms, 200u);
+  EXPECT_EQ(kind.merge(t200, none).as<NodejsParams>().stall_threshold_ms, 200u);
+  EXPECT_EQ(kind.merge(none, none).as<NodejsParams>().stall_threshold_ms, 0u);
   auto bad = kind.parse(nlohmann::json::parse(R"({"stallThresholdMs": 9})"), ParamsSource::kPolicy,
                         "spec.instrumentations.nodejsEventLoop");
   ASSERT_FALSE(bad.ok());

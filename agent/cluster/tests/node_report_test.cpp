@@ -9,8 +9,7 @@ using State = ProcessOutcome::State;
 
 // A policy asks for a kind with an object, its parameters.
 void ask(PolicyState& p, Instrumentation kind, bool on) {
-  p.instrumentations[kind] =
-      on ? std::optional<InstrumentationParams>(InstrumentationParams::object()) : std::nullopt;
+  p.instrumentations[kind] = on ? default_params(kind) : InstrumentationParams();
 }
 
 std::string cid(char c) {

@@ -12,7 +12,7 @@ namespace {
 // The CPU sampling frequency a selection asks for; 0 when it asks for no sampling.
 uint32_t cpu_hz(const Selection& s) {
   const auto& cpu = s.instrumentations[Instrumentation::kCpu];
-  return cpu ? cpu_params(*cpu).frequency_hz : 0;
+  return cpu ? cpu.as<CpuParams>().frequency_hz : 0;
 }
 
 using kube::Json;
@@ -337,7 +337,7 @@ TEST_F(PolicySelectorTest, CpuPolicySelectsForSamplingAtTheHighestFrequencyAsked
                                {{"targets", {{{"selector", Json::object()}}}},
                                 {"instrumentations", {{"cpu", Json::object()}}}}));
   ASSERT_TRUE(d.spec && d.spec->instrumentations[Instrumentation::kCpu]) << d.invalid;
-  EXPECT_EQ(cpu_params(*d.spec->instrumentations[Instrumentation::kCpu]).frequency_hz, 19u);
+  EXPECT_EQ(d.spec->instrumentations[Instrumentation::kCpu].as<CpuParams>().frequency_hz, 19u);
 }
 
 TEST(ParsePolicy, RejectsACpuFrequencyOutsideTheSamplersRange) {
@@ -352,7 +352,7 @@ TEST(ParsePolicy, RejectsACpuFrequencyOutsideTheSamplersRange) {
                                 {"instrumentations", {{"cpu", {{"frequencyHz", 999}}}}}}));
   EXPECT_EQ(p.invalid, "");
   ASSERT_TRUE(p.spec && p.spec->instrumentations[Instrumentation::kCpu]);
-  EXPECT_EQ(cpu_params(*p.spec->instrumentations[Instrumentation::kCpu]).frequency_hz, 999u);
+  EXPECT_EQ(p.spec->instrumentations[Instrumentation::kCpu].as<CpuParams>().frequency_hz, 999u);
 }
 
 TEST_F(PolicySelectorTest, DeselectsOnPolicyAndPodChanges) {

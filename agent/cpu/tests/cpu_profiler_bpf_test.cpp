@@ -640,7 +640,8 @@ TEST(CpuFeatureCap, APolicyAskingMoreIsSampledAtTheCapAndSaysSo) {
   auto selection = [](uint32_t hz, const std::string& pod) {
     Selection s;
     s.labels = {"test", pod, "main"};
-    s.instrumentations[Instrumentation::kCpu] = nlohmann::json{{"frequencyHz", hz}};
+    s.instrumentations[Instrumentation::kCpu] =
+        InstrumentationParams::make(CpuParams{.frequency_hz = hz});
     return s;
   };
   auto metric = [&](const std::string& series) {

@@ -243,7 +243,7 @@ class FakeSelector final : public Selector {
 Selection selection(bool nodejs, bool go_tls, bool cpu, const std::string& pod = "web") {
   Selection s;
   auto ask = [&](Instrumentation kind, bool on) {
-    if (on) s.instrumentations[kind] = InstrumentationParams::object();
+    if (on) s.instrumentations[kind] = default_params(kind);
   };
   ask(Instrumentation::kNodejsEventLoop, nodejs);
   ask(Instrumentation::kGoTls, go_tls);

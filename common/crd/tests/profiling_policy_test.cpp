@@ -79,8 +79,8 @@ TEST(ProfilingPolicyTest, ParsesEveryFieldAndFillsTheSchemaDefaults) {
   EXPECT_EQ(p.targets[1].workload, (WorkloadRef{"StatefulSet", "db"}));
   ASSERT_EQ(p.excludes.size(), 1u);
   EXPECT_TRUE(p.excludes[0].selector->match_labels.empty());
-  EXPECT_EQ(p.instrumentations[Instrumentation::kCpu], Json({{"frequencyHz", 19}}));
-  EXPECT_EQ(p.instrumentations[Instrumentation::kGoTls], Json::object());
+  const Json asked = to_json(p.instrumentations);
+  EXPECT_EQ(asked, Json({{"cpu", {{"frequencyHz", 19}}}, {"goTLS", Json::object()}}));
   EXPECT_FALSE(p.instrumentations[Instrumentation::kNodejsEventLoop]);
   EXPECT_EQ(p.limits, PolicyLimits{});
   EXPECT_EQ(p.limits.max_targets_per_node, 100);
