@@ -1,5 +1,7 @@
 #include "common/json_fields.h"
 
+#include <nlohmann/json.hpp>
+
 namespace sonde {
 
 const nlohmann::json* field(const nlohmann::json& object, std::string_view key) {

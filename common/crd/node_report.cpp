@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
 #include "common/kube/sonde_resources.h"

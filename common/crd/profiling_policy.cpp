@@ -1,6 +1,7 @@
 #include "common/crd/profiling_policy.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
 

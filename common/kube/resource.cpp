@@ -1,5 +1,7 @@
 #include "common/kube/resource.h"
 
+#include <nlohmann/json.hpp>
+
 namespace sonde::kube {
 
 std::string collection_path(const ResourceType& type, std::string_view ns) {

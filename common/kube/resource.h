@@ -4,7 +4,7 @@
 // everywhere: compared for equality only, never parsed or ordered.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>

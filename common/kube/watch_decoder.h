@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <nlohmann/json.hpp>  // WatchEvent holds its object
 #include <string>
 #include <string_view>
 
