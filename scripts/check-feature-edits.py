@@ -35,7 +35,8 @@ DEBT = {
     "gotls": {
         "agent/doctor/doctor.cpp": "the Go TLS probe checks",
         "agent/doctor/doctor_command.cpp": "the Go TLS plan of a binary",
-        "agent/cluster/policy_selector.cpp": "limits.maxUprobesPerNode and maxOverheadPercent",
+        "agent/cluster/policy_selector.cpp": "its parameters from a policy's limits (GoTlsParams)",
+        "agent/standalone/standalone.cpp": "its parameters from the config's limits (GoTlsParams)",
         "common/config.cpp": "limits.maxOverheadPercent asks for goTLS",
     },
 }

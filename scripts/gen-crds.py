@@ -16,8 +16,9 @@ kind with the values crds.yaml gives it. Adding a kind is one fragment and `make
 `--cpp DIR` writes the same kinds for C++ instead (CMake runs it when it configures, into the
 build tree): DIR/common/instrumentation_kinds.h, the enum Instrumentation and the bounds of each
 integer parameter (fields::<kind>::k<Param>), and DIR/common/instrumentation_registry.cpp, the
-registry common/instrumentation.cpp serves. A kind whose schema has properties parses them in its
-own folder (kinds::parse_<kind> and kinds::merge_<kind>, in a *_params.cpp there).
+registry common/instrumentation.cpp serves. A kind whose schema has properties, or whose folder has
+a *_params.cpp (Go TLS: its parameters come from the policy's limits), parses and merges its
+parameters there (kinds::parse_<kind> and kinds::merge_<kind>).
 
 `--check` writes nothing: it exits 1 and says which file is stale (and how it differs) when a
 generated file is not what this script would write, or when crds/ or charts/sonde/crds/ holds
@@ -221,7 +222,11 @@ def cpp_snake(key):
 
 
 def has_params(kind):
-    return bool(kind.schema.get("properties"))
+    """Whether the kind brings its own parser and merge: its schema has properties (which it must
+    parse), or its folder has a *_params.cpp (CMake compiles those into sonde_common)."""
+    folder = os.path.join(ROOT, os.path.dirname(kind.path))
+    own_parser = glob.glob(os.path.join(folder, "*_params.cpp"))
+    return bool(kind.schema.get("properties")) or bool(own_parser)
 
 
 def integer_fields(kind):

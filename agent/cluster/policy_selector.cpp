@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "agent/gotls/gotls_params.h"
 #include "common/json_fields.h"
 #include "common/log.h"
 
@@ -350,29 +351,26 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
                  {{"policy", key}, {"containers_left_out", st.over_limit.size()}});
     }
     if (any_requested(st.instrumentations)) {
-      const bool go_tls = st.instrumentations[Instrumentation::kGoTls].has_value();
       // As sonde_policy_selection names it, with the namespace: "shop/web",
       // "clusterprofilingpolicy/web".
       const std::string name = cluster ? "clusterprofilingpolicy/" + policy.id.name
                                        : policy.id.ns + "/" + policy.id.name;
+      Instrumentations asked = st.instrumentations;
+      // Go TLS takes its parameters from the policy's limits, which its own object does not hold.
+      if (auto& go_tls = asked[Instrumentation::kGoTls]) {
+        const crd::PolicyLimits& limits = policy.spec->limits;
+        go_tls = InstrumentationParams::make(GoTlsParams::for_policy(
+            name, policy.id.generation, limits.max_uprobes_per_node, limits.max_overhead_percent));
+      }
       for (const auto& c : st.containers) {
         if (c.container_id.empty()) continue;
         Selection& sel = plan.by_container_id[c.container_id];
         sel.labels = {c.ns, c.pod, c.container};
         for (const auto& kind : instrumentation_kinds()) {
-          const auto& asked = st.instrumentations[kind.id];
-          if (!asked) continue;
-          auto& params = sel.instrumentations[kind.id];
-          params = params ? kind.merge(params, asked) : asked;
-        }
-        if (go_tls) sel.uprobe_limits[name] = policy.spec->limits.max_uprobes_per_node;
-        if (go_tls && policy.spec->limits.max_overhead_percent) {
-          const double pct = *policy.spec->limits.max_overhead_percent;
-          auto& budget = sel.overhead_budget;
-          if (!budget) budget = OverheadBudget{pct, ""};
-          budget->max_percent = std::min(budget->max_percent, pct);
-          budget->epoch += (budget->epoch.empty() ? "" : ",") + name + "@" +
-                           std::to_string(policy.id.generation);
+          const auto& params = asked[kind.id];
+          if (!params) continue;
+          auto& merged = sel.instrumentations[kind.id];
+          merged = merged ? kind.merge(merged, params) : params;
         }
       }
     }

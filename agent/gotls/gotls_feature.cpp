@@ -74,10 +74,11 @@ void GoTlsFeature::drain_loop(const std::stop_token& stop) {
 }
 
 std::optional<FeatureResult> GoTlsFeature::suspended(const Selection& selection) {
+  const auto& budget = selection.instrumentations[kind()].as<GoTlsParams>().overhead_budget;
   std::lock_guard lock(overhead_mu_);
   auto it = suspended_.find(selection.labels);
   if (it == suspended_.end()) return std::nullopt;
-  if (!selection.overhead_budget || selection.overhead_budget->epoch != it->second.epoch) {
+  if (!budget || budget->epoch != it->second.epoch) {
     log::info("Go TLS overhead budget changed: instrumenting the container again",
               {{"namespace", selection.labels.namespace_name},
                {"pod", selection.labels.pod},
@@ -106,16 +107,17 @@ FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& sele
     monitor_->exited(c.info.pid);
     return *r;
   }
+  const auto& params = selection.instrumentations[kind()].as<GoTlsParams>();
   {
     std::lock_guard lock(overhead_mu_);
-    if (selection.overhead_budget) {
-      budgets_[selection.labels] = *selection.overhead_budget;
+    if (params.overhead_budget) {
+      budgets_[selection.labels] = *params.overhead_budget;
     } else {
       budgets_.erase(selection.labels);
     }
   }
   std::string why;
-  switch (monitor_->consider(c, selection.labels, selection.uprobe_limits, &why)) {
+  switch (monitor_->consider(c, selection.labels, params.uprobe_limits, &why)) {
     case TlsMonitor::Outcome::kTracked: return {State::kInstrumented, ""};
     case TlsMonitor::Outcome::kNotTlsUser: return {State::kNotApplicable, ""};
     case TlsMonitor::Outcome::kNotInstrumentable:

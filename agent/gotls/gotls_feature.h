@@ -3,7 +3,7 @@
 // and the metric families they export (container_go_tls_*, sonde_agent_gotls_*, uprobe
 // attachments).
 //
-// The overhead budget (limits.maxOverheadPercent, Selection::overhead_budget): at each sweep,
+// The overhead budget (limits.maxOverheadPercent, GoTlsParams::overhead_budget): at each sweep,
 // per container with tracked processes and a budget, the estimated CPU of its probe hits
 // (probe_overhead.h) is held against its cgroup's CPU time (OverheadWindow). A container over
 // budget has its processes stopped (TlsMonitor::stop_container(): its probes detached unless
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "agent/attach/shared_uprobes.h"
+#include "agent/gotls/gotls_params.h"
 #include "agent/gotls/probe_overhead.h"
 #include "agent/gotls/tls_monitor.h"
 #include "agent/gotls/tls_probes.h"

@@ -94,7 +94,7 @@ class TlsMonitor {
   // The symbols consider() looks up (see EventLoopMonitor::symbol_names()).
   static const std::vector<std::string>& symbol_names();
 
-  // Policy → its limits.maxUprobesPerNode (Selection::uprobe_limits).
+  // Policy → its limits.maxUprobesPerNode (GoTlsParams::uprobe_limits).
   using UprobeLimits = std::map<std::string, int64_t>;
   enum class Outcome { kTracked, kNotTlsUser, kNotInstrumentable, kGone, kFailed, kOverLimit };
   // kOverLimit: the node's Budget leaves the binary out, or a binary new to one of `limits`'

@@ -32,7 +32,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,24 +44,11 @@
 
 namespace sonde::agent {
 
-// A Go TLS overhead budget (limits.maxOverheadPercent) for a container's processes.
-struct OverheadBudget {
-  double max_percent = 0;  // the strictest of the policies that set one
-  // Which policies at which generations set it ("ns/name@7,..."): a change re-attaches a
-  // container detached for going over (the policy changed).
-  std::string epoch;
-  bool operator==(const OverheadBudget&) const = default;
-};
-
 // What to do with one process.
 struct Selection {
   ContainerLabels labels;  // the series its metrics go to
   // The kinds asked for, with their parameters (the policies' merged: InstrumentationKind::merge).
   Instrumentations instrumentations;
-  // Each policy asking Go TLS of the process (cluster mode) → its limits.maxUprobesPerNode.
-  std::map<std::string, int64_t> uprobe_limits;
-  // Set when a policy asking Go TLS of the process has limits.maxOverheadPercent.
-  std::optional<OverheadBudget> overhead_budget;
 };
 
 // What became of a selected process, for reports (policy status, node reports).

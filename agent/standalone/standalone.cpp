@@ -11,6 +11,7 @@
 #include "agent/assembly/agent_parts.h"
 #include "agent/cpu/cpu_params.h"
 #include "agent/doctor/doctor.h"
+#include "agent/gotls/gotls_params.h"
 #include "agent/runtime/agent_runtime.h"
 #include "common/cli.h"
 #include "common/config.h"
@@ -51,20 +52,24 @@ bool selected_by(const AgentConfig& cfg, const ProcessInfo& p) {
 // name (there are no pods).
 class ConfigSelector : public Selector {
  public:
-  explicit ConfigSelector(const AgentConfig& cfg) : cfg_(cfg) {}
+  explicit ConfigSelector(const AgentConfig& cfg) : cfg_(cfg), asked_(cfg.instrumentations) {
+    // Go TLS takes its overhead budget from the config's limits, which its own key does not
+    // hold. The config does not change while the agent runs: a detached container stays
+    // detached until a restart.
+    if (auto& go_tls = asked_[Instrumentation::kGoTls]) {
+      go_tls = InstrumentationParams::make(GoTlsParams::for_config(cfg.max_overhead_percent));
+    }
+  }
   std::optional<Selection> select(const ProcessInfo& p) override {
     if (!selected_by(cfg_, p)) return std::nullopt;
-    Selection s{.labels = ContainerLabels{"", "", p.container_id.empty() ? p.comm : p.container_id},
-                .instrumentations = cfg_.instrumentations};
-    // The config does not change while the agent runs: a detached container stays detached
-    // until a restart.
-    if (cfg_.max_overhead_percent)
-      s.overhead_budget = OverheadBudget{*cfg_.max_overhead_percent, "config"};
-    return s;
+    return Selection{
+        .labels = ContainerLabels{"", "", p.container_id.empty() ? p.comm : p.container_id},
+        .instrumentations = asked_};
   }
 
  private:
   const AgentConfig& cfg_;
+  Instrumentations asked_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "agent/cpu/cpu_params.h"
+#include "agent/gotls/gotls_params.h"
 
 namespace sonde::agent {
 namespace {
@@ -13,6 +14,11 @@ namespace {
 uint32_t cpu_hz(const Selection& s) {
   const auto& cpu = s.instrumentations[Instrumentation::kCpu];
   return cpu ? cpu.as<CpuParams>().frequency_hz : 0;
+}
+
+// What Go TLS is asked with, from the policies' limits.
+const GoTlsParams& go_tls(const Selection& s) {
+  return s.instrumentations[Instrumentation::kGoTls].as<GoTlsParams>();
 }
 
 using kube::Json;
@@ -262,7 +268,7 @@ TEST_F(PolicySelectorTest, GoTlsPoliciesCarryTheirUprobeLimits) {
                                  {"limits", {{"maxUprobesPerNode", 1}}}}));
   auto s = selector.select(process_in(cid('a')));
   ASSERT_TRUE(s);
-  EXPECT_EQ(s->uprobe_limits,
+  EXPECT_EQ(go_tls(*s).uprobe_limits,
             (std::map<std::string, int64_t>{{"shop/tls", 40}, {"shop/tls-default", 1000}}));
 }
 
@@ -277,7 +283,7 @@ TEST_F(PolicySelectorTest, GoTlsPoliciesCarryTheStrictestOverheadBudgetWithTheir
                                  {"instrumentations", {{"goTLS", Json::object()}}}}));
   auto s = selector.select(process_in(cid('a')));
   ASSERT_TRUE(s);
-  EXPECT_FALSE(s->overhead_budget) << "no policy sets a budget";
+  EXPECT_FALSE(go_tls(*s).overhead_budget) << "no policy sets a budget";
   selector.upsert_policy(policy("shop", "tls-5",
                                 {{"targets", {{{"selector", Json::object()}}}},
                                  {"instrumentations", {{"goTLS", Json::object()}}},
@@ -292,9 +298,9 @@ TEST_F(PolicySelectorTest, GoTlsPoliciesCarryTheStrictestOverheadBudgetWithTheir
                                  {"limits", {{"maxOverheadPercent", 0.1}}}}));
   s = selector.select(process_in(cid('a')));
   ASSERT_TRUE(s);
-  ASSERT_TRUE(s->overhead_budget);
-  EXPECT_EQ(s->overhead_budget->max_percent, 0.5);
-  EXPECT_EQ(s->overhead_budget->epoch, "shop/tls-5@2,shop/tls-half@2");
+  ASSERT_TRUE(go_tls(*s).overhead_budget);
+  EXPECT_EQ(go_tls(*s).overhead_budget->max_percent, 0.5);
+  EXPECT_EQ(go_tls(*s).overhead_budget->epoch, "shop/tls-5@2,shop/tls-half@2");
   // A new generation of one of them is a new epoch.
   Json changed = policy("shop", "tls-5",
                         {{"targets", {{{"selector", Json::object()}}}},
@@ -303,8 +309,9 @@ TEST_F(PolicySelectorTest, GoTlsPoliciesCarryTheStrictestOverheadBudgetWithTheir
   changed["metadata"]["generation"] = 3;
   selector.upsert_policy(changed);
   s = selector.select(process_in(cid('a')));
-  ASSERT_TRUE(s && s->overhead_budget);
-  EXPECT_EQ(s->overhead_budget->epoch, "shop/tls-5@3,shop/tls-half@2");
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(go_tls(*s).overhead_budget);
+  EXPECT_EQ(go_tls(*s).overhead_budget->epoch, "shop/tls-5@3,shop/tls-half@2");
 }
 
 TEST_F(PolicySelectorTest, CpuPolicySelectsForSamplingAtTheHighestFrequencyAskedFor) {
