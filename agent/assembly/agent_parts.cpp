@@ -6,7 +6,6 @@
 #include "agent/cpu/cpu_feature.h"
 #include "agent/gotls/gotls_feature.h"
 #include "agent/nodejs/nodejs_feature.h"
-#include "agent/nodejs/stall_recorder.h"
 #include "agent/nodejs_threadpool/nodejs_threadpool_feature.h"
 #include "agent/procevents/process_events.h"
 #include "agent/symbolize/symbolizer_cache.h"
@@ -23,19 +22,11 @@ PartsFactory agent_parts(FeatureOptions options) {
     // One copy of each binary's symbol tables for the stall recorder and the CPU profiler.
     auto binaries = std::make_shared<symbolize::SymbolizerCache>();
     if (options.load[Instrumentation::kNodejsEventLoop]) {
-      ASSIGN_OR_RETURN(auto f, NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns,
-                                                   s.node, options.nodejs_metrics));
+      ASSIGN_OR_RETURN(auto f,
+                       NodejsFeature::load(options.wait_source, s.cache, s.proc, grace_ns, s.node,
+                                           options.nodejs_metrics,
+                                           {.binaries = binaries, .on_stall = options.on_stall}));
       nodejs = f.get();
-      // Loads nothing until a selection sets stallThresholdMs.
-      StallRecorderOptions so;
-      so.loops_map_fd = nodejs->loops_map_fd();
-      so.thresholds_map_fd = nodejs->probes().stall_thresholds_fd();
-      so.events_map = nodejs->probes().stall_events_map();
-      so.events_lost = [nodejs] { return nodejs->probes().stall_events_lost(); };
-      so.proc_root = s.options.proc_root;
-      so.on_stall = options.on_stall;
-      so.binaries = binaries;
-      nodejs->set_stall_watch(std::make_unique<StallRecorder>(std::move(so)));
       parts.wait_source = nodejs->wait_source();
       parts.wait_source_cost = nodejs->wait_source_cost();
       parts.features.push_back(std::move(f));

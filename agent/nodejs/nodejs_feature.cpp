@@ -13,12 +13,34 @@ Result<std::unique_ptr<NodejsFeature>> NodejsFeature::load(LoopProbes::WaitSourc
                                                            symbols::ProbeTargetCache& cache,
                                                            const ProcReader& proc,
                                                            uint64_t grace_ns, std::string node,
-                                                           NodejsMetrics metrics) {
+                                                           NodejsMetrics metrics, Stalls stalls) {
   // Only the OpenTelemetry set needs idle time and the simulated timer in the kernel.
   ASSIGN_OR_RETURN(auto probes,
                    LoopProbes::load(source, std::nullopt, metrics != NodejsMetrics::kSonde));
-  return std::unique_ptr<NodejsFeature>(
-      new NodejsFeature(std::move(probes), cache, proc, grace_ns, std::move(node), metrics));
+  return std::unique_ptr<NodejsFeature>(new NodejsFeature(
+      std::move(probes), cache, proc, grace_ns, std::move(node), metrics, std::move(stalls)));
+}
+
+NodejsFeature::NodejsFeature(std::unique_ptr<LoopProbes> probes, symbols::ProbeTargetCache& cache,
+                             const ProcReader& proc, uint64_t grace_ns, std::string node,
+                             NodejsMetrics metrics, Stalls stalls)
+    : probes_(std::move(probes)),
+      hooks_(probes_->source() == LoopProbes::WaitSource::kLibcUprobes
+                 ? std::make_unique<LibcWaitHooks>(*probes_, cache, proc.root())
+                 : nullptr),
+      monitor_(*probes_, cache, proc, grace_ns, real_clock(), hooks_.get()),
+      node_(std::move(node)),
+      metrics_(metrics) {
+  // Loads nothing until a selection sets stallThresholdMs.
+  StallRecorderOptions o;
+  o.loops_map_fd = probes_->loops_map_fd();
+  o.thresholds_map_fd = probes_->stall_thresholds_fd();
+  o.events_map = probes_->stall_events_map();
+  o.events_lost = [p = probes_.get()] { return p->stall_events_lost(); };
+  o.proc_root = proc.root();
+  o.on_stall = std::move(stalls.on_stall);
+  o.binaries = std::move(stalls.binaries);
+  stalls_ = std::make_unique<StallRecorder>(std::move(o));
 }
 
 FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& selection) {
@@ -43,7 +65,6 @@ FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& sel
 }
 
 void NodejsFeature::watch_stalls(pid_t pid, const Selection& selection) {
-  if (!stalls_) return;
   const auto& params = selection.instrumentations[kind()];
   const uint32_t ms = params ? params.as<NodejsParams>().stall_threshold_ms : 0;
   if (ms == 0) {
@@ -57,12 +78,8 @@ void NodejsFeature::watch_stalls(pid_t pid, const Selection& selection) {
 }
 
 void NodejsFeature::add_routes(MetricsServer& server) {
-  server.add_route("/debug/nodejs/stalls", [this](const HttpRequest& request) {
-    if (!stalls_) {
-      return HttpResponse{404, "text/plain", "no stall recorder on this agent\n", {}};
-    }
-    return stalls_->handle_request(request);
-  });
+  server.add_route(StallRecorder::kRoute,
+                   [this](const HttpRequest& request) { return stalls_->handle_request(request); });
 }
 
 namespace {
@@ -219,7 +236,7 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   out.push_back(std::move(procs));
   out.push_back(std::move(binaries));
   out.push_back(std::move(lost));
-  if (stalls_) stalls_->collect(out);
+  stalls_->collect(out);
 }
 
 }  // namespace sonde::agent

@@ -2,20 +2,21 @@
 // probes (LoopProbes), the per-process bookkeeping (EventLoopMonitor) and the metric families
 // they export (container_nodejs_event_loop_blocked_time_seconds_total, OpenTelemetry's
 // nodejs_eventloop_* runtime metrics, sonde_agent_nodejs_*),
-// and with the libc-uprobes wait source the per-process hooks (LibcWaitHooks). With a StallWatch
-// (set_stall_watch), a process whose selection sets nodejsEventLoop.stallThresholdMs has the
-// stack of each loop turn at least that long recorded, served at GET /debug/nodejs/stalls; a
-// stall recorder that cannot start leaves the loop's accounting as it is (logged, the process
-// stays instrumented).
+// and with the libc-uprobes wait source the per-process hooks (LibcWaitHooks). A process whose
+// selection sets nodejsEventLoop.stallThresholdMs has the stack of each loop turn at least that
+// long recorded (StallRecorder, on this feature's probes' maps), served at GET
+// /debug/nodejs/stalls; a stall recorder that cannot start leaves the loop's accounting as it is
+// (logged, the process stays instrumented).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "agent/nodejs/event_loop_monitor.h"
 #include "agent/nodejs/loop_probes.h"
-#include "agent/nodejs/stall_watch.h"
+#include "agent/nodejs/stall_recorder.h"
 #include "agent/runtime/feature.h"
 
 namespace sonde::agent {
@@ -27,12 +28,19 @@ enum class NodejsMetrics { kBoth, kSonde, kOtel };
 
 class NodejsFeature final : public Feature {
  public:
+  // What the stall recorder shares with the rest of the agent.
+  struct Stalls {
+    // Symbol tables, shared with the CPU profiler (ProfilerOptions::binaries); null: its own.
+    std::shared_ptr<symbolize::SymbolizerCache> binaries;
+    std::function<void(const Stall&)> on_stall;  // cluster mode: an Event on the pod; may be empty
+  };
   // Loads the probes (the wait hook `source`); `node` is the metrics' node label.
   static Result<std::unique_ptr<NodejsFeature>> load(LoopProbes::WaitSource source,
                                                      symbols::ProbeTargetCache& cache,
                                                      const ProcReader& proc, uint64_t grace_ns,
                                                      std::string node,
-                                                     NodejsMetrics metrics = NodejsMetrics::kBoth);
+                                                     NodejsMetrics metrics = NodejsMetrics::kBoth,
+                                                     Stalls stalls = {});
 
   Instrumentation kind() const override { return Instrumentation::kNodejsEventLoop; }
   const std::vector<std::string>& symbol_names() const override {
@@ -43,19 +51,13 @@ class NodejsFeature final : public Feature {
   }
   FeatureResult instrument(const Candidate& candidate, const Selection& selection) override;
   void release(pid_t pid, uint64_t end_ns) override {
-    if (stalls_) stalls_->forget(pid);
+    stalls_->forget(pid);
     monitor_.exited(pid, end_ns);
   }
   void sweep() override { monitor_.sweep(); }
   size_t tracked() const override { return monitor_.tracked(); }
   void collect(std::vector<prometheus::MetricFamily>& out) override;
   void add_routes(MetricsServer& server) override;
-
-  // Where long turns are recorded (built by the composition root with this feature's maps);
-  // once, before the runtime starts.
-  void set_stall_watch(std::unique_ptr<StallWatch> stalls) { stalls_ = std::move(stalls); }
-  // The probes whose maps a stall recorder uses.
-  const LoopProbes& probes() const { return *probes_; }
 
   // Which kernel hook measures the waits (LoopProbes::wait_source()), and what it costs
   // processes not selected (LoopProbes::wait_source_cost_class()).
@@ -68,14 +70,8 @@ class NodejsFeature final : public Feature {
 
  private:
   NodejsFeature(std::unique_ptr<LoopProbes> probes, symbols::ProbeTargetCache& cache,
-                const ProcReader& proc, uint64_t grace_ns, std::string node, NodejsMetrics metrics)
-      : probes_(std::move(probes)),
-        hooks_(probes_->source() == LoopProbes::WaitSource::kLibcUprobes
-                   ? std::make_unique<LibcWaitHooks>(*probes_, cache, proc.root())
-                   : nullptr),
-        monitor_(*probes_, cache, proc, grace_ns, real_clock(), hooks_.get()),
-        node_(std::move(node)),
-        metrics_(metrics) {}
+                const ProcReader& proc, uint64_t grace_ns, std::string node, NodejsMetrics metrics,
+                Stalls stalls);
 
   // Watches or forgets pid's long turns as its selection's stallThresholdMs says.
   void watch_stalls(pid_t pid, const Selection& selection);
@@ -90,7 +86,7 @@ class NodejsFeature final : public Feature {
   EventLoopMonitor monitor_;              // after the probes and hooks it drives
   const std::string node_;
   const NodejsMetrics metrics_;
-  std::unique_ptr<StallWatch> stalls_;  // after the probes whose maps it uses; may be null
+  std::unique_ptr<StallRecorder> stalls_;  // after the probes whose maps it uses
 };
 
 }  // namespace sonde::agent

@@ -1,5 +1,6 @@
 // StallRecorder: the stack of each long event-loop turn of watched Node.js processes, named in
-// JavaScript (agent/nodejs/stall_watch.h is what the Node.js feature sees of it).
+// JavaScript. The Node.js feature (nodejs_feature.h) builds it on its probes' maps and watches
+// a process whose selection sets nodejsEventLoop.stallThresholdMs.
 //
 // How (bpf/nodejs/nodejs_stalls.h has the kernel half):
 //   - watch() puts the process's threshold in the Node.js probes' `stall_thresholds` map, so the
@@ -34,6 +35,7 @@
 // Thread-safe. Destroy it before the Node.js probes whose maps it uses.
 #pragma once
 
+#include <prometheus/metric_family.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -49,11 +51,13 @@
 #include <vector>
 
 #include "agent/kernel/bpf_helpers.h"
+#include "agent/metrics/metrics_server.h"
 #include "agent/nodejs/stall_ring.h"
-#include "agent/nodejs/stall_watch.h"
+#include "agent/runtime/container_totals.h"
 #include "agent/stacks/js_frames.h"
 #include "agent/stacks/stack_symbolizer.h"
 #include "agent/symbolize/symbolizer_cache.h"
+#include "common/result.h"
 #include "common/unique_fd.h"
 
 struct nodejs_stalls_bpf;
@@ -77,7 +81,7 @@ struct StallRecorderOptions {
   uint64_t ongoing_after_ns = StallRing::kOngoingAfterNs;
 };
 
-class StallRecorder final : public StallWatch {
+class StallRecorder final {
  public:
   static constexpr std::chrono::milliseconds kRoundInterval{100};
   static constexpr size_t kMaxPendingTurns = 1024;
@@ -87,14 +91,19 @@ class StallRecorder final : public StallWatch {
   static constexpr const char* kRoute = "/debug/nodejs/stalls";
 
   explicit StallRecorder(StallRecorderOptions options);
-  ~StallRecorder() override;
+  ~StallRecorder();
   StallRecorder(const StallRecorder&) = delete;
   StallRecorder& operator=(const StallRecorder&) = delete;
 
-  Status watch(pid_t pid, const ContainerLabels& labels, uint64_t threshold_ns) override;
-  void forget(pid_t pid) override;
-  HttpResponse handle_request(const HttpRequest& request) override;
-  void collect(std::vector<prometheus::MetricFamily>& out) override;
+  // Reports pid's loop turns of at least `threshold_ns` from now on (a new threshold replaces
+  // the old). pid's loop must be tracked by the Node.js probes. Reads the process's executable
+  // (its V8 layout) once: call it on the inspection worker. Thread-safe, as every method.
+  Status watch(pid_t pid, const ContainerLabels& labels, uint64_t threshold_ns);
+  // Stops watching pid (exited or no longer selected); no-op when it was not watched.
+  void forget(pid_t pid);
+  // GET /debug/nodejs/stalls.
+  HttpResponse handle_request(const HttpRequest& request);
+  void collect(std::vector<prometheus::MetricFamily>& out);
 
   const StallRing& ring() const { return ring_; }
   // Whether the stall sampler's perf events are attached: while a process is watched.
