@@ -33,13 +33,7 @@ done
   fail "the copies have the build's content"
 
 # Only this test's binaries: other Go TLS programs on the machine would take slots of the bound.
-cat >"$tmp/agent.yaml" <<YAML
-targets:
-  - exe: "$tmp/bin/gtls-*"
-instrumentations:
-  nodejsEventLoop: false
-  goTLS: true
-YAML
+gotls_only_config "$tmp/agent.yaml" "$tmp/bin/gtls-*"
 port="$(free_port)"
 hard="$(ulimit -Hn)"
 ulimit -Sn 1024

@@ -33,13 +33,7 @@ ln -s gotls "$tmp/bin/server"
 cp "$tmp/bin/gotls" "$tmp/bin/client" # a file of its own: its probes come and go with its runs
 cp "$(command -v kubectl)" "$tmp/bin/kubectl"
 
-cat >"$tmp/agent.yaml" <<YAML
-targets:
-  - exe: "$tmp/bin/*"
-instrumentations:
-  nodejsEventLoop: false
-  goTLS: true
-YAML
+gotls_only_config "$tmp/agent.yaml" "$tmp/bin/*"
 port="$(free_port)"
 start_agent "$port" --config "$tmp/agent.yaml" --go-tls-keep-probes-seconds 2
 metrics() { curl -sf "http://127.0.0.1:$port/metrics"; }

@@ -26,13 +26,7 @@ objcopy --rename-section .go.buildinfo=.go.renamed "$tmp/bin/gotls" "$tmp/bin/no
 readelf -S "$tmp/bin/nobuildinfo" | grep -q '\.go\.buildinfo' && fail "objcopy left .go.buildinfo"
 
 # Only this test's programs (other Go programs on the machine would attach and detach too).
-cat >"$tmp/agent.yaml" <<YAML
-targets:
-  - exe: "$tmp/bin/*"
-instrumentations:
-  nodejsEventLoop: false
-  goTLS: true
-YAML
+gotls_only_config "$tmp/agent.yaml" "$tmp/bin/*"
 port="$(free_port)"
 start_agent "$port" --config "$tmp/agent.yaml"
 metrics() { curl -sf "http://127.0.0.1:$port/metrics"; }

@@ -138,6 +138,19 @@ presented_serial() {
     openssl x509 -noout -serial | sed 's/^serial=//'
 }
 
+# A standalone config with Go TLS alone, for the processes whose executable matches GLOB (only a
+# test's own programs: other Go programs on the machine would attach and detach too):
+# gotls_only_config FILE GLOB.
+gotls_only_config() {
+  cat >"$1" <<YAML
+targets:
+  - exe: "$2"
+instrumentations:
+  nodejsEventLoop: false
+  goTLS: true
+YAML
+}
+
 # Starts the agent standalone in the background: start_agent PORT [ARGS...]; sets AGENT_PID.
 start_agent() {
   local port="$1"; shift

@@ -13,17 +13,12 @@ rounds="${3:-2}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19499
 source "$here/../agent_lib.sh"
+source "$here/../../e2e/lib.sh"  # gotls_only_config
 n=$((variants * rounds))
 for i in $(seq "$n"); do
   build_gotls "$tmp/bin/variant-$i" -ldflags="-X main.variant=$i"
 done
-cat >"$tmp/agent.yaml" <<YAML
-targets:
-  - exe: "$tmp/bin/*"
-instrumentations:
-  nodejsEventLoop: false
-  goTLS: true
-YAML
+gotls_only_config "$tmp/agent.yaml" "$tmp/bin/*"
 pct() { sort -n | awk -v p="$1" '{ a[NR] = $1 } END { i = int(NR * p / 100 + 0.999); if (i < 1) i = 1; printf "%.1f", a[i] / 1e6 }'; }
 mean() { awk '{ s += $1 } END { printf "%.1f", s / NR / 1e6 }'; }
 next=1

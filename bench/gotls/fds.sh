@@ -10,19 +10,14 @@ binaries="${2:-20}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19497
 source "$here/../agent_lib.sh"
+source "$here/../../e2e/lib.sh"  # gotls_only_config
 build_gotls "$tmp/gotls"
 mkdir -p "$tmp/bin"
 for i in $(seq "$binaries"); do
   cp "$tmp/gotls" "$tmp/bin/gtls-$i"
   printf 'variant %d\n' "$i" >>"$tmp/bin/gtls-$i"
 done
-cat >"$tmp/agent.yaml" <<YAML
-targets:
-  - exe: "$tmp/bin/gtls-*"
-instrumentations:
-  nodejsEventLoop: false
-  goTLS: true
-YAML
+gotls_only_config "$tmp/agent.yaml" "$tmp/bin/gtls-*"
 "$agent" --standalone --config "$tmp/agent.yaml" --metrics-address "127.0.0.1:$port" \
   >"$tmp/agent.log" 2>&1 &
 agent_pid=$!

@@ -17,18 +17,13 @@ rounds="${2:-5}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19498
 source "$here/../agent_lib.sh"
+source "$here/../../e2e/lib.sh"  # gotls_only_config
 command -v kubectl >/dev/null || { echo "bench: kubectl is not installed" >&2; exit 1; }
 mkdir -p "$tmp/bin"
 build_gotls "$tmp/bin/gotls"
 ln -s gotls "$tmp/bin/server"
 cp "$(command -v kubectl)" "$tmp/bin/kubectl"
-cat >"$tmp/agent.yaml" <<YAML
-targets:
-  - exe: "$tmp/bin/*"
-instrumentations:
-  nodejsEventLoop: false
-  goTLS: true
-YAML
+gotls_only_config "$tmp/agent.yaml" "$tmp/bin/*"
 ok_requests() {  # ok_requests CONTAINER: its client-side 2xx requests counted so far
   curl -sf "127.0.0.1:$port/metrics" | awk -v c="container=\"$1\"" \
     '/^container_go_tls_requests_total\{/ && index($0, c) && /direction="client"/ && /status_class="2xx"/ { s += $NF } END { print s + 0 }'

@@ -15,6 +15,7 @@ runs="${3:-5}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 port=19498
 source "$here/../agent_lib.sh"
+source "$here/../../e2e/lib.sh"  # gotls_only_config
 build_gotls "$tmp/gotls"
 cp "$tmp/gotls" "$tmp/gtls-server"
 cp "$tmp/gotls" "$tmp/gtls-calls"
@@ -37,13 +38,7 @@ metric() {  # metric NAME SITE: summed over the client's series (SITE: a label f
 without=()
 for _ in $(seq "$runs"); do without+=("$(run_client | awk '{ print $3 }')"); done
 
-cat >"$tmp/agent.yaml" <<YAML
-targets:
-  - exe: "$tmp/gtls-calls"
-instrumentations:
-  nodejsEventLoop: false
-  goTLS: true
-YAML
+gotls_only_config "$tmp/agent.yaml" "$tmp/gtls-calls"
 start_bench_agent --config "$tmp/agent.yaml"
 run_client >/dev/null  # attaches the probes, which the binary keeps between runs
 sleep 1
