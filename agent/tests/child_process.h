@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -22,10 +23,18 @@ namespace sonde::testing {
 class ChildProcess {
  public:
   // The child gets SIGKILL when the thread that made it exits, so a test that crashes or
-  // aborts never leaves it running (and holding the test runner's output pipe open).
+  // aborts never leaves it running (and holding the test runner's output pipe open). Returns
+  // once the child has exec'd (or failed to): until then /proc would show this test's name and
+  // executable for its pid.
   explicit ChildProcess(std::vector<std::string> argv) {
     int fds[2];
+    int exec_fds[2];  // closed by the child's exec (close-on-exec): the parent reads EOF then
     if (pipe2(fds, O_CLOEXEC) != 0) return;
+    if (pipe2(exec_fds, O_CLOEXEC) != 0) {
+      close(fds[0]);
+      close(fds[1]);
+      return;
+    }
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
@@ -41,6 +50,11 @@ class ChildProcess {
       _exit(127);
     }
     close(fds[1]);
+    close(exec_fds[1]);
+    char c;
+    while (pid_ > 0 && read(exec_fds[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    close(exec_fds[0]);
     out_ = fds[0];
   }
   ~ChildProcess() {

@@ -629,15 +629,7 @@ TEST_F(AgentRuntimeTest, ReselectionInstrumentsTheNewlySelectedAndReleasesTheDes
 // gave it at exec, which its exec event carries, is what the selector sees for as long as it
 // runs, rescans included.
 TEST_F(AgentRuntimeTest, AProcessKeepsTheNameItHadAtExec) {
-  ChildProcess p({"/bin/sleep", "1000"});
-  // Until its exec the forked child has this test's name: the scan must find it as "sleep".
-  auto comm = [&] {
-    std::ifstream in("/proc/" + std::to_string(p.pid()) + "/comm");
-    std::string name;
-    std::getline(in, name);
-    return name;
-  };
-  ASSERT_TRUE(eventually([&] { return comm() == "sleep"; })) << comm();
+  ChildProcess p({"/bin/sleep", "1000"});  // exec'd on return: /proc names it "sleep"
   selector_.set(p.pid(), selection(true, false, false));
   start();
   run();
