@@ -90,7 +90,8 @@ test: test-build
 	  SONDE_IMAGE=$$(cat $(TEST_BUILD)/image.ref) e2e/image/image_test.sh || rc=1; fi; \
 	if [ -s $(TEST_BUILD)/flaky.txt ]; then echo "=== flaky tests (failed once, passed on retry) and leaked processes:"; \
 	  cat $(TEST_BUILD)/flaky.txt; fi; \
-	echo "make test: the tests took $$(( $$(date +%s) - t0 )) s after the build"; exit $$rc
+	echo "make test: the tests took $$(( $$(date +%s) - t0 )) s after the build"; \
+	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see the FAILED lines above)"; fi; exit $$rc
 
 image:
 	@scripts/image.sh

@@ -14,6 +14,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 1
 rm -f "$build/image.ref"
 failed=0
+failed_names=""
 step() {  # step NAME COMMAND...
   local name="$1" start
   shift
@@ -24,6 +25,7 @@ step() {  # step NAME COMMAND...
   else
     echo "--- $name: FAILED ($(($(date +%s) - start)) s)"
     failed=$((failed + 1))
+    failed_names="$failed_names $name"
   fi
 }
 image_build() {
@@ -38,4 +40,5 @@ fi
 step fuzz make --no-print-directory fuzz
 step tidy make --no-print-directory tidy TEST_BUILD="$build"
 step chart-test make --no-print-directory chart-test
+if [ "$failed" -gt 0 ]; then echo "=== beside: FAILED:$failed_names"; fi
 exit "$failed"

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "common/crd/node_report.h"
 #include "common/crd/profiling_policy.h"
