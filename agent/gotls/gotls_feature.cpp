@@ -132,6 +132,12 @@ FeatureResult GoTlsFeature::instrument(const Candidate& c, const Selection& sele
 
 void GoTlsFeature::sweep() {
   monitor_->sweep();
+  const uint64_t now = clock_.now_ns();
+  if (now - last_idle_sweep_ns_ >= TlsProbes::kIdleSweepPeriodNs &&
+      now > TlsProbes::kIdleStateAgeNs) {
+    last_idle_sweep_ns_ = now;
+    probes_->forget_idle(now - TlsProbes::kIdleStateAgeNs);
+  }
   if (hit_costs_ && cgroup2_root_) check_overhead();
 }
 
@@ -330,6 +336,15 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
     add_sample(full, {{"map", map_reason.first}, {"reason", map_reason.second}},
                static_cast<double>(n));
   }
+  auto idle = counter_family(
+      "sonde_agent_gotls_idle_state_freed_total",
+      "Go TLS kernel state freed because it outlived any request (10 minutes): an HTTP/1.x "
+      "request unanswered that long (map=exchanges; counted as a request with "
+      "status_class=unknown) or a one-byte Read's byte never joined to a next Read "
+      "(map=carried), as a connection closed with no Read pending leaves them.");
+  const auto forgotten = probes_->forgotten();
+  add_sample(idle, {{"map", "exchanges"}}, static_cast<double>(forgotten.exchanges));
+  add_sample(idle, {{"map", "carried"}}, static_cast<double>(forgotten.carried));
   auto discarded = counter_family("sonde_agent_gotls_unattributed_processes_total",
                                   "Processes counted by the Go TLS probes whose counts were "
                                   "discarded: not selected, or exited before they were seen.");

@@ -106,6 +106,7 @@ class GoTlsFeature final : public Feature {
   std::map<ContainerLabels, Suspension> suspended_;
   std::vector<std::pair<pid_t, FeatureResult>> revisions_;
   uint64_t overhead_detaches_ = 0;            // containers stopped for their budget
+  uint64_t last_idle_sweep_ns_ = 0;           // TlsProbes::forget_idle(), on sweep()'s thread
   std::set<ContainerLabels> unreadable_cpu_;  // logged once each
   ProcessDescriptors fds_;
   // Destroyed in reverse: the uprobes first, then the programs they run, then the monitor.

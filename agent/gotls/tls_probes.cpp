@@ -5,7 +5,6 @@
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 #include <sys/epoll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <array>
@@ -16,41 +15,42 @@
 #include <utility>
 
 #include "agent/kernel/bpf_helpers.h"
+#include "common/clock.h"
 #include "gotls.skel.h"
 
 namespace sonde::agent {
 namespace {
 
+// Calls fn(key) for each key of `map`, at most max_entries times: a key deleted under the walk
+// sends the kernel's get_next_key back to the first key, so a map churning meanwhile is walked
+// no further than it can hold, never without end.
+template <typename Key, typename Fn>
+void for_each_key(bpf_map* map, Fn fn) {
+  Key key{};
+  Key next{};
+  const void* prev = nullptr;
+  for (uint32_t left = bpf_map__max_entries(map);
+       left > 0 && bpf_map__get_next_key(map, prev, &next, sizeof next) == 0; --left) {
+    fn(next);
+    key = next;
+    prev = &key;
+  }
+}
+
 // Deletes from `map` (keyed by a struct starting with a u32 tgid) every entry of tgid.
 template <typename Key>
 void delete_entries_of(bpf_map* map, uint32_t tgid) {
   std::vector<Key> doomed;
-  Key key{};
-  Key next{};
-  const void* prev = nullptr;
-  while (bpf_map__get_next_key(map, prev, &next, sizeof next) == 0) {
-    if (next.pid == tgid) doomed.push_back(next);
-    key = next;
-    prev = &key;
-  }
+  for_each_key<Key>(map, [&](const Key& k) {
+    if (k.pid == tgid) doomed.push_back(k);
+  });
   for (const Key& k : doomed) bpf_map__delete_elem(map, &k, sizeof k, 0);
 }
 
-// Every entry of tgid in `map` (keyed by a struct starting with a u32 tgid), with its value;
-// each is deleted from the map.
+// Deletes each of `keys` from `map`, with the value it had then.
 template <typename Key, typename Value>
-std::vector<std::pair<Key, Value>> take_entries_of(bpf_map* map, uint32_t tgid) {
+std::vector<std::pair<Key, Value>> take_entries(bpf_map* map, const std::vector<Key>& keys) {
   std::vector<std::pair<Key, Value>> out;
-  if (bpf_map__value_size(map) != sizeof(Value)) return out;  // a layout below is out of date
-  std::vector<Key> keys;
-  Key key{};
-  Key next{};
-  const void* prev = nullptr;
-  while (bpf_map__get_next_key(map, prev, &next, sizeof next) == 0) {
-    if (next.pid == tgid) keys.push_back(next);
-    key = next;
-    prev = &key;
-  }
   for (const Key& k : keys) {
     Value v{};
     if (bpf_map__lookup_and_delete_elem(map, &k, sizeof k, &v, sizeof v, 0) == 0) {
@@ -58,6 +58,41 @@ std::vector<std::pair<Key, Value>> take_entries_of(bpf_map* map, uint32_t tgid) 
     }
   }
   return out;
+}
+
+// Every entry of tgid in `map` (keyed by a struct starting with a u32 tgid), with its value;
+// each is deleted from the map.
+template <typename Key, typename Value>
+std::vector<std::pair<Key, Value>> take_entries_of(bpf_map* map, uint32_t tgid) {
+  if (bpf_map__value_size(map) != sizeof(Value)) return {};  // a layout below is out of date
+  std::vector<Key> keys;
+  for_each_key<Key>(map, [&](const Key& k) {
+    if (k.pid == tgid) keys.push_back(k);
+  });
+  return take_entries<Key, Value>(map, keys);
+}
+
+// Every entry of `map` whose time, ts(value), is before before_ns, with its value; each is
+// deleted from the map. An entry the kernel replaced between the walk and the delete (its time
+// recent again) is put back as it was: it is the kernel's, and its count never changed.
+template <typename Key, typename Value, typename Ts>
+std::vector<std::pair<Key, Value>> take_entries_before(bpf_map* map, uint64_t before_ns, Ts ts) {
+  if (bpf_map__value_size(map) != sizeof(Value)) return {};
+  std::vector<Key> keys;
+  for_each_key<Key>(map, [&](const Key& k) {
+    Value v{};
+    if (bpf_map__lookup_elem(map, &k, sizeof k, &v, sizeof v, 0) == 0 && ts(v) < before_ns) {
+      keys.push_back(k);
+    }
+  });
+  auto taken = take_entries<Key, Value>(map, keys);
+  std::erase_if(taken, [&](const auto& entry) {
+    const auto& [k, v] = entry;
+    if (ts(v) < before_ns) return false;
+    (void)bpf_map__update_elem(map, &k, sizeof k, &v, sizeof v, BPF_NOEXIST);
+    return true;
+  });
+  return taken;
 }
 
 // Key and value layouts of the in-flight maps (bpf/gotls/gotls.bpf.c), for a process's entries.
@@ -125,10 +160,18 @@ std::pair<sonde_tls_request_key, sonde_tls_request_stats> unanswered(uint32_t tg
   return {k, s};
 }
 
-uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // bpf_ktime_get_ns()'s clock
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+// Adds `request` to `requests`, into the entry of the same key if there is one: a process's
+// requests counted by forget_idle() take one entry per key, however many there are.
+void add_request(std::vector<std::pair<sonde_tls_request_key, sonde_tls_request_stats>>& requests,
+                 const std::pair<sonde_tls_request_key, sonde_tls_request_stats>& request) {
+  for (auto& [k, s] : requests) {
+    if (std::memcmp(&k, &request.first, sizeof k) != 0) continue;
+    s.count += request.second.count;
+    s.duration_sum_ns += request.second.duration_sum_ns;
+    for (size_t i = 0; i < std::size(s.buckets); ++i) s.buckets[i] += request.second.buckets[i];
+    return;
+  }
+  requests.push_back(request);
 }
 
 }  // namespace
@@ -347,10 +390,7 @@ int TlsProbes::on_h2_record(void* self, void* data, size_t size) {
 void TlsProbes::drain() const {
   std::lock_guard lock(drain_mu_);
   ring_buffer__consume(ring_.get());
-  for (const auto& [pid, bytes] : drained_bytes_) {
-    // A process taken already (exited) gets no `released` entry: it would stay for good.
-    if (counting(pid)) release(pid, SONDE_GOTLS_SHARED_H2_EVENTS, bytes);
-  }
+  for (const auto& [pid, bytes] : drained_bytes_) release(pid, SONDE_GOTLS_SHARED_H2_EVENTS, bytes);
   drained_bytes_.clear();
 }
 
@@ -373,6 +413,9 @@ void TlsProbes::forget_connection(uint32_t pid, uint64_t conn) const {
 void TlsProbes::release(uint32_t tgid, sonde_gotls_shared_table table, uint64_t n) const {
   if (n == 0) return;
   std::lock_guard lock(released_mu_);
+  // A process taken already (exited) gets no `released` entry: it would stay for good. take()
+  // deletes the process's entry before its `released` one, under this lock.
+  if (!counting(tgid)) return;
   sonde_gotls_released r{};
   // Absent: nothing released yet (or the process was taken; its leftovers go at the next take).
   (void)bpf_map__lookup_elem(skel_->maps.released, &tgid, sizeof tgid, &r, sizeof r, 0);
@@ -385,36 +428,31 @@ void TlsProbes::release(uint32_t tgid, sonde_gotls_shared_table table, uint64_t 
 std::map<uint32_t, TlsProbes::Counts> TlsProbes::counts() const {
   drain();
   std::map<uint32_t, Counts> out;
-  uint32_t tgid = 0;
-  uint32_t next = 0;
-  const void* prev = nullptr;
-  while (bpf_map__get_next_key(skel_->maps.processes, prev, &next, sizeof next) == 0) {
+  for_each_key<uint32_t>(skel_->maps.processes, [&](uint32_t tgid) {
     sonde_tls_process b{};
-    if (bpf_map__lookup_elem(skel_->maps.processes, &next, sizeof next, &b, sizeof b, 0) == 0) {
-      sonde_gotls_released r{};
-      if (bpf_map__lookup_elem(skel_->maps.released, &next, sizeof next, &r, sizeof r, 0) == 0) {
-        for (size_t t = 0; t < SONDE_GOTLS_SHARED_COUNT; ++t) {
-          b.held[t] -= static_cast<int64_t>(r.n[t]);
-        }
+    if (bpf_map__lookup_elem(skel_->maps.processes, &tgid, sizeof tgid, &b, sizeof b, 0) != 0) {
+      return;
+    }
+    sonde_gotls_released r{};
+    if (bpf_map__lookup_elem(skel_->maps.released, &tgid, sizeof tgid, &r, sizeof r, 0) == 0) {
+      for (size_t t = 0; t < SONDE_GOTLS_SHARED_COUNT; ++t) {
+        b.held[t] -= static_cast<int64_t>(r.n[t]);
       }
-      out[next].process = b;
     }
-    tgid = next;
-    prev = &tgid;
-  }
-  sonde_tls_request_key key{};
-  sonde_tls_request_key next_key{};
-  prev = nullptr;
-  while (bpf_map__get_next_key(skel_->maps.requests, prev, &next_key, sizeof next_key) == 0) {
+    out[tgid].process = b;
+  });
+  for_each_key<sonde_tls_request_key>(skel_->maps.requests, [&](const sonde_tls_request_key& k) {
     sonde_tls_request_stats s{};
-    if (bpf_map__lookup_elem(skel_->maps.requests, &next_key, sizeof next_key, &s, sizeof s, 0) ==
-        0) {
-      out[next_key.tgid].requests.emplace_back(next_key, s);
+    if (bpf_map__lookup_elem(skel_->maps.requests, &k, sizeof k, &s, sizeof s, 0) == 0) {
+      out[k.tgid].requests.emplace_back(k, s);
     }
-    key = next_key;
-    prev = &key;
-  }
+  });
   for (auto& [tgid, requests] : tracker_->counts()) {
+    auto& r = out[tgid].requests;
+    r.insert(r.end(), requests.begin(), requests.end());
+  }
+  std::lock_guard lock(idle_mu_);
+  for (const auto& [tgid, requests] : idle_requests_) {
     auto& r = out[tgid].requests;
     r.insert(r.end(), requests.begin(), requests.end());
   }
@@ -429,24 +467,25 @@ bool TlsProbes::counting(uint32_t tgid) const {
 TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
   drain();
   Counts out;
-  // A call of the exiting process after this re-creates its entry; TlsMonitor::sweep() takes
-  // such leftovers.
-  bpf_map__lookup_and_delete_elem(skel_->maps.processes, &tgid, sizeof tgid, &out.process,
-                                  sizeof out.process, 0);
-  std::vector<sonde_tls_request_key> keys;
-  sonde_tls_request_key key{};
-  sonde_tls_request_key next{};
-  const void* prev = nullptr;
-  while (bpf_map__get_next_key(skel_->maps.requests, prev, &next, sizeof next) == 0) {
-    if (next.tgid == tgid) keys.push_back(next);
-    key = next;
-    prev = &key;
-  }
-  for (const auto& k : keys) {
-    sonde_tls_request_stats s{};
-    if (bpf_map__lookup_and_delete_elem(skel_->maps.requests, &k, sizeof k, &s, sizeof s, 0) == 0) {
-      out.requests.emplace_back(k, s);
+  {
+    // forget_idle() adds to a process's requests only while the kernel counts it: after this
+    // block, nothing more of tgid goes there (unless a late call of it re-creates its entry;
+    // TlsMonitor::sweep() takes such leftovers).
+    std::lock_guard lock(idle_mu_);
+    bpf_map__lookup_and_delete_elem(skel_->maps.processes, &tgid, sizeof tgid, &out.process,
+                                    sizeof out.process, 0);
+    if (auto it = idle_requests_.find(tgid); it != idle_requests_.end()) {
+      out.requests = std::move(it->second);
+      idle_requests_.erase(it);
     }
+  }
+  std::vector<sonde_tls_request_key> keys;
+  for_each_key<sonde_tls_request_key>(skel_->maps.requests, [&](const sonde_tls_request_key& k) {
+    if (k.tgid == tgid) keys.push_back(k);
+  });
+  for (auto& entry :
+       take_entries<sonde_tls_request_key, sonde_tls_request_stats>(skel_->maps.requests, keys)) {
+    out.requests.push_back(entry);
   }
   const uint64_t now = monotonic_ns();
   delete_entries_of<GoroutineKey>(skel_->maps.reads, tgid);
@@ -468,6 +507,32 @@ TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
     bpf_map__delete_elem(skel_->maps.released, &tgid, sizeof tgid, 0);
   }
   return out;
+}
+
+TlsProbes::Forgotten TlsProbes::forget_idle(uint64_t before_ns) {
+  const uint64_t now = monotonic_ns();
+  std::lock_guard lock(idle_mu_);
+  std::map<uint32_t, std::array<uint64_t, SONDE_GOTLS_SHARED_COUNT>> freed;
+  for (const auto& [k, x] : take_entries_before<ConnKey, Exchange>(
+           skel_->maps.exchanges, before_ns, [](const Exchange& x) { return x.start_ns; })) {
+    ++freed[k.pid][SONDE_GOTLS_SHARED_EXCHANGES];
+    ++forgotten_.exchanges;
+    // Counted as a request ended now, status unknown, as at its process's exit.
+    if ((x.direction == SONDE_TLS_CLIENT || x.direction == SONDE_TLS_SERVER) && counting(k.pid)) {
+      add_request(idle_requests_[k.pid], unanswered(k.pid, x, now));
+    }
+  }
+  for (const auto& [k, c] : take_entries_before<ConnKey, sonde_gotls_carried>(
+           skel_->maps.carried, before_ns, [](const sonde_gotls_carried& c) { return c.ts_ns; })) {
+    ++freed[k.pid][SONDE_GOTLS_SHARED_CARRIED];
+    ++forgotten_.carried;
+  }
+  for (const auto& [tgid, n] : freed) {
+    for (size_t t = 0; t < n.size(); ++t) {
+      release(tgid, static_cast<sonde_gotls_shared_table>(t), n[t]);
+    }
+  }
+  return forgotten_;
 }
 
 uint64_t TlsProbes::full(sonde_gotls_counter counter) const {

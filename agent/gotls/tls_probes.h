@@ -33,9 +33,19 @@
 // map `released`. The ring buffer is one of those tables, in bytes (SONDE_GOTLS_SHARED_H2_EVENTS):
 // drain() gives each process back the bytes of its records it read.
 //
+// State is freed when its connection ends (a failed Read), when its process is taken, and, for
+// the HTTP/1.x state that must not outlive a request (an exchange waiting for its response, a
+// one-byte Read's byte waiting for the next Read), when it is older than kIdleStateAgeNs
+// (forget_idle(), every kIdleSweepPeriodNs): a raw tls.Conn closed with no Read pending, or a
+// handler that never answers, gives its entries back within minutes rather than at its
+// process's exit. An exchange freed so is counted as a request ended then, status unknown.
+// Reads pending and HTTP/2 framing states are not aged: an idle keep-alive connection or gRPC
+// channel holds them legitimately for hours (a goroutine's next Read replaces its entry; the
+// tracker evicts connections past its bounds).
+//
 // Owns the skeleton, the ring buffer (2 descriptors for the agent, not per binary) and the
-// tracker; destroying it detaches everything. drain() may run on any thread concurrently with
-// the rest; everything else is not thread-safe (TlsMonitor serializes calls).
+// tracker; destroying it detaches everything. drain() and forget_idle() may run on any thread
+// concurrently with the rest; everything else is not thread-safe (TlsMonitor serializes calls).
 #pragma once
 
 #include <sys/types.h>
@@ -156,6 +166,25 @@ class TlsProbes final : public TlsCounters {
   // rest run meanwhile. For one thread at a time.
   bool wait_for_records(int timeout_ms) const;
   const Http2Tracker& http2() const { return *tracker_; }
+
+  // How old an exchange or a carried byte (see above) is when forget_idle() frees it: a request
+  // unanswered for 10 minutes is counted as ended, status unknown, and its response, should it
+  // come, is not matched. How often the agent calls forget_idle().
+  static constexpr uint64_t kIdleStateAgeNs = 600'000'000'000;
+  static constexpr uint64_t kIdleSweepPeriodNs = 60'000'000'000;
+  // Entries freed by forget_idle() since load, by map.
+  struct Forgotten {
+    uint64_t exchanges = 0;
+    uint64_t carried = 0;
+  };
+  // Frees every exchange and carried byte that began before before_ns (CLOCK_MONOTONIC), each
+  // given back to its process's share; returns the totals since load. Walks each map once
+  // (at most its max_entries keys). Thread-safe.
+  Forgotten forget_idle(uint64_t before_ns);
+  Forgotten forgotten() const {
+    std::lock_guard lock(idle_mu_);
+    return forgotten_;
+  }
   // Whether HTTP/2 framing is followed (load()'s `http2`).
   bool follows_http2() const { return http2_; }
 
@@ -165,7 +194,8 @@ class TlsProbes final : public TlsCounters {
   static int on_h2_record(void* self, void* data, size_t size);
   // Stops following connection `conn` of `pid` in the kernel (the tracker evicted it).
   void forget_connection(uint32_t pid, uint64_t conn) const;
-  // Tells the kernel that user space deleted n entries of `table` of the live process tgid.
+  // Tells the kernel that user space deleted n entries of `table` of the live process tgid
+  // (nothing when the kernel counts tgid no more).
   void release(uint32_t tgid, sonde_gotls_shared_table table, uint64_t n) const;
   static Result<std::unique_ptr<TlsProbes>> open_and_load(bool perform_ret, UprobeLinkKind links,
                                                           bool http2, const Shares& shares);
@@ -177,7 +207,12 @@ class TlsProbes final : public TlsCounters {
   // Under drain_mu_: bytes of records read per process in this drain, given back to each
   // process's share of the ring buffer (SONDE_GOTLS_SHARED_H2_EVENTS) when it ends.
   mutable std::map<uint32_t, uint64_t> drained_bytes_;
-  mutable std::mutex released_mu_;           // `released` is read, added to and written back
+  mutable std::mutex released_mu_;  // `released` is read, added to and written back
+  mutable std::mutex idle_mu_;      // forget_idle() against take()
+  // Under idle_mu_: requests of live processes counted by forget_idle(), one entry per key.
+  std::map<uint32_t, std::vector<std::pair<sonde_tls_request_key, sonde_tls_request_stats>>>
+      idle_requests_;
+  Forgotten forgotten_;                      // under idle_mu_
   std::unique_ptr<ProcessCgroups> cgroups_;  // null when it could not load: cgroups_error_
   std::optional<Error> cgroups_error_;
   bool can_perform_ret_ = false;

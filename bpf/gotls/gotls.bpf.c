@@ -156,7 +156,7 @@ struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, SONDE_GOTLS_MAX_INFLIGHT);
   __type(key, struct conn_key);
-  __type(value, char);
+  __type(value, struct sonde_gotls_carried);
 } carried SEC(".maps");
 
 /* HTTP/2 framing of one direction of one connection (see gotls.h). */
@@ -726,16 +726,16 @@ static __always_inline void on_plaintext(struct sonde_tls_process* proc, __u32 p
   }
   char p[SONDE_GOTLS_PEEK] = {};
   struct conn_key key = {.pid = pid, .conn = conn};
-  char* first = outgoing ? NULL : bpf_map_lookup_elem(&carried, &key);
+  struct sonde_gotls_carried* first = outgoing ? NULL : bpf_map_lookup_elem(&carried, &key);
   if (!outgoing && len == 1) {
-    char c = 0;
-    if (bpf_probe_read_user(&c, 1, buf) == 0)
+    struct sonde_gotls_carried c = {.ts_ns = bpf_ktime_get_ns()};
+    if (bpf_probe_read_user(&c.byte, 1, buf) == 0)
       insert_shared(&carried, &key, &c, proc, pid, SONDE_GOTLS_SHARED_CARRIED,
                     SONDE_GOTLS_FULL_CARRIED);
     return;
   }
   if (first) {
-    p[0] = *first;
+    p[0] = first->byte;
     delete_shared(&carried, &key, proc, SONDE_GOTLS_SHARED_CARRIED);
     if (len < SONDE_GOTLS_PEEK - 1) return;
     if (bpf_probe_read_user(p + 1, sizeof(p) - 1, buf) != 0) return;

@@ -143,6 +143,15 @@ struct sonde_gotls_released {
   __u64 n[SONDE_GOTLS_SHARED_COUNT];
 };
 
+/* A one-byte Read's byte, held for the connection's next Read (the map `carried`), and when it
+ * was read (bpf_ktime_get_ns()): an entry older than TlsProbes::kIdleStateAgeNs is freed by the
+ * agent. */
+struct sonde_gotls_carried {
+  __u64 ts_ns;
+  char byte;
+  __u8 pad[7];
+};
+
 /* Failed inserts, per map (index of the per-CPU array `counters`). */
 enum sonde_gotls_counter {
   SONDE_GOTLS_FULL_PROCESSES = 0, /* a process's bytes and requests not counted */

@@ -28,6 +28,7 @@
 #include "agent/runtime/fd_budget.h"
 #include "agent/tests/cgroup2_root.h"
 #include "agent/tests/child_process.h"
+#include "common/clock.h"
 
 namespace sonde::agent {
 namespace {
@@ -808,6 +809,97 @@ TEST_F(TlsProbesBpfTest, AProcessOverItsShareLosesOnlyItsOwnConnections) {
   monitor.exited(hostile.pid());
   monitor.exited(crowded.pid());
   monitor.exited(quiet.pid());
+}
+
+// A connection closed with no Read pending leaves HTTP/1.x state that no failed Read frees: the
+// workload's `stale` client writes a GET on each of 4 connections, reads one byte of each answer
+// and closes it (an exchange and a carried byte each). With a share of 4 of each table, the
+// client then holds its whole share, so its next connections would go unfollowed. forget_idle()
+// leaves entries younger than its limit alone, frees older ones and gives them back to the
+// process's share: the next 4 connections are followed, none refused. Each request freed so is
+// counted once, status unknown, and is counted again neither at the exit nor at the next counts().
+TEST_F(TlsProbesBpfTest, StateOfConnectionsClosedWithNoReadPendingIsFreedWhenIdle) {
+  constexpr uint32_t kShare = 4;
+  TlsProbes::Shares shares = TlsProbes::default_shares();
+  shares[SONDE_GOTLS_SHARED_EXCHANGES] = kShare;
+  shares[SONDE_GOTLS_SHARED_CARRIED] = kShare;
+  auto loaded = TlsProbes::load(false, uprobe_link_support().kind, true, shares);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  TlsProbes& probes = **loaded;
+  ProcReader proc;
+  symbols::ProbeTargetCache cache;
+  SharedUprobes uprobes;
+  TlsMonitor monitor(probes, cache, uprobes, proc);
+
+  ChildProcess server({SONDE_GOTLS_WORKLOAD, "server"});
+  ASSERT_TRUE(server.wait_for_line("listening", 20s));
+  const std::string port = server.last_line().substr(std::string("listening ").size());
+  char dir[] = "/tmp/sonde-gotls-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string go = std::string(dir) + "/go";
+  ChildProcess client({SONDE_GOTLS_WORKLOAD, "stale", go, port, std::to_string(kShare)});
+  ASSERT_NO_FATAL_FAILURE(track(monitor, proc, client.pid(), "client"));
+  const auto tgid = static_cast<uint32_t>(client.pid());
+  // GETs of tgid counted with status_class unknown, and every request of tgid.
+  auto unknown_gets = [tgid](const TlsProbes::Counts& c, uint64_t* all) {
+    uint64_t n = 0;
+    *all = 0;
+    for (const auto& [k, s] : c.requests) {
+      EXPECT_EQ(k.tgid, tgid);
+      *all += s.count;
+      if (k.method == SONDE_HTTP_GET && k.status_class == 0 && k.protocol == SONDE_TLS_HTTP1 &&
+          k.direction == SONDE_TLS_CLIENT) {
+        n += s.count;
+      }
+    }
+    return n;
+  };
+
+  std::ofstream(go).close();
+  const bool first = client.wait_for_line("stale 4", 20s);
+  std::filesystem::remove(go);
+  ASSERT_TRUE(first) << "the client did not make its connections";
+  auto held = [&probes, tgid](sonde_gotls_shared_table t) {
+    return probes.counts()[tgid].process.held[t];
+  };
+  EXPECT_EQ(held(SONDE_GOTLS_SHARED_EXCHANGES), kShare);
+  EXPECT_EQ(held(SONDE_GOTLS_SHARED_CARRIED), kShare);
+
+  // Younger than the limit: kept.
+  auto freed = probes.forget_idle(monotonic_ns() - 3'600'000'000'000ULL);
+  EXPECT_EQ(freed.exchanges, 0u);
+  EXPECT_EQ(freed.carried, 0u);
+  EXPECT_EQ(held(SONDE_GOTLS_SHARED_EXCHANGES), kShare);
+
+  freed = probes.forget_idle(monotonic_ns());
+  EXPECT_EQ(freed.exchanges, kShare);
+  EXPECT_EQ(freed.carried, kShare);
+  EXPECT_EQ(held(SONDE_GOTLS_SHARED_EXCHANGES), 0);
+  EXPECT_EQ(held(SONDE_GOTLS_SHARED_CARRIED), 0);
+  uint64_t all = 0;
+  EXPECT_EQ(unknown_gets(probes.counts()[tgid], &all), kShare);
+  EXPECT_EQ(all, kShare);
+
+  std::ofstream(go + ".more").close();
+  const bool second = client.wait_for_line("stale 8", 20s);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(second) << "the client did not make its next connections";
+  const auto after = probes.counts()[tgid].process;
+  EXPECT_EQ(after.held[SONDE_GOTLS_SHARED_EXCHANGES], kShare);
+  EXPECT_EQ(after.held[SONDE_GOTLS_SHARED_CARRIED], kShare);
+  EXPECT_EQ(after.over_share[SONDE_GOTLS_SHARED_EXCHANGES], 0u) << "its share was given back";
+  EXPECT_EQ(after.over_share[SONDE_GOTLS_SHARED_CARRIED], 0u);
+
+  kill(client.pid(), SIGKILL);
+  client.wait();
+  // 4 freed while idle, 4 still open at the exit: each counted once.
+  EXPECT_EQ(unknown_gets(probes.take(tgid), &all), 2 * kShare);
+  EXPECT_EQ(all, 2 * kShare);
+  EXPECT_EQ(probes.counts().count(tgid), 0u) << "nothing of the process left";
+  EXPECT_EQ(probes.forgotten().exchanges, kShare);
+  monitor.exited(client.pid());
+  kill(server.pid(), SIGKILL);
+  server.wait();
 }
 
 // The HTTP/2 ring buffer is shared as the tables are: a process may have at most its share of

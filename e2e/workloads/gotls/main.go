@@ -44,6 +44,11 @@
 //	                             of FRAMES such frames, to an -h2 server, reading what it sends all
 //	                             the while; prints "written", then once GO_FILE.more exists one
 //	                             more such Write; reads 1 s more and prints "done"
+//	gotls stale GO_FILE PORT N   once GO_FILE exists, N TLS connections that each write a GET,
+//	                             read one byte of the answer into a one-byte buffer and are
+//	                             closed with no Read pending (HTTP/1.x state no failed Read frees);
+//	                             prints "stale N"; once GO_FILE.more exists, N more, "stale 2N";
+//	                             then waits until killed
 //	gotls calls PORT N [SPIN_MS] N GET /status/200 over one HTTP/1.1 keep-alive connection, each
 //	                             written with one (*tls.Conn).Write and read with (*tls.Conn).Read
 //	                             calls made here (no bufio, no net/http), with SPIN_MS of CPU
@@ -522,6 +527,32 @@ func main() {
 		<-read
 		c.Close()
 		fmt.Println("done")
+	case "stale":
+		if len(args) != 4 {
+			fmt.Fprintln(os.Stderr, "usage: gotls stale GO_FILE PORT N")
+			os.Exit(2)
+		}
+		n, err := strconv.Atoi(args[3])
+		check(err)
+		round := func() {
+			for i := 0; i < n; i++ {
+				c, err := tls.Dial("tcp", "127.0.0.1:"+args[2], &tls.Config{InsecureSkipVerify: true})
+				check(err)
+				_, err = c.Write([]byte("GET /status/200 HTTP/1.1\r\nHost: stale\r\n\r\n"))
+				check(err)
+				one := make([]byte, 1)
+				_, err = io.ReadFull(c, one)
+				check(err)
+				check(c.Close())
+			}
+		}
+		awaitFile(args[1])
+		round()
+		fmt.Printf("stale %d\n", n)
+		awaitFile(args[1] + ".more")
+		round()
+		fmt.Printf("stale %d\n", 2*n)
+		time.Sleep(time.Hour)
 	case "calls":
 		if len(args) != 3 && len(args) != 4 {
 			fmt.Fprintln(os.Stderr, "usage: gotls calls PORT N [SPIN_MS]")
