@@ -13,9 +13,6 @@
 namespace sonde::agent {
 namespace {
 
-// Binaries remembered; beyond this the oldest are forgotten (and recomputed if seen).
-constexpr size_t kMaxVerdicts = 4096;
-
 // The kernel's histogram bounds (ns) are the exported ones (s).
 constexpr bool same_buckets() {
   constexpr uint64_t kKernelNs[] = SONDE_GOTLS_BUCKET_BOUNDS_NS;
@@ -91,7 +88,7 @@ TlsMonitor::Binary TlsMonitor::binary_for(const symbols::OpenBinary& binary, con
   std::string key = binary.identity().to_string();
   {
     std::lock_guard lock(mu_);
-    if (auto it = binaries_.find(key); it != binaries_.end()) return it->second;
+    if (auto b = verdicts_.find(key)) return *std::move(b);
   }
   Binary b = plan_go_tls(binary, exe, t, probes_.can_perform_ret());
   const BinaryVerdict& v = b.verdict;
@@ -104,13 +101,8 @@ TlsMonitor::Binary TlsMonitor::binary_for(const symbols::OpenBinary& binary, con
                {"return_probe", v.return_probe}});
   }
   std::lock_guard lock(mu_);
-  remember_locked(key, b);
+  verdicts_.remember(key, b);
   return b;
-}
-
-void TlsMonitor::remember_locked(const std::string& key, const Binary& b) {
-  if (binaries_.size() >= kMaxVerdicts) binaries_.erase(binaries_.begin());
-  binaries_.emplace(key, b);
 }
 
 const std::vector<std::string>& TlsMonitor::symbol_names() {
@@ -158,12 +150,10 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
     if (auto refused = use_budget_locked(pid, key, fds, attached, c.info.exe)) {
       unadmit_locked(pid);  // not counted (the kernel counts it only under another binary)
       not_instrumented_[refused->reason]++;
-      auto it = binaries_.find(key);
-      if (it != binaries_.end() && it->second.verdict.limit_exceeded.empty()) {
+      if (verdicts_.exceed_limit(key, refused->why)) {
         log::warn("Go TLS binary not instrumented: LimitExceeded",
                   {{"binary", c.info.exe}, {"pid", pid}, {"reason", refused->why}});
       }
-      if (it != binaries_.end()) it->second.verdict.limit_exceeded = refused->why;
       if (why) *why = std::move(refused->why);
       return Outcome::kOverLimit;
     }
@@ -194,8 +184,7 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
           "Go TLS binary not instrumentable",
           {{"binary", c.info.exe}, {"reason", b.verdict.reason}, {"error", st.error().message()}});
       std::lock_guard lock(mu_);
-      binaries_.erase(key);
-      remember_locked(key, b);
+      verdicts_.replace(key, b);
       return Outcome::kFailed;
     }
     log::warn("cannot instrument Go TLS process", {{"pid", pid}, {"error", st.error().message()}});
@@ -206,7 +195,7 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   }
   std::lock_guard lock(mu_);
   attaching_fds_ -= fds;
-  if (auto it = binaries_.find(key); it != binaries_.end()) it->second.verdict.limit_exceeded = "";
+  verdicts_.within_limit(key);
   tracker_.start(pid, {c.info.start_time, labels, key});
   untracked_seen_.erase(static_cast<uint32_t>(pid));
   return Outcome::kTracked;
@@ -536,11 +525,7 @@ std::map<ContainerLabels, TlsMonitor::ContainerStats> TlsMonitor::snapshot() {
 
 std::vector<TlsMonitor::BinaryVerdict> TlsMonitor::verdicts() const {
   std::lock_guard lock(mu_);
-  std::vector<BinaryVerdict> out;
-  for (const auto& [key, b] : binaries_) {
-    if (b.verdict.reported) out.push_back(b.verdict);
-  }
-  return out;
+  return verdicts_.reported();
 }
 
 size_t TlsMonitor::tracked() const {

@@ -48,7 +48,6 @@
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "agent/attach/shared_uprobes.h"
@@ -56,6 +55,7 @@
 #include "agent/discovery/proc_reader.h"
 #include "agent/gotls/attach_delay.h"
 #include "agent/gotls/go_tls_plan.h"
+#include "agent/gotls/go_tls_verdicts.h"
 #include "agent/gotls/tls_probes.h"
 #include "agent/runtime/container_totals.h"
 #include "agent/runtime/fd_budget.h"
@@ -209,8 +209,6 @@ class TlsMonitor {
   // The verdict and probe sites for binary, computed once per identity.
   Binary binary_for(const symbols::OpenBinary& binary, const std::string& exe,
                     const std::vector<symbols::ProbeTarget>& targets);
-  // With mu_ held: keeps b for the binary `key`, forgetting an old one past kMaxVerdicts.
-  void remember_locked(const std::string& key, const Binary& b);
   // `linger`: the binary keeps its probes after its last process (SharedUprobes' linger).
   void finish_locked(pid_t pid, bool linger = true);
   // With mu_ held: counts the binary `key` (`sites` uprobes) against each policy of `limits` for
@@ -253,8 +251,8 @@ class TlsMonitor {
   const Budget budget_;
 
   mutable std::mutex mu_;
-  ProcessTracker<Counters> tracker_;                  // binaries by BinaryIdentity::to_string()
-  std::unordered_map<std::string, Binary> binaries_;  // by BinaryIdentity::to_string()
+  ProcessTracker<Counters> tracker_;   // binaries by BinaryIdentity::to_string()
+  GoTlsVerdicts verdicts_;             // by BinaryIdentity::to_string()
   std::set<uint32_t> untracked_seen_;  // counted by the kernel, untracked at the last sweep
   uint64_t discarded_ = 0;
   uint64_t exited_unseen_ = 0;
