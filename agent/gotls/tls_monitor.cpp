@@ -80,8 +80,8 @@ TlsMonitor::TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache,
       uprobes_(uprobes),
       proc_(proc),
       clock_(clock),
-      budget_(budget),
-      tracker_(grace_ns) {}
+      tracker_(grace_ns),
+      budget_(budget, uprobes) {}
 
 TlsMonitor::Binary TlsMonitor::binary_for(const symbols::OpenBinary& binary, const std::string& exe,
                                           const std::vector<symbols::ProbeTarget>& t) {
@@ -143,25 +143,20 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   if (attached) {
     fds = 0;
   } else {
-    make_room(fds, c.info.exe);
+    make_room(fds);
   }
   {
     std::lock_guard lock(mu_);
-    if (auto refused = use_budget_locked(pid, key, fds, attached, c.info.exe)) {
-      unadmit_locked(pid);  // not counted (the kernel counts it only under another binary)
-      not_instrumented_[refused->reason]++;
-      if (verdicts_.exceed_limit(key, refused->why)) {
+    if (auto refused = budget_.use(pid, key, b.sites(), fds, attached, limits, c.info.exe)) {
+      // Not counted: the kernel counts it only under another binary (the node's bound), or the
+      // file's probes count it for other policies, not for its own.
+      unadmit_locked(pid);
+      if (refused->bound == UprobeBudget::Refusal::Bound::kNode &&
+          verdicts_.exceed_limit(key, refused->why)) {
         log::warn("Go TLS binary not instrumented: LimitExceeded",
                   {{"binary", c.info.exe}, {"pid", pid}, {"reason", refused->why}});
       }
       if (why) *why = std::move(refused->why);
-      return Outcome::kOverLimit;
-    }
-    if (auto over = use_uprobes_locked(pid, key, b.sites(), limits, c.info.exe)) {
-      attaching_fds_ -= fds;
-      unuse_budget_locked(pid, key);
-      unadmit_locked(pid);  // the file's probes count it (other policies): not its policy's
-      if (why) *why = std::move(*over);
       return Outcome::kOverLimit;
     }
   }
@@ -169,9 +164,8 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
   if (!st.ok()) {
     {
       std::lock_guard lock(mu_);
-      attaching_fds_ -= fds;
-      unuse_uprobes_locked(pid);
-      unuse_budget_locked(pid, key);
+      budget_.attach_done(fds);
+      budget_.unuse(pid, key);
     }
     if (is_gone(st.error())) return Outcome::kGone;
     if (st.error().code() == EACCES || st.error().code() == EPERM) {
@@ -194,73 +188,28 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
     attach_delays_.observe(c.info.exec_ns, clock_.now_ns());
   }
   std::lock_guard lock(mu_);
-  attaching_fds_ -= fds;
+  budget_.attach_done(fds);
   verdicts_.within_limit(key);
   tracker_.start(pid, {c.info.start_time, labels, key});
   untracked_seen_.erase(static_cast<uint32_t>(pid));
   return Outcome::kTracked;
 }
 
-std::optional<TlsMonitor::Refusal> TlsMonitor::use_budget_locked(pid_t pid, const std::string& key,
-                                                                 size_t fds, bool attached,
-                                                                 const std::string& exe) {
-  auto it = instrumented_.find(key);
-  if (it == instrumented_.end() && !attached) {
-    if (auto refused = over_budget_locked(fds, exe)) return refused;
-  }
-  instrumented_[key].insert(pid);
-  attaching_fds_ += fds;
-  return std::nullopt;
-}
-
-std::optional<TlsMonitor::Refusal> TlsMonitor::over_budget_locked(size_t fds,
-                                                                  const std::string& exe) const {
-  const size_t idle = uprobes_.idle_binaries();
-  if (instrumented_.size() + idle >= budget_.max_binaries) {
-    return Refusal{"binary_limit", "not instrumented: " + std::to_string(instrumented_.size()) +
-                                       " Go TLS binaries are instrumented on this node (and " +
-                                       std::to_string(idle) +
-                                       " kept after their last exit), the most "
-                                       "--max-go-tls-binaries allows; " +
-                                       exe + " would be one more"};
-  }
-  if (budget_.fds != nullptr && fds > 0) {
-    auto open = budget_.fds->open();
-    const uint64_t limit = budget_.fds->soft_limit();
-    if (!open.ok() || *open + attaching_fds_ + fds + kFdReserve > limit) {
-      return Refusal{
-          "fd_reserve",
-          "not instrumented: " + exe + " needs " + std::to_string(fds) +
-              " descriptors and the agent keeps " + std::to_string(kFdReserve) +
-              " of its soft RLIMIT_NOFILE (" + std::to_string(limit) + ") free; open now: " +
-              (open.ok() ? std::to_string(*open + attaching_fds_) : open.error().message())};
-    }
-  }
-  return std::nullopt;
-}
-
-void TlsMonitor::make_room(size_t fds, const std::string& exe) {
+void TlsMonitor::make_room(size_t fds) {
   while (true) {
     {
       std::lock_guard lock(mu_);
-      if (!over_budget_locked(fds, exe)) return;
+      if (budget_.room_for(fds)) return;
     }
     if (!uprobes_.evict_oldest_idle()) return;
     std::lock_guard lock(mu_);
-    evicted_++;
+    budget_.note_eviction();
   }
-}
-
-void TlsMonitor::unuse_budget_locked(pid_t pid, const std::string& key) {
-  auto it = instrumented_.find(key);
-  if (it == instrumented_.end()) return;
-  it->second.erase(pid);
-  if (it->second.empty()) instrumented_.erase(it);
 }
 
 uint64_t TlsMonitor::evicted_binaries() const {
   std::lock_guard lock(mu_);
-  return evicted_;
+  return budget_.evicted_binaries();
 }
 
 uint64_t TlsMonitor::exited_unseen() const {
@@ -270,12 +219,12 @@ uint64_t TlsMonitor::exited_unseen() const {
 
 size_t TlsMonitor::instrumented_binaries() const {
   std::lock_guard lock(mu_);
-  return instrumented_.size();
+  return budget_.instrumented_binaries();
 }
 
 std::map<std::string, uint64_t> TlsMonitor::not_instrumented() const {
   std::lock_guard lock(mu_);
-  return not_instrumented_;
+  return budget_.not_instrumented();
 }
 
 void TlsMonitor::add_counts(const TlsCounters::Counts& counts, Counters& s) {
@@ -351,54 +300,12 @@ void TlsMonitor::finish_locked(pid_t pid, bool linger) {
   });
   if (!p) return;
   uprobes_.release(pid, linger);  // detached later, on SharedUprobes' own thread
-  unuse_uprobes_locked(pid);
-  unuse_budget_locked(pid, p->binary);
-}
-
-std::optional<std::string> TlsMonitor::use_uprobes_locked(pid_t pid, const std::string& key,
-                                                          size_t sites, const UprobeLimits& limits,
-                                                          const std::string& exe) {
-  for (const auto& [policy, limit] : limits) {
-    auto u = policy_use_.find(policy);
-    const size_t in_use = u == policy_use_.end() ? 0 : u->second.in_use;
-    if (u != policy_use_.end() && u->second.binaries.contains(key)) continue;
-    if (static_cast<int64_t>(in_use + sites) <= limit) continue;
-    return "not instrumented: policy " + policy + " allows limits.maxUprobesPerNode (" +
-           std::to_string(limit) + ") on this node and uses " + std::to_string(in_use) + "; " +
-           exe + " needs " + std::to_string(sites) + " more";
-  }
-  for (const auto& [policy, limit] : limits) {
-    auto& u = policy_use_[policy];
-    auto [b, fresh] = u.binaries.try_emplace(key);
-    if (fresh) {
-      b->second.sites = sites;
-      u.in_use += sites;
-    }
-    b->second.pids.insert(pid);
-  }
-  return std::nullopt;
-}
-
-void TlsMonitor::unuse_uprobes_locked(pid_t pid) {
-  for (auto p = policy_use_.begin(); p != policy_use_.end();) {
-    auto& u = p->second;
-    for (auto b = u.binaries.begin(); b != u.binaries.end();) {
-      if (b->second.pids.erase(pid) > 0 && b->second.pids.empty()) {
-        u.in_use -= b->second.sites;
-        b = u.binaries.erase(b);
-      } else {
-        ++b;
-      }
-    }
-    p = u.binaries.empty() ? policy_use_.erase(p) : std::next(p);
-  }
+  budget_.unuse(pid, p->binary);
 }
 
 std::map<std::string, size_t> TlsMonitor::policy_uprobes() const {
   std::lock_guard lock(mu_);
-  std::map<std::string, size_t> out;
-  for (const auto& [policy, u] : policy_use_) out[policy] = u.in_use;
-  return out;
+  return budget_.policy_uprobes();
 }
 
 void TlsMonitor::sweep() {

@@ -57,8 +57,8 @@
 #include "agent/gotls/go_tls_plan.h"
 #include "agent/gotls/go_tls_verdicts.h"
 #include "agent/gotls/tls_probes.h"
+#include "agent/gotls/uprobe_budget.h"
 #include "agent/runtime/container_totals.h"
-#include "agent/runtime/fd_budget.h"
 #include "agent/runtime/process_tracker.h"
 #include "agent/symbols/probe_target_cache.h"
 #include "common/clock.h"
@@ -75,12 +75,6 @@ inline constexpr std::array<double, SONDE_GOTLS_BUCKETS> kTlsDurationBuckets = {
 inline constexpr std::string_view kUprobesRefused =
     "uprobes refused: this kernel requires CAP_SYS_ADMIN to create them (chart: agent.uprobes)";
 
-// Node-wide bounds on what instrumenting Go TLS costs the agent. `fds`: null, no descriptor check.
-struct TlsMonitorBudget {
-  size_t max_binaries = kDefaultMaxGoTlsBinaries;
-  const Descriptors* fds = nullptr;
-};
-
 class TlsMonitor {
  public:
   // `grace_ns`: how long a container's series outlive its last process. `probes` and `clock`
@@ -95,7 +89,7 @@ class TlsMonitor {
   static const std::vector<std::string>& symbol_names();
 
   // Policy → its limits.maxUprobesPerNode (GoTlsParams::uprobe_limits).
-  using UprobeLimits = std::map<std::string, int64_t>;
+  using UprobeLimits = UprobeBudget::Limits;
   enum class Outcome { kTracked, kNotTlsUser, kNotInstrumentable, kGone, kFailed, kOverLimit };
   // kOverLimit: the node's Budget leaves the binary out, or a binary new to one of `limits`'
   // policies would take its uprobes past the limit, so the process is not instrumented (`why`
@@ -197,7 +191,7 @@ class TlsMonitor {
   size_t instrumented_binaries() const;
   // Binaries whose uprobes are kept after their last process exited.
   size_t idle_binaries() const { return uprobes_.idle_binaries(); }
-  size_t max_binaries() const { return budget_.max_binaries; }
+  size_t max_binaries() const { return budget_.max_binaries(); }
   // Processes the node's Budget left out, by reason: "binary_limit", "fd_reserve".
   std::map<std::string, uint64_t> not_instrumented() const;
   // Exec → probes attached, for processes whose binary was attached for them (attach_delay.h).
@@ -211,30 +205,9 @@ class TlsMonitor {
                     const std::vector<symbols::ProbeTarget>& targets);
   // `linger`: the binary keeps its probes after its last process (SharedUprobes' linger).
   void finish_locked(pid_t pid, bool linger = true);
-  // With mu_ held: counts the binary `key` (`sites` uprobes) against each policy of `limits` for
-  // pid, or says which limit it would break (and counts nothing).
-  std::optional<std::string> use_uprobes_locked(pid_t pid, const std::string& key, size_t sites,
-                                                const UprobeLimits& limits, const std::string& exe);
-  // With mu_ held: pid no longer counts against any policy's uprobes.
-  void unuse_uprobes_locked(pid_t pid);
-  // With mu_ held: makes pid a user of the binary `key` within the node's Budget (a new binary
-  // takes a slot and `fds` descriptors are set aside until attach_done()), or says why not
-  // (and records nothing).
-  struct Refusal {
-    const char* reason;  // not_instrumented()'s
-    std::string why;
-  };
-  // `attached`: the binary holds its uprobes already (kept after its last exit), so it takes
-  // no slot and no descriptor.
-  std::optional<Refusal> use_budget_locked(pid_t pid, const std::string& key, size_t fds,
-                                           bool attached, const std::string& exe);
-  // With mu_ held: why one more binary needing `fds` descriptors does not fit now, if it does not.
-  std::optional<Refusal> over_budget_locked(size_t fds, const std::string& exe) const;
   // Evicts binaries kept after their last exit, oldest first, until one more binary needing
   // `fds` descriptors fits or none is left. Without mu_ held (an eviction waits for detaches).
-  void make_room(size_t fds, const std::string& exe);
-  // With mu_ held: pid no longer uses its binary.
-  void unuse_budget_locked(pid_t pid, const std::string& key);
+  void make_room(size_t fds);
   // With mu_ held: pid is no longer selected, and its cgroup no longer counted on its behalf.
   void unadmit_locked(pid_t pid);
   // With mu_ held: the kernel's counts of pid, which exited untracked, go to the container it
@@ -248,7 +221,6 @@ class TlsMonitor {
   SharedUprobes& uprobes_;
   const ProcReader& proc_;
   const Clock& clock_;
-  const Budget budget_;
 
   mutable std::mutex mu_;
   ProcessTracker<Counters> tracker_;   // binaries by BinaryIdentity::to_string()
@@ -256,7 +228,6 @@ class TlsMonitor {
   std::set<uint32_t> untracked_seen_;  // counted by the kernel, untracked at the last sweep
   uint64_t discarded_ = 0;
   uint64_t exited_unseen_ = 0;
-  uint64_t evicted_ = 0;
   static constexpr uint64_t kFullSweepEvery = 6;
   uint64_t sweeps_ = 0;
   struct Admission {
@@ -264,19 +235,7 @@ class TlsMonitor {
     ContainerLabels labels;
     std::optional<uint64_t> cgroup_id;  // counted by the filter on its behalf
   };
-  struct PolicyBinary {
-    size_t sites = 0;
-    std::set<pid_t> pids;  // the policy's tracked processes running it
-  };
-  struct PolicyUse {
-    size_t in_use = 0;                             // sites of `binaries`
-    std::map<std::string, PolicyBinary> binaries;  // by BinaryIdentity::to_string()
-  };
-  std::map<std::string, PolicyUse> policy_use_;  // by policy (UprobeLimits' keys); none empty
-  // Instrumented binaries (and those being attached) → their processes; none empty.
-  std::map<std::string, std::set<pid_t>> instrumented_;
-  size_t attaching_fds_ = 0;  // set aside for attaches in flight
-  std::map<std::string, uint64_t> not_instrumented_;
+  UprobeBudget budget_;
   bool filtering_ = false;
   std::map<pid_t, Admission> admitted_;  // selected processes, tracked or not considered yet
   AttachDelays attach_delays_;           // its own lock
