@@ -81,7 +81,8 @@ TlsMonitor::TlsMonitor(TlsCounters& probes, symbols::ProbeTargetCache& cache,
       proc_(proc),
       clock_(clock),
       tracker_(grace_ns),
-      budget_(budget, uprobes) {}
+      budget_(budget, uprobes),
+      admissions_(probes) {}
 
 TlsMonitor::Binary TlsMonitor::binary_for(const symbols::OpenBinary& binary, const std::string& exe,
                                           const std::vector<symbols::ProbeTarget>& t) {
@@ -150,7 +151,7 @@ TlsMonitor::Outcome TlsMonitor::consider(const Candidate& c, const ContainerLabe
     if (auto refused = budget_.use(pid, key, b.sites(), fds, attached, limits, c.info.exe)) {
       // Not counted: the kernel counts it only under another binary (the node's bound), or the
       // file's probes count it for other policies, not for its own.
-      unadmit_locked(pid);
+      admissions_.unadmit(pid);
       if (refused->bound == UprobeBudget::Refusal::Bound::kNode &&
           verdicts_.exceed_limit(key, refused->why)) {
         log::warn("Go TLS binary not instrumented: LimitExceeded",
@@ -255,7 +256,7 @@ void TlsMonitor::exited(pid_t pid) {
   } else {
     take_untracked_locked(pid);
   }
-  unadmit_locked(pid);
+  admissions_.unadmit(pid);
 }
 
 void TlsMonitor::take_untracked_locked(pid_t pid) {
@@ -263,12 +264,12 @@ void TlsMonitor::take_untracked_locked(pid_t pid) {
   if (!probes_.counting(tgid)) return;
   Counters counts;
   add_counts(probes_.take(tgid), counts);
-  auto a = admitted_.find(pid);
-  if (a == admitted_.end()) {
+  const auto* a = admissions_.find(pid);
+  if (a == nullptr) {
     discarded_++;
     return;
   }
-  tracker_.fold_untracked(a->second.labels, counts, clock_.now_ns());
+  tracker_.fold_untracked(a->labels, counts, clock_.now_ns());
   exited_unseen_++;
 }
 
@@ -280,7 +281,7 @@ std::vector<pid_t> TlsMonitor::stop_container(const ContainerLabels& labels) {
   }
   for (pid_t pid : pids) {
     finish_locked(pid, /*linger=*/false);
-    unadmit_locked(pid);
+    admissions_.unadmit(pid);
   }
   return pids;
 }
@@ -316,10 +317,10 @@ void TlsMonitor::sweep() {
   // filter on their cgroups must stop being counted now; otherwise they hold only memory, looked
   // for every kFullSweepEvery sweeps, as it costs a /proc read per selected process (in
   // standalone mode without targets: every process on the host).
-  if (filtering_ || ++sweeps_ % kFullSweepEvery == 0) {
-    for (pid_t pid : vanished_pids(proc_, admitted_)) {
+  if (admissions_.filtering() || ++sweeps_ % kFullSweepEvery == 0) {
+    for (pid_t pid : admissions_.vanished(proc_)) {
       take_untracked_locked(pid);
-      unadmit_locked(pid);
+      admissions_.unadmit(pid);
     }
   }
   // Counted by the kernel but not tracked: a selected process consider() has not seen yet (kept)
@@ -329,11 +330,11 @@ void TlsMonitor::sweep() {
   for (const auto& [tgid, counts] : probes_.counts()) {
     const auto pid = static_cast<pid_t>(tgid);
     if (tracker_.find(pid) != nullptr) continue;
-    if (auto a = admitted_.find(pid); a != admitted_.end()) {
+    if (const auto* a = admissions_.find(pid)) {
       auto start = proc_.start_time(pid);
-      if (start.ok() && *start == a->second.start_time) continue;
+      if (start.ok() && *start == a->start_time) continue;
       take_untracked_locked(pid);
-      unadmit_locked(pid);
+      admissions_.unadmit(pid);
       continue;
     }
     if (untracked_seen_.contains(tgid)) {
@@ -348,67 +349,17 @@ void TlsMonitor::sweep() {
 
 void TlsMonitor::filter_by_cgroup() {
   std::lock_guard lock(mu_);
-  filtering_ = true;
-  probes_.filter_by_cgroup(true);
-  log::info("Go TLS counts only selected containers' cgroups");
+  admissions_.filter_by_cgroup();
 }
 
 bool TlsMonitor::filtering_by_cgroup() const {
   std::lock_guard lock(mu_);
-  return filtering_;
+  return admissions_.filtering();
 }
 
 void TlsMonitor::admit(const ProcessInfo& process, const ContainerLabels& labels) {
   std::lock_guard lock(mu_);
-  std::optional<uint64_t> cgroup;
-  if (filtering_) {
-    auto id = probes_.cgroup_of(process.pid, process.start_time);
-    if (id.ok()) {
-      cgroup = *id;
-    } else if (is_gone(id.error())) {
-      return;
-    } else {
-      stop_filtering_locked(id.error().message());
-    }
-  }
-  auto it = admitted_.find(process.pid);
-  if (it != admitted_.end()) {
-    const Admission& a = it->second;
-    if (a.start_time == process.start_time && a.cgroup_id == cgroup && a.labels == labels) return;
-    // Another process under that pid, moved to another cgroup, or selected anew.
-    unadmit_locked(process.pid);
-  }
-  if (cgroup && admitted_cgroups_[*cgroup]++ == 0) {
-    if (Status st = probes_.allow_cgroup(*cgroup); !st.ok()) {
-      admitted_cgroups_.erase(*cgroup);
-      stop_filtering_locked(st.error().message());
-      cgroup.reset();
-    }
-  }
-  admitted_[process.pid] = {process.start_time, labels, cgroup};
-}
-
-void TlsMonitor::unadmit_locked(pid_t pid) {
-  auto it = admitted_.find(pid);
-  if (it == admitted_.end()) return;
-  if (it->second.cgroup_id) {
-    auto c = admitted_cgroups_.find(*it->second.cgroup_id);
-    if (c != admitted_cgroups_.end() && --c->second == 0) {
-      probes_.disallow_cgroup(c->first);
-      admitted_cgroups_.erase(c);
-    }
-  }
-  admitted_.erase(it);
-}
-
-void TlsMonitor::stop_filtering_locked(const std::string& why) {
-  log::warn("Go TLS cgroup filter off: counting every process of instrumented binaries",
-            {{"reason", why}});
-  probes_.filter_by_cgroup(false);
-  for (const auto& [id, n] : admitted_cgroups_) probes_.disallow_cgroup(id);
-  admitted_cgroups_.clear();
-  for (auto& [pid, a] : admitted_) a.cgroup_id.reset();
-  filtering_ = false;
+  admissions_.admit(process, labels);
 }
 
 std::map<ContainerLabels, TlsMonitor::ContainerStats> TlsMonitor::snapshot() {

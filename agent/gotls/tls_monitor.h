@@ -56,6 +56,7 @@
 #include "agent/gotls/attach_delay.h"
 #include "agent/gotls/go_tls_plan.h"
 #include "agent/gotls/go_tls_verdicts.h"
+#include "agent/gotls/tls_admissions.h"
 #include "agent/gotls/tls_probes.h"
 #include "agent/gotls/uprobe_budget.h"
 #include "agent/runtime/container_totals.h"
@@ -208,12 +209,9 @@ class TlsMonitor {
   // Evicts binaries kept after their last exit, oldest first, until one more binary needing
   // `fds` descriptors fits or none is left. Without mu_ held (an eviction waits for detaches).
   void make_room(size_t fds);
-  // With mu_ held: pid is no longer selected, and its cgroup no longer counted on its behalf.
-  void unadmit_locked(pid_t pid);
   // With mu_ held: the kernel's counts of pid, which exited untracked, go to the container it
   // was selected with, or are discarded.
   void take_untracked_locked(pid_t pid);
-  void stop_filtering_locked(const std::string& why);
   static void add_counts(const TlsCounters::Counts& counts, Counters& s);
 
   TlsCounters& probes_;
@@ -230,16 +228,9 @@ class TlsMonitor {
   uint64_t exited_unseen_ = 0;
   static constexpr uint64_t kFullSweepEvery = 6;
   uint64_t sweeps_ = 0;
-  struct Admission {
-    uint64_t start_time;
-    ContainerLabels labels;
-    std::optional<uint64_t> cgroup_id;  // counted by the filter on its behalf
-  };
   UprobeBudget budget_;
-  bool filtering_ = false;
-  std::map<pid_t, Admission> admitted_;  // selected processes, tracked or not considered yet
-  AttachDelays attach_delays_;           // its own lock
-  std::map<uint64_t, size_t> admitted_cgroups_;  // cgroup id → admitted processes in it
+  TlsAdmissions admissions_;
+  AttachDelays attach_delays_;  // its own lock
 };
 
 }  // namespace sonde::agent
