@@ -57,6 +57,7 @@
 #include "agent/gotls/go_tls_plan.h"
 #include "agent/gotls/go_tls_verdicts.h"
 #include "agent/gotls/tls_admissions.h"
+#include "agent/gotls/tls_counts.h"
 #include "agent/gotls/tls_probes.h"
 #include "agent/gotls/uprobe_budget.h"
 #include "agent/runtime/container_totals.h"
@@ -65,10 +66,6 @@
 #include "common/clock.h"
 
 namespace sonde::agent {
-
-// Upper bounds (seconds) of the request duration histogram (SONDE_GOTLS_BUCKET_BOUNDS_NS).
-inline constexpr std::array<double, SONDE_GOTLS_BUCKETS> kTlsDurationBuckets = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5};
 
 // The verdict of a binary whose uprobes the kernel refused for lack of privilege: since Linux 6.16
 // and the 2025 stable updates of older series (upstream ba677dbe77af) creating a uprobe needs
@@ -131,39 +128,11 @@ class TlsMonitor {
   void admit(const ProcessInfo& process, const ContainerLabels& labels);
   bool filtering_by_cgroup() const;
 
-  // protocol: "http1", "http2" or "grpc"; status_class: "1xx".."5xx", "unknown", or "reset" (an
-  // HTTP/2 stream ended by RST_STREAM or GOAWAY); grpc_code: a gRPC canonical code name
-  // ("OK".."UNAUTHENTICATED"), "" when not gRPC or when the call ended without grpc-status.
-  struct RequestKey {
-    std::string direction, method, status_class, protocol, grpc_code;
-    auto operator<=>(const RequestKey&) const = default;
-  };
-  struct DurationKey {
-    std::string direction, protocol;
-    auto operator<=>(const DurationKey&) const = default;
-  };
-  struct Histogram {
-    std::array<uint64_t, kTlsDurationBuckets.size()> buckets{};  // non-cumulative
-    uint64_t count = 0;
-    double sum = 0;
-    static constexpr auto kCounters =
-        std::tuple{&Histogram::buckets, &Histogram::count, &Histogram::sum};
-  };
-  // A container's (or a process's) counters (counter_set.h: `+=`, raise_to).
-  struct Counters {
-    std::map<RequestKey, uint64_t> requests;
-    std::map<DurationKey, Histogram> durations;
-    std::map<std::string, uint64_t> http2_connections;  // by direction
-    uint64_t read_bytes = 0, written_bytes = 0;
-    std::array<uint64_t, SONDE_GOTLS_SITE_COUNT> hits{};  // probe hits by enum sonde_gotls_site
-    // Kernel inserts refused because the process held its share of the table, by enum
-    // sonde_gotls_shared_table (TlsProbes).
-    std::array<uint64_t, SONDE_GOTLS_SHARED_COUNT> over_share{};
-    static constexpr auto kCounters =
-        std::tuple{&Counters::requests,   &Counters::durations,     &Counters::http2_connections,
-                   &Counters::read_bytes, &Counters::written_bytes, &Counters::hits,
-                   &Counters::over_share};
-  };
+  // What is counted per container and per process (tls_counts.h).
+  using RequestKey = TlsRequestKey;
+  using DurationKey = TlsDurationKey;
+  using Histogram = TlsHistogram;
+  using Counters = TlsCounts;
   struct ContainerStats : Counters {
     size_t processes = 0;  // live processes
   };
@@ -212,7 +181,6 @@ class TlsMonitor {
   // With mu_ held: the kernel's counts of pid, which exited untracked, go to the container it
   // was selected with, or are discarded.
   void take_untracked_locked(pid_t pid);
-  static void add_counts(const TlsCounters::Counts& counts, Counters& s);
 
   TlsCounters& probes_;
   symbols::ProbeTargetCache& cache_;
