@@ -1,7 +1,6 @@
 #include "agent/gotls/tls_monitor.h"
 
 #include <cerrno>
-#include <optional>
 
 #include "common/log.h"
 

@@ -3,7 +3,7 @@
 //
 // Each binary gets one verdict and its probe sites (go_tls_plan.h: candidate, instrumentable, or
 // why not, e.g. "Go 1.16 passes arguments on the stack"), computed once per binary identity,
-// logged once, exported as a metric, and never recomputed for that binary.
+// logged once, exported as a metric, and never recomputed for that binary (go_tls_verdicts.h).
 //
 // Uprobes are shared per real file through SharedUprobes: per program (write entry, read entry,
 // the RETs of Read) one attachment with all its sites in the file, taken all or none.
@@ -12,20 +12,19 @@
 // agent's --go-tls-keep-probes-seconds), so a program that runs again (a CLI tool, a CronJob) is
 // counted from its first call instead of racing a new attach; sweep() lets the linger expire.
 //
-// Node-wide bounds (Budget), checked when a process of a binary not attached yet would be:
-// at most `max_binaries` binaries hold uprobes at once (instrumented or kept after their last
-// exit), and the binary's links must leave kFdReserve descriptors under the soft RLIMIT_NOFILE.
-// Binaries kept after their last exit give way first, the one idle the longest first
-// (SharedUprobes::evict_oldest_idle(): a grace period per link on the caller's thread). Past
-// either bound, the process is not
-// instrumented (kOverLimit, `why` says which; the binary's verdict says LimitExceeded until a
-// process of it is instrumented; logged once per binary then; counted in not_instrumented()). The
-// kernel counts every process of an instrumented file from its first call, per tgid (TlsProbes); a
-// process's counts are attributed to its container once consider() tracks it, and follow
-// ProcessTracker's rules from then on (agent/runtime/process_tracker.h). A selected process
-// (admit()) that exits before consider() gets to it, as a short-lived program does, is attributed
-// to the container it was selected with. Counts of other processes never tracked are discarded
-// (exited(), sweep()).
+// Node-wide bounds (Budget, uprobe_budget.h), checked when a process of a binary not attached yet
+// would be: at most `max_binaries` binaries hold uprobes at once (instrumented or kept after their
+// last exit), and the binary's links must leave kFdReserve descriptors under the soft
+// RLIMIT_NOFILE. Binaries kept after their last exit give way first, the one idle the longest
+// first (SharedUprobes::evict_oldest_idle(): a grace period per link on the caller's thread). Past
+// either bound, the process is not instrumented (kOverLimit, `why` says which; the binary's
+// verdict says LimitExceeded until a process of it is instrumented; logged once per binary then;
+// counted in not_instrumented()). The kernel counts every process of an instrumented file from
+// its first call, per tgid (TlsProbes); a process's counts (tls_counts.h) are attributed to its
+// container once consider() tracks it, and follow ProcessTracker's rules from then on
+// (agent/runtime/process_tracker.h). A selected process (admit(), tls_admissions.h) that exits
+// before consider() gets to it, as a short-lived program does, is attributed to the container it
+// was selected with. Counts of other processes never tracked are discarded (exited(), sweep()).
 //
 // The uprobes are per file, so without a filter every process of an instrumented file is
 // counted, selected or not: another pod of the same image fills the kernel maps and is parsed
@@ -33,21 +32,20 @@
 // are what is selected) the kernel counts only processes of admitted cgroups: an unselected
 // process then costs its uprobe hits and one map lookup per call, and holds no map entry.
 //
-
-// Thread-safety: all methods may be called concurrently (one mutex).
+// Thread-safety: all methods may be called concurrently. One mutex guards the process tracker and
+// the parts above (GoTlsVerdicts, UprobeBudget, TlsAdmissions), none of which is thread-safe on
+// its own. SharedUprobes, ProbeTargetCache and AttachDelays have locks of their own, taken under
+// it or without it, and never call back into TlsMonitor; planning a binary, attaching and
+// evicting happen without it.
 #pragma once
 
 #include <sys/types.h>
 
-#include <array>
-#include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <vector>
 
 #include "agent/attach/shared_uprobes.h"
