@@ -7,7 +7,8 @@
 # (sonde_agent_nodejs_threadpool_poll_seconds_total).
 # Usage: bench/nodejs/threadpool_cost.sh [BUILD_DIR] [RUNS] [SECONDS]   (root; a Markdown table)
 # SETS="without with" leaves out the runs with no agent. At the end: each set's median, and the
-# median over rounds of with/without (adjacent runs, so a load that drifts cancels out).
+# median over rounds of with/without (adjacent runs, so a load that drifts cancels out), with
+# the ratios' quartiles and the median's 90 % bootstrap interval.
 set -euo pipefail
 build="${1:-build}"
 runs="${2:-3}"
@@ -75,3 +76,18 @@ awk -F' *[|] *' '$2 == "without" { o = $3; u = $4 } $2 == "with" && o { print $3
 echo "median of with/without per round: throughput $(cut -d' ' -f1 "$tmp/ratios" | median)," \
   "CPU per call $(cut -d' ' -f2 "$tmp/ratios" | median) ($(wc -l <"$tmp/ratios") rounds)"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg); ${seconds} s per row, $(nproc) CPUs"
+# How far the rounds' spread lets the median move: quartiles, and the median's 90 % interval by
+# bootstrap (10,000 resamples of the rounds, a fixed seed so that a rerun on the same rows agrees).
+python3 - "$tmp/ratios" <<'PY'
+import random, statistics, sys
+rows = [tuple(map(float, line.split())) for line in open(sys.argv[1]) if line.strip()]
+random.seed(1)
+for i, name in enumerate(("throughput", "CPU per call")):
+    r = [row[i] for row in rows]
+    if len(r) < 2:
+        continue
+    q = statistics.quantiles(r, n=4)
+    meds = sorted(statistics.median(random.choices(r, k=len(r))) for _ in range(10000))
+    print(f"{name} with/without: quartiles {q[0]:.3f} {q[2]:.3f}, median's 90 % interval "
+          f"{meds[500]:.3f}-{meds[9500]:.3f}")
+PY
