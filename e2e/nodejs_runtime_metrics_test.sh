@@ -14,8 +14,8 @@ source "$(dirname "$0")/lib.sh"
 truth="$(cd "$(dirname "$0")" && pwd)/workloads/eventloop_truth.js"
 tmp="$SONDE_E2E_TMP"
 test_nodes="${SONDE_TEST_NODES:-/opt/sonde/test-nodes}"
-# Each process in a cgroup named like a containerd container's: its series is its container id
-# (standalone, a process's own name would do, but Node 24 renames its main thread MainThread).
+# Each process in a cgroup named like a containerd container's: its series is its container id,
+# one per process, whatever name each node binary has.
 cgroot="$(cgroup_v2_dir sonde-e2e-runtime-metrics)"
 pids=() cgroups=()
 cleanup() {
