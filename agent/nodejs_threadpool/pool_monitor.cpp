@@ -1,10 +1,14 @@
 #include "agent/nodejs_threadpool/pool_monitor.h"
 
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cerrno>
 
 #include "common/log.h"
+#include "common/result.h"
 
 namespace sonde::agent::threadpool {
 namespace {
@@ -30,6 +34,19 @@ class PidMemory final : public v8::Memory {
   pid_t pid_;
   mutable int last_errno_ = 0;
 };
+
+// A pidfd (Linux 5.3+) names one process, never a later one given the same pid. Invalid when the
+// process is gone (errno ESRCH) or the kernel has none (ENOSYS).
+UniqueFd open_pidfd(pid_t pid) {
+  return UniqueFd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+}
+
+// Whether the process `pidfd` names has exited (readable), so that its pid may name another
+// process by now. An error counts as exited: nothing read through the pid is trusted then.
+bool has_exited(int pidfd) {
+  pollfd p{.fd = pidfd, .events = POLLIN, .revents = 0};
+  return ::poll(&p, 1, 0) != 0;
+}
 
 }  // namespace
 
@@ -82,6 +99,23 @@ PoolMonitor::Outcome PoolMonitor::consider(const Candidate& c, const ContainerLa
     return refuse(Verdict::kUnreadable, "load address: " + bias.error().message());
   }
   const PoolAddresses at = check.link_time.relocated(*bias);
+  // The pid may have been given to another process since the candidate was read: a pidfd
+  // opened before the start time is checked again names the candidate for good.
+  auto pidfd = std::make_shared<UniqueFd>(open_pidfd(pid));
+  if (!pidfd->valid()) {
+    const int error = errno;
+    if (error == ESRCH) return Outcome::kGone;
+    if (error != ENOSYS) {  // out of descriptors or memory: not this binary's fault
+      if (why) *why = "libuv thread pool not read: pidfd_open: " + errno_text(error);
+      std::lock_guard lock(mu_);
+      ++stats_.limit_exceeded;
+      return Outcome::kLimitExceeded;
+    }
+    pidfd.reset();  // read by pid alone: a pid reused before the exit event is not noticed
+  }
+  if (auto now = proc_.read(pid); !now.ok() || now->start_time != c.info.start_time) {
+    return Outcome::kGone;
+  }
 
   std::lock_guard lock(mu_);
   if (tracker_.size() >= max_processes_) {
@@ -97,7 +131,7 @@ PoolMonitor::Outcome PoolMonitor::consider(const Candidate& c, const ContainerLa
     log::info("reading the libuv thread pool of Node.js binary",
               {{"binary", c.info.exe}, {"build_id", info.build_id}});
   }
-  polled_.insert_or_assign(pid, Polled{at});
+  polled_.insert_or_assign(pid, Polled{.at = at, .pidfd = std::move(pidfd)});
   return Outcome::kTracked;
 }
 
@@ -146,6 +180,7 @@ void PoolMonitor::poll() {
     pid_t pid;
     uint64_t start_time;
     PoolAddresses at;
+    std::shared_ptr<const UniqueFd> pidfd;  // held open while the memory is read unlocked
   };
   struct Read {
     ReadResult result;
@@ -159,7 +194,7 @@ void PoolMonitor::poll() {
     targets.reserve(polled_.size());
     for (const auto& [pid, p] : polled_) {
       const auto* process = tracker_.find(pid);
-      if (process != nullptr) targets.push_back({pid, process->start_time, p.at});
+      if (process != nullptr) targets.push_back({pid, process->start_time, p.at, p.pidfd});
     }
   }
   std::vector<Read> reads;
@@ -167,8 +202,11 @@ void PoolMonitor::poll() {
   for (const Target& t : targets) {
     PidMemory memory(t.pid);
     const ReadResult r = read_pool(memory, t.at);
+    // Alive after the read, so alive during it: the memory was its own, not that of a process
+    // given its pid after it exited (whose pool may well sit at the same addresses).
     const bool gone =
-        !r.reading && r.failure == ReadFailure::kUnreadable && memory.last_errno() == ESRCH;
+        (t.pidfd && has_exited(t.pidfd->get())) ||
+        (!r.reading && r.failure == ReadFailure::kUnreadable && memory.last_errno() == ESRCH);
     reads.push_back({r, clock_.now_ns(), gone});
   }
   std::lock_guard lock(mu_);
@@ -179,8 +217,9 @@ void PoolMonitor::poll() {
     auto p = polled_.find(t.pid);
     // Released (or replaced by a new exec) while its memory was read: the reading is not its.
     if (process == nullptr || process->start_time != t.start_time || p == polled_.end()) continue;
+    if (r.gone) continue;
     if (!r.result.reading) {
-      if (!r.gone) stats_.failures[static_cast<size_t>(r.result.failure)]++;
+      stats_.failures[static_cast<size_t>(r.result.failure)]++;
       continue;
     }
     const PoolReading& now = *r.result.reading;

@@ -19,7 +19,9 @@
 //                          the same second count two seconds
 //
 // Bounds: at most `max_processes` processes are read per poll; one more is refused
-// (kLimitExceeded) and counted. Each reading's reads are bounded by pool_reader.h.
+// (kLimitExceeded) and counted. Each reading's reads are bounded by pool_reader.h. Each process
+// read holds a pidfd (at most `max_processes` descriptors): a reading taken once it has exited,
+// when its pid may already name another process, is dropped, never counted as its own.
 //
 // Thread-safety: every method may be called concurrently; poll() reads the processes' memory
 // without the lock (one poll at a time: the feature's thread).
@@ -30,6 +32,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -44,6 +47,7 @@
 #include "agent/runtime/process_tracker.h"
 #include "agent/symbols/probe_target_cache.h"
 #include "common/clock.h"
+#include "common/unique_fd.h"
 
 namespace sonde::agent::threadpool {
 
@@ -96,7 +100,7 @@ class PoolMonitor {
     uint64_t readings = 0;               // successful readings
     uint64_t walks_truncated = 0;        // readings whose queue walk stopped at kMaxQueueNodes
     std::array<uint64_t, 3> failures{};  // by ReadFailure; a process that exited is not one
-    uint64_t limit_exceeded = 0;         // processes refused at max_processes
+    uint64_t limit_exceeded = 0;  // processes refused at max_processes (or with no pidfd left)
   };
   Stats stats() const;
   size_t tracked() const;
@@ -109,6 +113,9 @@ class PoolMonitor {
   };
   struct Polled {
     PoolAddresses at;
+    // Names the process for good (null on kernels without pidfds): a reading taken after it
+    // exited, maybe from another process given its pid, is dropped.
+    std::shared_ptr<const UniqueFd> pidfd;
     uint64_t saturated_ns = 0;
     std::optional<PoolReading> last;
     uint64_t last_ns = 0;

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -412,6 +414,41 @@ TEST_F(PoolMonitorTest, AProcessThatExitsBetweenPollsIsNotAFailure) {
   EXPECT_EQ(stats.readings, 1u);
   for (uint64_t f : stats.failures) EXPECT_EQ(f, 0u);
   monitor_.sweep();
+  EXPECT_EQ(monitor_.tracked(), 0u);
+}
+
+// The pid of a process that exited, given to another process before the agent hears of the
+// exit: its memory must not be read as the old process's pool. Both run the same PIE with ASLR
+// off (setarch -R), so the newcomer's pool sits at the very addresses the monitor holds: only
+// the pidfd taken at consider() tells them apart. The kernel is asked for the old pid through
+// ns_last_pid (the next fork gets the pid after it); another fork on the machine may take it
+// first, then the test tries again.
+TEST_F(PoolMonitorTest, APidGivenToAnotherProcessIsNotReadAsTheOldOne) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to choose the next pid (ns_last_pid)";
+  const std::vector<std::string> argv = {"/usr/bin/setarch", "-R", SONDE_FAKE_POOL};
+  ASSERT_EQ(start(argv, "fake_pool"), PoolMonitor::Outcome::kTracked);
+  const std::string first_line = child_->last_line();
+  monitor_.poll();
+  ASSERT_EQ(monitor_.stats().readings, 1u);
+  const pid_t pid = child_->pid();
+  kill(pid, SIGKILL);
+  child_->wait();
+
+  std::unique_ptr<ChildProcess> newcomer;
+  for (int attempt = 0; attempt < 50 && !newcomer; ++attempt) {
+    std::ofstream("/proc/sys/kernel/ns_last_pid") << pid - 1;
+    auto c = std::make_unique<ChildProcess>(argv);
+    if (c->pid() == pid) newcomer = std::move(c);
+  }
+  ASSERT_TRUE(newcomer) << "pid " << pid << " was never given to the newcomer";
+  ASSERT_TRUE(newcomer->wait_for_line("ready", 10s));
+  ASSERT_EQ(newcomer->last_line(), first_line) << "its pool is not at the same address";
+
+  monitor_.poll();  // the exit event has not come
+  const auto stats = monitor_.stats();
+  EXPECT_EQ(stats.readings, 1u) << "the newcomer's pool was read as the exited process's";
+  for (uint64_t f : stats.failures) EXPECT_EQ(f, 0u);
+  monitor_.sweep();  // another start time under the pid: the old process is finished
   EXPECT_EQ(monitor_.tracked(), 0u);
 }
 
