@@ -7,7 +7,9 @@
 # Degraded condition), its binary's probes gone; the quiet one (one request per 200 ms of its
 # own CPU work) stays instrumented and counted. Raising the limit (a new generation) instruments
 # the chatty one again. Each client runs its own copy of the binary, so detaching one removes
-# its probes (probes are per file). Needs root (cgroups, BPF), helm and Go.
+# its probes (probes are per file). Then the same budget from a standalone config file
+# (limits.maxOverheadPercent: 1, the clients selected by container id): chatty detached, quiet
+# counted. Needs root (cgroups, BPF), helm and Go.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -128,4 +130,45 @@ for i in 1 2; do
 done
 [[ ! -s "$tmp/chatty.out" && ! -s "$tmp/quiet.out" ]] ||
   fail "a client reported an error: $(cat "$tmp/chatty.out" "$tmp/quiet.out")"
+
+echo "--- standalone: the config file's limits.maxOverheadPercent: 1"
+stop_agent
+if [[ -n "$op_pid" ]]; then kill "$op_pid" 2>/dev/null || true; wait "$op_pid" 2>/dev/null || true; op_pid=""; fi
+cat >"$tmp/standalone.yaml" <<YAML
+targets:
+  - containerId: "$chatty_id"
+  - containerId: "$quiet_id"
+instrumentations:
+  nodejsEventLoop: false
+  goTLS: true
+limits:
+  maxOverheadPercent: 1
+YAML
+port="$(free_port)"
+start_agent "$port" --config "$tmp/standalone.yaml"
+standalone_start=$SECONDS
+# Standalone labels a process in a container with its container id (docs/configuration.md).
+container_hits() {
+  curl -sf "http://127.0.0.1:$port/metrics" |
+    awk -v c="container=\"$1\"" '/^container_go_tls_probe_hits_total\{/ && index($0, c) { s += $2 } END { print s + 0 }'
+}
+exceeded() { [[ "$(agent_metric "$port" sonde_agent_gotls_overhead_exceeded_total)" == "$1" ]]; }
+wait_until 100 bash -c "curl -sf http://127.0.0.1:$port/metrics | grep -q '^sonde_agent_gotls_processes{.*container=\"$quiet_id\"'" ||
+  { tail -20 "$tmp/agent.log"; fail "standalone: quiet not instrumented"; }
+wait_until 600 exceeded 1 ||
+  { grep -i overhead "$tmp/agent.log" || true; fail "standalone: chatty not detached for its budget"; }
+grep -q 'Go TLS overhead budget exceeded' "$tmp/agent.log" || fail "standalone: no warning logged"
+echo "standalone: chatty detached after $((SECONDS - standalone_start)) s: $(grep -m1 'Go TLS overhead budget exceeded' "$tmp/agent.log" | cut -c1-300)"
+wait_until 100 bash -c "[[ \"\$(curl -sf http://127.0.0.1:$port/metrics | awk '/^sonde_agent_uprobe_attachments\\{feature=\"gotls\"\\}/ { print \$2 }')\" == 3 ]]" ||
+  fail "standalone: chatty's probes not detached: gotls attachments $(attachments), want 3"
+chatty_before="$(container_hits "$chatty_id")" quiet_before="$(container_hits "$quiet_id")"
+sleep 1.5
+[[ "$(container_hits "$chatty_id")" == "$chatty_before" ]] ||
+  fail "standalone: chatty still counted: $chatty_before -> $(container_hits "$chatty_id")"
+at_least "$(container_hits "$quiet_id")" "$((quiet_before + 6))" ||
+  fail "standalone: quiet no longer counted: $quiet_before -> $(container_hits "$quiet_id")"
+exceeded 1 || fail "standalone: quiet detached too: $(agent_metric "$port" sonde_agent_gotls_overhead_exceeded_total)"
+for i in 1 2; do
+  kill -0 "${pids[$i]}" || fail "client ${pids[$i]} died: $(cat "$tmp/chatty.out" "$tmp/quiet.out")"
+done
 echo "gotls_overhead: ok after $((SECONDS - start)) s"
