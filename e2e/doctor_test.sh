@@ -7,6 +7,10 @@ agent="$SONDE_BIN/sonde-agent"
 
 out="$("$agent" doctor)" || fail "doctor failed on this machine:"$'\n'"$out"
 expect_contains "$out" "The agent can run on this node." "doctor table"
+# The features' own checks, which the composition root hands the doctor.
+expect_contains "$out" "event-loop wait hook" "doctor table: the Node.js feature's check"
+expect_contains "$out" "Go TLS HTTP/2 streams" "doctor table: the Go TLS feature's checks"
+expect_contains "$out" "uprobe register writes" "doctor table: the Go TLS feature's checks"
 json="$("$agent" doctor --json)"
 [[ "$(jq -r .ok <<<"$json")" == true ]] || fail "doctor --json ok != true: $json"
 [[ "$(jq -r '[.checks[] | select(.status == "fail")] | length' <<<"$json")" == 0 ]] ||

@@ -27,13 +27,11 @@ DEBT = {
     "nodejs": {
         "agent/assembly/agent_parts.h": "the wait source and stall sink in FeatureOptions",
         "agent/assembly/agent_flags.h": "--nodejs-wait-source",
-        "agent/doctor/doctor.cpp": "the node's wait hook and probe checks",
         "agent/cluster/stall_events.h": "stalls posted as pod Events",
         "agent/cluster/node_report.cpp": "nodejsProcesses in the node report",
         "agent/stacks/sampler.cpp": "the loops map's layout, to mark samples inside a loop turn",
     },
     "gotls": {
-        "agent/doctor/doctor.cpp": "the Go TLS probe checks",
         "agent/doctor/doctor_command.cpp": "the Go TLS plan of a binary",
         "agent/cluster/policy_selector.cpp": "its parameters from a policy's limits (GoTlsParams)",
         "agent/standalone/standalone.cpp": "its parameters from the config's limits (GoTlsParams)",

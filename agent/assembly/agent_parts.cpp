@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "agent/cpu/cpu_feature.h"
+#include "agent/gotls/gotls_doctor.h"
 #include "agent/gotls/gotls_feature.h"
+#include "agent/nodejs/nodejs_doctor.h"
 #include "agent/nodejs/nodejs_feature.h"
 #include "agent/nodejs_threadpool/nodejs_threadpool_feature.h"
 #include "agent/procevents/process_events.h"
@@ -58,6 +60,10 @@ PartsFactory agent_parts(FeatureOptions options) {
     }
     return parts;
   };
+}
+
+std::vector<NodeChecks> feature_node_checks() {
+  return {nodejs_node_checks, gotls_node_checks};
 }
 
 }  // namespace sonde::agent

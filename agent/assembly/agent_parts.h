@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "agent/cpu/cpu_params.h"
 #include "agent/nodejs/loop_probes.h"
@@ -12,6 +13,7 @@
 #include "agent/nodejs/stall_ring.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/fd_budget.h"
+#include "agent/runtime/node_check.h"
 #include "agent/stacks/sampler.h"
 #include "common/instrumentation.h"
 
@@ -52,5 +54,9 @@ struct FeatureOptions {
 // What AgentRuntime::start() builds the agent from: the kernel's process events and the
 // features `options` load, in start order.
 PartsFactory agent_parts(FeatureOptions options);
+
+// The features' own checks for `sonde-agent doctor` (DoctorOptions::feature_checks), in start
+// order: a feature with node checks of its own adds its function here.
+std::vector<NodeChecks> feature_node_checks();
 
 }  // namespace sonde::agent

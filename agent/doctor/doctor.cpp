@@ -21,13 +21,10 @@
 #include <sstream>
 
 #include "agent/discovery/proc_reader.h"
-#include "agent/gotls/tls_probes.h"
 #include "agent/kernel/bpf_helpers.h"
 #include "agent/kernel/process_cgroups.h"
 #include "agent/kernel/uprobe_cost.h"
 #include "agent/kernel/uprobe_links.h"
-#include "agent/nodejs/libc_wait_hooks.h"
-#include "agent/nodejs/loop_probes.h"
 #include "agent/procevents/process_events.h"
 #include "agent/v8/v8_layout.h"
 #include "common/dotted_version.h"
@@ -419,73 +416,6 @@ Check js_frames_check(const DoctorOptions& o) {
   return c;
 }
 
-// Loads the Node.js wait hooks the way the agent will (--wait-source auto) and reports which
-// one the kernel took and what it costs processes the agent does not select. Where that is the
-// per-process C library uprobes (no BPF trampolines), it also attaches them to this process
-// alone: the attach, not the load, is what needs the uprobe privilege.
-Check event_loop_hook_check() {
-  using Source = LoopProbes::WaitSource;
-  Check c{.name = "event-loop wait hook"};
-  auto probes = LoopProbes::load(Source::kAuto);
-  if (!probes.ok()) {
-    c.verdict = Verdict::kFail;
-    c.detail = probes.error().message();
-    c.fix = "fix the failures above; Node.js event-loop metrics need this hook";
-    return c;
-  }
-  const Source source = (*probes)->source();
-  c.detail = std::string((*probes)->wait_source()) +
-             "; cost to processes not selected: " + LoopProbes::wait_source_cost(source);
-  if (source == Source::kLibcUprobes) {
-    symbols::ProbeTargetCache cache(4);
-    LibcWaitHooks hooks(**probes, cache);
-    auto hooked = hooks.hook(getpid(), 0);
-    if (!hooked.ok()) {
-      c.verdict = Verdict::kFail;
-      c.detail += "; attaching to this process failed: " + hooked.error().message();
-      c.fix =
-          "no BPF trampolines here, so each selected Node.js process's C library is probed: give "
-          "the agent uprobes (CAP_SYS_ADMIN; the chart's agent.uprobes: true), or accept a tax "
-          "on every system call of the node with --wait-source epoll-tracepoints";
-      return c;
-    }
-    c.detail += " (no BPF trampolines here; attached to " + hooked->library + " for this process)";
-    hooks.unhook(getpid());
-  }
-  return c;
-}
-
-// Whether --go-tls-perform-ret could take effect here. Informational either way: the feature is
-// opt-in, and single-stepped RET probes work on every kernel.
-Check register_writes_check() {
-  Check c{.name = "uprobe register writes"};
-  Status allowed = kernel_allows_uprobe_register_writes();
-  c.detail = allowed.ok()
-                 ? "allowed: --go-tls-perform-ret (chart: agent.goTls.performRet) would let Go TLS "
-                   "RET probes perform the ret; off by default, never tested on a kernel that "
-                   "allows it"
-                 : "refused (" + allowed.error().message() +
-                       "): Go TLS RET probes are single-stepped, --go-tls-perform-ret has no "
-                       "effect";
-  return c;
-}
-
-// Whether Go TLS follows HTTP/2 framing here (its walk needs bpf_loop, Linux 5.17+). A warning
-// otherwise: HTTP/1.x and HTTP/2 connection counts work, HTTP/2 streams are not counted.
-Check http2_framing_check() {
-  Check c{.name = "Go TLS HTTP/2 streams"};
-  if (TlsProbes::kernel_has_bpf_loop()) {
-    c.detail = "counted: the kernel offers bpf_loop to uprobe programs";
-  } else {
-    c.verdict = Check::Verdict::kWarn;
-    c.detail =
-        "not counted: no bpf_loop for uprobe programs (Linux 5.17+); HTTP/1.x requests "
-        "and HTTP/2 connections are";
-    c.fix = "a kernel 5.17 or later counts HTTP/2 and gRPC requests";
-  }
-  return c;
-}
-
 // Which uprobe links Go TLS uses here: what each instrumented binary costs in descriptors.
 // Informational: single links work everywhere, at 2 descriptors per probe site.
 Check uprobe_links_check() {
@@ -640,11 +570,11 @@ std::vector<Check> run_doctor(const DoctorOptions& o) {
     checks.push_back(uprobe_creation_check(o));
     checks.push_back(process_events_check());
     checks.push_back(process_cgroup_check());
-    checks.push_back(event_loop_hook_check());
-    checks.push_back(register_writes_check());
     checks.push_back(uprobe_links_check());
     checks.push_back(uprobe_cost_check());
-    checks.push_back(http2_framing_check());
+    for (const NodeChecks& feature : o.feature_checks) {
+      for (Check& c : feature()) checks.push_back(std::move(c));
+    }
     libbpf_set_print(previous);
   }
   return checks;

@@ -12,21 +12,18 @@
 #include <string_view>
 #include <vector>
 
-namespace sonde::agent {
+#include "agent/runtime/node_check.h"
 
-struct Check {
-  enum class Verdict { kPass, kWarn, kFail };
-  std::string name;
-  Verdict verdict = Verdict::kPass;
-  std::string detail;  // what was seen
-  std::string fix;     // what to do, for kWarn and kFail
-};
+namespace sonde::agent {
 
 struct DoctorOptions {
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
   // Load probe programs into the running kernel (prog/map types, the process-event program).
   bool probe_kernel = true;
+  // The features' own checks (agent/assembly/agent_parts.h: feature_node_checks()), run after
+  // the kernel probes, in this order; only with probe_kernel.
+  std::vector<NodeChecks> feature_checks;
 };
 
 struct KernelVersion {

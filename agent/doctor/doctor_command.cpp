@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/assembly/agent_parts.h"
 #include "agent/commands.h"
 #include "agent/doctor/doctor.h"
 #include "agent/gotls/go_tls_plan.h"
@@ -122,6 +123,7 @@ int doctor_main(int argc, char** argv) {
   if (auto exit_code = cli::parse(app, argc, argv)) return *exit_code;
   if (!binaries.empty()) return binaries_main(binaries, json);
   options.probe_kernel = !no_kernel_probes;
+  options.feature_checks = feature_node_checks();
   auto checks = run_doctor(options);
   if (json) {
     (void)std::printf("%s\n", to_json(checks).dump(2).c_str());
