@@ -440,10 +440,10 @@ void GoTlsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   add_sample(h2_live, {{"kind", "connections"}}, static_cast<double>(tracker.connections()));
   add_sample(h2_live, {{"kind", "bytes"}}, static_cast<double>(tracker.memory()));
   for (auto* f :
-       {&requests, &over_share, &hits,         &probe_cpu,   &http2,     &durations, &read,
-        &written,  &processes,  &binaries,     &full,        &discarded, &filter,    &attachments,
-        &attaches, &by_policy,  &instrumented, &left_out,    &hit_cost,  &detaches,  &evicted,
-        &unseen,   &h2_conns,   &h2_live,      &attach_delay}) {
+       {&requests,    &over_share, &hits,      &probe_cpu,    &http2,       &durations, &read,
+        &written,     &processes,  &binaries,  &full,         &idle,        &discarded, &filter,
+        &attachments, &attaches,   &by_policy, &instrumented, &left_out,    &hit_cost,  &detaches,
+        &evicted,     &unseen,     &h2_conns,  &h2_live,      &attach_delay}) {
     out.push_back(std::move(*f));
   }
 }
