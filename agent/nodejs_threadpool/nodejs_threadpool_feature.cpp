@@ -137,7 +137,8 @@ void NodejsThreadPoolFeature::collect(std::vector<prometheus::MetricFamily>& out
   out.push_back(std::move(truncated));
   auto refused = counter_family("sonde_agent_nodejs_threadpool_limit_exceeded_total",
                                 "Node.js processes whose thread pool is not read because the "
-                                "node's bound of processes read was reached.");
+                                "node's bound of processes read was reached, or no descriptor "
+                                "was left for the process's pidfd.");
   add_sample(refused, {}, static_cast<double>(stats.limit_exceeded));
   out.push_back(std::move(refused));
   auto poll_seconds = counter_family("sonde_agent_nodejs_threadpool_poll_seconds_total",
