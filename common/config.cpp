@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <nlohmann/json.hpp>
@@ -167,10 +168,14 @@ Result<AgentConfig> parse_root(const YAML::Node& root) {
     if (auto pct = l.child("maxOverheadPercent"); pct && !pct.IsNull()) {
       ASSIGN_OR_RETURN(cfg.max_overhead_percent,
                        parse_max_overhead_percent(to_json(pct), "limits.maxOverheadPercent"));
-      if (!cfg.instrumentations[Instrumentation::kGoTls]) {
-        return Error(
-            "limits.maxOverheadPercent: budgets Go TLS probes, which the config does not "
-            "enable (instrumentations.goTLS)");
+      const bool taken = std::ranges::any_of(instrumentation_kinds(), [&cfg](const auto& kind) {
+        return (kind.limits & LimitKey::kMaxOverheadPercent) != 0 &&
+               cfg.instrumentations[kind.id].has_value();
+      });
+      if (!taken) {
+        return Error("limits.maxOverheadPercent: budgets the probes of instrumentations " +
+                     kinds_taking(LimitKey::kMaxOverheadPercent) +
+                     ", which the config does not enable");
       }
     }
   }

@@ -129,6 +129,24 @@ bool any_requested(const Instrumentations& requested) {
                      [](const InstrumentationParams& p) { return p.has_value(); });
 }
 
+Instrumentations with_limits(Instrumentations requested, const Asker& asker) {
+  for (const auto& kind : instrumentation_kinds()) {
+    auto& params = requested[kind.id];
+    if (params && kind.limit != nullptr) params = kind.limit(params, asker);
+  }
+  return requested;
+}
+
+std::string kinds_taking(uint8_t key) {
+  std::string out;
+  for (const auto& kind : instrumentation_kinds()) {
+    if ((kind.limits & key) == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += kind.key;
+  }
+  return out;
+}
+
 Result<double> parse_max_overhead_percent(const nlohmann::json& value, const std::string& path) {
   if (!value.is_number()) return Error(path + ": must be a number");
   const double v = value.get<double>();

@@ -104,6 +104,22 @@ using Instrumentations = PerInstrumentation<InstrumentationParams>;
 // `true`/`false` and keys only an agent on its own needs (a Pyroscope push).
 enum class ParamsSource { kPolicy, kConfig };
 
+// Who asks for kinds, with the limits its spec sets: a policy (its spec.limits) or the standalone
+// config (its limits). A kind whose fragment lists some of them (`limits:`) takes them into its
+// parameters (with_limits()): its own object under instrumentations does not hold them.
+struct Asker {
+  std::string name;  // a policy as sonde_policy_selection names it ("shop/web"); "config"
+  std::optional<int64_t> generation;            // the policy's metadata.generation
+  std::optional<int64_t> max_uprobes_per_node;  // spec.limits.maxUprobesPerNode (policies)
+  std::optional<double> max_overhead_percent;   // limits.maxOverheadPercent
+};
+
+// The limits a kind may take, as bits (InstrumentationKind::limits).
+struct LimitKey {
+  static constexpr uint8_t kMaxUprobesPerNode = 1U << 0U;
+  static constexpr uint8_t kMaxOverheadPercent = 1U << 1U;
+};
+
 struct InstrumentationKind {
   Instrumentation id;
   std::string_view key;   // in policies and the config: "nodejsEventLoop"
@@ -115,6 +131,9 @@ struct InstrumentationKind {
                                          const std::string& path);
   // What a process gets when two policies ask for the kind with `a` and `b`.
   InstrumentationParams (*merge)(const InstrumentationParams& a, const InstrumentationParams& b);
+  uint8_t limits;  // the LimitKey bits of the limits it takes, 0 for none
+  // `asked` (requested) with the limits of `asker` it takes; nullptr when it takes none.
+  InstrumentationParams (*limit)(const InstrumentationParams& asked, const Asker& asker);
 };
 
 // Every kind, in its fragment's `order`.
@@ -148,11 +167,16 @@ Instrumentations config_defaults();
 InstrumentationParams default_params(Instrumentation kind);
 // Whether any kind is requested.
 bool any_requested(const Instrumentations& requested);
+// What `asker` asks for: `requested` with each kind's parameters given the asker's limits the
+// kind takes.
+Instrumentations with_limits(Instrumentations requested, const Asker& asker);
+// The keys of the kinds that take the limit `key` (LimitKey), for messages: "goTLS".
+std::string kinds_taking(uint8_t key);
 
-// Go TLS's overhead budget, limits.maxOverheadPercent of a policy or of the config: the estimated
-// CPU its probes add to a container, in percent of the container's own CPU time, above which the
-// agent detaches the container's probes. `value` must be a number in kMinOverheadPercent..100;
-// `path` (the key's) prefixes the error.
+// An overhead budget, limits.maxOverheadPercent of a policy or of the config: the estimated CPU
+// the probes of the kinds that take it add to a container, in percent of the container's own CPU
+// time, above which the agent detaches the container's probes. `value` must be a number in
+// kMinOverheadPercent..100; `path` (the key's) prefixes the error.
 inline constexpr double kMinOverheadPercent = 0.01;
 Result<double> parse_max_overhead_percent(const nlohmann::json& value, const std::string& path);
 

@@ -33,9 +33,6 @@ DEBT = {
     },
     "gotls": {
         "agent/doctor/doctor_command.cpp": "the Go TLS plan of a binary",
-        "agent/cluster/policy_selector.cpp": "its parameters from a policy's limits (GoTlsParams)",
-        "agent/standalone/standalone.cpp": "its parameters from the config's limits (GoTlsParams)",
-        "common/config.cpp": "limits.maxOverheadPercent asks for goTLS",
     },
 }
 

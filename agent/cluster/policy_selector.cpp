@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "agent/gotls/gotls_params.h"
 #include "common/json_fields.h"
 #include "common/log.h"
 
@@ -355,13 +354,13 @@ const PolicySelector::Plan& PolicySelector::plan_locked() {
       // "clusterprofilingpolicy/web".
       const std::string name = cluster ? "clusterprofilingpolicy/" + policy.id.name
                                        : policy.id.ns + "/" + policy.id.name;
-      Instrumentations asked = st.instrumentations;
-      // Go TLS takes its parameters from the policy's limits, which its own object does not hold.
-      if (auto& go_tls = asked[Instrumentation::kGoTls]) {
-        const crd::PolicyLimits& limits = policy.spec->limits;
-        go_tls = InstrumentationParams::make(GoTlsParams::for_policy(
-            name, policy.id.generation, limits.max_uprobes_per_node, limits.max_overhead_percent));
-      }
+      // Kinds that take the policy's limits (Go TLS) hold them in their parameters.
+      const crd::PolicyLimits& limits = policy.spec->limits;
+      const Instrumentations asked = with_limits(
+          st.instrumentations, Asker{.name = name,
+                                     .generation = policy.id.generation,
+                                     .max_uprobes_per_node = limits.max_uprobes_per_node,
+                                     .max_overhead_percent = limits.max_overhead_percent});
       for (const auto& c : st.containers) {
         if (c.container_id.empty()) continue;
         Selection& sel = plan.by_container_id[c.container_id];

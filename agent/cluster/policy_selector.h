@@ -11,7 +11,7 @@
 // selected by several policies, of either kind, gets every instrumentation any of them asks
 // for (the highest CPU frequency) and counts in each one's report entry; the Go TLS feature
 // holds it to the limits.maxUprobesPerNode of each policy asking Go TLS of it
-// (GoTlsParams::uprobe_limits). A suspended policy,
+// (the limits its parameters take, with_limits()). A suspended policy,
 // or one whose spec crd::parse_policy_spec() rejects, selects nothing.
 //
 // Policies are known by namespace/name, cluster policies by name (one object at a time has a

@@ -5,24 +5,6 @@
 
 namespace sonde {
 
-GoTlsParams GoTlsParams::for_policy(const std::string& name, int64_t generation,
-                                    int64_t max_uprobes_per_node,
-                                    std::optional<double> max_overhead_percent) {
-  GoTlsParams p;
-  p.uprobe_limits[name] = max_uprobes_per_node;
-  if (max_overhead_percent) {
-    p.overhead_budget =
-        OverheadBudget{*max_overhead_percent, name + "@" + std::to_string(generation)};
-  }
-  return p;
-}
-
-GoTlsParams GoTlsParams::for_config(std::optional<double> max_overhead_percent) {
-  GoTlsParams p;
-  if (max_overhead_percent) p.overhead_budget = OverheadBudget{*max_overhead_percent, "config"};
-  return p;
-}
-
 void GoTlsParams::write_json(nlohmann::json& out) const {
   out = nlohmann::json::object();
 }
@@ -51,6 +33,17 @@ InstrumentationParams merge_go_tls(const InstrumentationParams& a, const Instrum
     }
   }
   return InstrumentationParams::make(std::move(out));
+}
+
+InstrumentationParams limit_go_tls(const InstrumentationParams& asked, const Asker& asker) {
+  GoTlsParams p = asked.as<GoTlsParams>();
+  if (asker.max_uprobes_per_node) p.uprobe_limits[asker.name] = *asker.max_uprobes_per_node;
+  if (asker.max_overhead_percent) {
+    p.overhead_budget = OverheadBudget{
+        *asker.max_overhead_percent,
+        asker.generation ? asker.name + "@" + std::to_string(*asker.generation) : asker.name};
+  }
+  return InstrumentationParams::make(std::move(p));
 }
 
 }  // namespace kinds

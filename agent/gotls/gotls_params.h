@@ -1,10 +1,10 @@
 // The Go TLS kind's parameters (spec.instrumentations.goTLS, the config's
 // instrumentations.goTLS). Its own object has no keys: what it takes comes from whoever asks, a
 // policy's spec.limits (maxUprobesPerNode, maxOverheadPercent) or the config's
-// limits.maxOverheadPercent, which the selector puts in (for_policy(), for_config()) before the
-// policies asking one container are merged here. Read back by the feature
-// (InstrumentationParams::as<GoTlsParams>()). Compiled into sonde_common, which the operator
-// links too, so this folder's parameters need nothing else of the agent.
+// limits.maxOverheadPercent (goTLS.crd.yaml's `limits`), which with_limits() puts in
+// (kinds::limit_go_tls) before the policies asking one container are merged here. Read back by
+// the feature (InstrumentationParams::as<GoTlsParams>()). Compiled into sonde_common, which the
+// operator links too, so this folder's parameters need nothing else of the agent.
 #pragma once
 
 #include <cstdint>
@@ -36,13 +36,6 @@ struct GoTlsParams {
   // Set when a policy asking Go TLS of the process, or the config, has limits.maxOverheadPercent.
   std::optional<OverheadBudget> overhead_budget;
 
-  // What the policy `name` at `generation` asks with its limits.
-  static GoTlsParams for_policy(const std::string& name, int64_t generation,
-                                int64_t max_uprobes_per_node,
-                                std::optional<double> max_overhead_percent);
-  // What the standalone config asks with its limits (it does not change while the agent runs).
-  static GoTlsParams for_config(std::optional<double> max_overhead_percent);
-
   // The policy form, {}: the limits are the policy's, not this object's.
   void write_json(nlohmann::json& out) const;
   bool operator==(const GoTlsParams&) const = default;
@@ -55,6 +48,9 @@ Result<InstrumentationParams> parse_go_tls(const nlohmann::json& value, ParamsSo
 // Two policies asking one process: each one's uprobe limit, and the stricter budget, under an
 // epoch naming both.
 InstrumentationParams merge_go_tls(const InstrumentationParams& a, const InstrumentationParams& b);
+// What `asker` asks with its limits: its maxUprobesPerNode (a policy's) under its name, its
+// maxOverheadPercent as a budget whose epoch names it and its generation ("shop/web@7", "config").
+InstrumentationParams limit_go_tls(const InstrumentationParams& asked, const Asker& asker);
 }  // namespace kinds
 
 }  // namespace sonde

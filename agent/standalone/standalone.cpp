@@ -11,7 +11,6 @@
 #include "agent/assembly/agent_parts.h"
 #include "agent/cpu/cpu_params.h"
 #include "agent/doctor/doctor.h"
-#include "agent/gotls/gotls_params.h"
 #include "agent/runtime/agent_runtime.h"
 #include "common/cli.h"
 #include "common/config.h"
@@ -52,14 +51,14 @@ bool selected_by(const AgentConfig& cfg, const ProcessInfo& p) {
 // name (there are no pods).
 class ConfigSelector : public Selector {
  public:
-  explicit ConfigSelector(const AgentConfig& cfg) : cfg_(cfg), asked_(cfg.instrumentations) {
-    // Go TLS takes its overhead budget from the config's limits, which its own key does not
-    // hold. The config does not change while the agent runs: a detached container stays
-    // detached until a restart.
-    if (auto& go_tls = asked_[Instrumentation::kGoTls]) {
-      go_tls = InstrumentationParams::make(GoTlsParams::for_config(cfg.max_overhead_percent));
-    }
-  }
+  // Kinds that take the config's limits (Go TLS's overhead budget) hold them in their
+  // parameters. The config does not change while the agent runs: a container detached for its
+  // budget stays detached until a restart.
+  explicit ConfigSelector(const AgentConfig& cfg)
+      : cfg_(cfg),
+        asked_(with_limits(
+            cfg.instrumentations,
+            Asker{.name = "config", .max_overhead_percent = cfg.max_overhead_percent})) {}
   std::optional<Selection> select(const ProcessInfo& p) override {
     if (!selected_by(cfg_, p)) return std::nullopt;
     return Selection{

@@ -188,8 +188,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "f.yaml: limits.maxOverheadPercent: must be a number"},
         BadCase{"limits: {maxTargets: 3}", "f.yaml: limits.maxTargets: unknown key"},
         BadCase{"instrumentations: {goTLS: false}\nlimits: {maxOverheadPercent: 1}",
-                "f.yaml: limits.maxOverheadPercent: budgets Go TLS probes, which the config does "
-                "not enable (instrumentations.goTLS)"}));
+                "f.yaml: limits.maxOverheadPercent: budgets the probes of instrumentations "
+                "goTLS, which the config does not enable"}));
 
 TEST(Config, InvalidYamlIsAnError) {
   auto cfg = parse_agent_config("a: [1, 2", "f.yaml");

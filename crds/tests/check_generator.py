@@ -19,8 +19,11 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 # Every kind's fragment, as the generator finds them: a new kind needs no edit here.
 FRAGMENTS = sorted(os.path.relpath(p, ROOT)
                    for p in glob.glob(os.path.join(ROOT, "agent", "*", "*.crd.yaml")))
+# The kinds' own parsers: the generator declares those it finds.
+PARSERS = sorted(os.path.relpath(p, ROOT)
+                 for p in glob.glob(os.path.join(ROOT, "agent", "*", "*_params.cpp")))
 COPIED = ["scripts/gen-crds.py", "crds", "charts/sonde/crds", "common/kube/testing/crd_schema.py",
-          "common/kube/testing/generated_rules.py"] + FRAGMENTS
+          "common/kube/testing/generated_rules.py"] + FRAGMENTS + PARSERS
 
 
 def kinds_in_order():
@@ -145,10 +148,23 @@ def main():
                "inline constexpr size_t kInstrumentationCount = %d;" % (len(kinds) + 1) in kinds_h,
                "the enum has the new kind")
         expect('{Instrumentation::kPythonAsyncio, "pythonAsyncio", "python", false, parse_switch, '
-               'merge_first}' in registry, "the registry has it, with no parameters to parse")
+               'merge_first, 0, nullptr}' in registry, "the registry has it, with no parameters to parse")
         expect('inline constexpr IntegerField kFrequencyHz{"frequencyHz", 1, 999, 19};' in kinds_h
                and "kinds::parse_cpu, kinds::merge_cpu" in registry,
                "a kind with parameters: its bounds from its schema, its own parser")
+        expect("kinds::merge_go_tls, LimitKey::kMaxOverheadPercent | LimitKey::kMaxUprobesPerNode, "
+               "kinds::limit_go_tls}" in registry and "merge_first, 0, nullptr}" in registry,
+               "a kind that takes limits: which ones, and its own limit function")
+        edit(python, "configDefault: false\n", "configDefault: false\nlimits: [maxTargets]\n")
+        r = gen(tree, "--cpp", cpp)
+        expect(r.returncode == 1 and "optionally `limits` (a list of maxOverheadPercent, "
+               "maxUprobesPerNode)" in r.stderr, "a limit no kind can take: refused")
+        edit(python, "limits: [maxTargets]", "limits: [maxOverheadPercent]")
+        r = gen(tree, "--cpp", cpp)
+        expect(r.returncode == 1 and "a kind that takes limits puts them in its parameters: it "
+               "needs a *_params.cpp (kinds::limit_python_asyncio)" in r.stderr,
+               "a kind taking limits without a parser of its own: refused")
+        edit(python, "limits: [maxOverheadPercent]\n", "")
         edit(python, "  type: object\n", "  type: object\n  properties:\n    depth:\n"
              "      type: integer\n      minimum: 1\n")
         r = gen(tree, "--cpp", cpp)
