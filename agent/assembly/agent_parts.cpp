@@ -29,8 +29,6 @@ PartsFactory agent_parts(FeatureOptions options) {
                                            options.nodejs_metrics,
                                            {.binaries = binaries, .on_stall = options.on_stall}));
       nodejs = f.get();
-      parts.wait_source = nodejs->wait_source();
-      parts.wait_source_cost = nodejs->wait_source_cost();
       parts.features.push_back(std::move(f));
     }
     if (options.load[Instrumentation::kGoTls]) {
@@ -58,6 +56,9 @@ PartsFactory agent_parts(FeatureOptions options) {
       parts.features.push_back(
           std::make_unique<NodejsThreadPoolFeature>(s.cache, s.proc, grace_ns, s.node));
     }
+    // sonde_agent_info: the event-loop wait hook and its cost to processes not selected.
+    parts.info_labels = {{"wait_source", nodejs ? nodejs->wait_source() : "none"},
+                         {"unselected_cost", nodejs ? nodejs->wait_source_cost() : "none"}};
     return parts;
   };
 }

@@ -17,6 +17,9 @@ Result<std::unique_ptr<NodejsFeature>> NodejsFeature::load(LoopProbes::WaitSourc
   // Only the OpenTelemetry set needs idle time and the simulated timer in the kernel.
   ASSIGN_OR_RETURN(auto probes,
                    LoopProbes::load(source, std::nullopt, metrics != NodejsMetrics::kSonde));
+  log::info("event-loop waits measured",
+            {{"wait_source", probes->wait_source()},
+             {"unselected_cost", LoopProbes::wait_source_cost_class(probes->source())}});
   return std::unique_ptr<NodejsFeature>(new NodejsFeature(
       std::move(probes), cache, proc, grace_ns, std::move(node), metrics, std::move(stalls)));
 }

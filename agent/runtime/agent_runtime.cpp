@@ -102,9 +102,8 @@ struct AgentRuntime::Impl {
   std::deque<ProcessEvent> pending;
   std::unique_ptr<ProcessEvents> events;
   std::vector<std::unique_ptr<Feature>> features;  // in the order they started
-  std::string wait_source;
-  std::string wait_source_cost;
-  std::vector<std::string> all_names;  // every feature's symbols, resolved in one parse
+  LabelPairs info_labels;                          // RuntimeParts::info_labels, after `version`
+  std::vector<std::string> all_names;              // every feature's symbols, resolved in one parse
   std::atomic<bool> reselect_requested{false};
   mutable std::mutex outcomes_mu;
   std::map<pid_t, ProcessOutcome> outcomes;  // selected processes
@@ -162,8 +161,8 @@ Status AgentRuntime::Impl::start(const PartsFactory& build) {
                           .node = node}));
   events = std::move(parts.events);
   features = std::move(parts.features);
-  wait_source = std::move(parts.wait_source);
-  wait_source_cost = std::move(parts.wait_source_cost);
+  info_labels = {{"version", kVersion}};
+  info_labels.insert(info_labels.end(), parts.info_labels.begin(), parts.info_labels.end());
   for (const auto& f : features) {
     const auto& more = f->symbol_names();
     all_names.insert(all_names.end(), more.begin(), more.end());
@@ -440,9 +439,7 @@ Status AgentRuntime::Impl::run(const StopSignals& stop) {
                                     {"metrics", options.metrics_address},
                                     {"port", server->port()},
                                     {"tls", !options.tls_cert_file.empty()},
-                                    {"features", static_cast<uint64_t>(features.size())},
-                                    {"wait_source", wait_source},
-                                    {"unselected_cost", wait_source_cost}});
+                                    {"features", static_cast<uint64_t>(features.size())}});
   for (const auto& f : features) {
     log::info("feature running",
               {{"feature", f->name()}, {"processes", static_cast<uint64_t>(f->tracked())}});
@@ -525,11 +522,7 @@ void AgentRuntime::Impl::add_collector() {
     auto info = gauge_family("sonde_agent_info",
                              "Agent version, the event-loop wait hook, and what that hook costs "
                              "processes the agent does not select (none, every-syscall).");
-    add_sample(info,
-               {{"version", kVersion},
-                {"wait_source", wait_source},
-                {"unselected_cost", wait_source_cost}},
-               1);
+    add_sample(info, info_labels, 1);
     for (auto* f : {&entries, &dropped, &rss, &info}) out.push_back(std::move(*f));
     return out;
   });

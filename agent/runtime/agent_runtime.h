@@ -81,9 +81,9 @@ struct RuntimeOptions {
 struct RuntimeParts {
   std::unique_ptr<ProcessEvents> events;
   std::vector<std::unique_ptr<Feature>> features;  // in start order; destroyed in reverse
-  std::string wait_source = "none";  // the Node.js wait hook, for logs and sonde_agent_info
-  // What that hook costs processes the agent does not select: "none" or "every-syscall".
-  std::string wait_source_cost = "none";
+  // Labels of sonde_agent_info beside `version`: what the features chose when they loaded (the
+  // composition root names them; e.g. the Node.js wait hook and what it costs other processes).
+  LabelPairs info_labels;
 };
 
 // What building the parts may use; each reference outlives the parts.

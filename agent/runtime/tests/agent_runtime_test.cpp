@@ -27,6 +27,7 @@
 #include "agent/tests/child_process.h"
 #include "agent/tests/http_get.h"
 #include "common/testing/manual_clock.h"
+#include "common/version.h"
 
 namespace sonde::agent {
 namespace {
@@ -290,7 +291,7 @@ class AgentRuntimeTest : public ::testing::Test {
           add("a", Instrumentation::kNodejsEventLoop, true);
           add("b", Instrumentation::kGoTls, true);
           add("c", Instrumentation::kCpu, false);
-          parts.wait_source = "fake-hook";
+          parts.info_labels = {{"wait_source", "fake-hook"}};
           return parts;
         },
         clock_);
@@ -721,7 +722,10 @@ TEST_F(AgentRuntimeTest, MetricsHoldEveryFeaturesFamiliesAndTheRuntimesOwn) {
   EXPECT_NE(r.body.find("\nfake_b_tracked 0\n"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("\nfake_c_tracked 1\n"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("\nsonde_agent_process_events_dropped_total 2\n"), std::string::npos);
-  EXPECT_NE(r.body.find("wait_source=\"fake-hook\""), std::string::npos);
+  EXPECT_NE(r.body.find("\nsonde_agent_info{version=\"" + std::string(kVersion) +
+                        "\",wait_source=\"fake-hook\"} 1\n"),
+            std::string::npos)
+      << r.body;
   // Every feature's symbols are resolved in one parse of the executable.
   EXPECT_NE(r.body.find("\nsonde_agent_symbol_cache_parses_total 1\n"), std::string::npos)
       << r.body;
