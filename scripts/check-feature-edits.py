@@ -19,14 +19,8 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 ALLOWED = {"agent/assembly/agent_parts.cpp"}  # the one registration line (a load block)
 
 DEBT = {
-    "cpu": {
-        "agent/assembly/agent_parts.h": "the CPU sampler's options in FeatureOptions",
-        "agent/standalone/standalone.cpp": "the config's Pyroscope push",
-        "agent/cluster/cluster_main.cpp": "the Pyroscope push flags",
-    },
     "nodejs": {
-        "agent/assembly/agent_parts.h": "the wait source and stall sink in FeatureOptions",
-        "agent/assembly/agent_flags.h": "--nodejs-wait-source",
+        "agent/assembly/agent_parts.h": "the stall sink cluster mode hands the feature",
         "agent/cluster/stall_events.h": "stalls posted as pod Events",
         "agent/cluster/node_report.cpp": "nodejsProcesses in the node report",
         "agent/stacks/sampler.cpp": "the loops map's layout, to mark samples inside a loop turn",

@@ -15,7 +15,6 @@
 #include "agent/cluster/route_access.h"
 #include "agent/cluster/selection_metrics.h"
 #include "agent/cluster/stall_events.h"
-#include "agent/cpu/cpu_params.h"
 #include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/health.h"
@@ -49,7 +48,6 @@ struct Args {
   std::string ns;
   std::string watch_namespace;
   AgentFlags agent;
-  PyroscopeConfig pyroscope;
   std::string token_audience = "sonde";
   bool metrics_authorization = false;
 };
@@ -108,18 +106,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
                  "scoped, and no ClusterProfilingPolicies (default $SONDE_WATCH_NAMESPACE; "
                  "empty: all, and ClusterProfilingPolicies)")
       ->envname("SONDE_WATCH_NAMESPACE");
-  add_agent_flags(app, a.agent, "0.0.0.0:9464", "info");
-  app.add_option("--pyroscope-url", a.pyroscope.url,
-                 "also push each sampled container's CPU profile to this Pyroscope ingest "
-                 "endpoint (http://host[:port][/prefix]; default: no push)");
-  app.add_option("--pyroscope-interval", a.pyroscope.interval_seconds,
-                 "seconds of profile per push")
-      ->check(CLI::Range(5, 3600))
-      ->capture_default_str();
-  app.add_option(
-         "--pyroscope-application", a.pyroscope.application,
-         "the pushed profiles' name prefix: <application>.cpu{namespace,pod,container,node}")
-      ->capture_default_str();
+  add_agent_flags(app, a.agent, "0.0.0.0:9464", "info", /*in_cluster=*/true);
   app.add_option("--token-audience", a.token_audience,
                  "the audience the bearer tokens of /debug/ requests must be issued for (kubectl "
                  "create token SA --audience sonde), so that a token minted for the API server or "
@@ -131,14 +118,7 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
                "SubjectAccessReview, as kube-rbac-proxy asks; decisions cached 2 minutes, one "
                "review at a time); default: to whoever reaches the port");
   if (auto exit_code = cli::parse(app, argc, argv)) return exit_code;
-  if (!a.pyroscope.url.empty()) {
-    if (auto st = check_pyroscope(a.pyroscope); !st.ok()) {
-      (void)std::fprintf(stderr, "sonde-agent --cluster: --pyroscope-%s\n",
-                         st.error().message().c_str());
-      return 2;
-    }
-  }
-  return std::nullopt;
+  return check_agent_flags(a.agent, "sonde-agent --cluster");
 }
 
 }  // namespace
@@ -247,10 +227,7 @@ int cluster_main(int argc, char** argv) {
                            [&pods](const std::string& key) { return pods.get(key); });
 
   RuntimeOptions options;
-  FeatureOptions features;
-  features.cpu.max_frequency_hz = kClusterMaxCpuFrequencyHz;  // a flag given overrides it
-  apply_agent_flags(args->agent, options, features);
-  features.on_stall = [&stall_events](const Stall& stall) { stall_events.post(stall); };
+  apply_agent_flags(args->agent, options);
   options.node_name = args->node_name;
   options.debug_guard = [&route_access](const HttpRequest& r) { return route_access.check(r); };
   if (args->metrics_authorization) {
@@ -258,15 +235,12 @@ int cluster_main(int argc, char** argv) {
       return metrics_access.check(r);
     };
   }
-  features.load.values.fill(true);       // policies choose per container what is used
-  features.go_tls_cgroup_filter = true;  // policies select containers: other pods are not counted
-  // Policies with `cpu` select containers for sampling; a node that cannot sample says so in
-  // their status instead of failing the agent.
-  features.cpu.required = false;
-  features.cpu.by_cgroup = true;
-  features.cpu.pyroscope = args->pyroscope;
-  auto runtime =
-      AgentRuntime::start(options, selector, agent_parts(std::move(features)), real_clock());
+  // Policies choose per container what is used: every feature loads (AgentMode).
+  auto runtime = AgentRuntime::start(
+      options, selector,
+      args->agent.features.parts(AgentMode{.in_cluster = true},
+                                 [&stall_events](const Stall& stall) { stall_events.post(stall); }),
+      real_clock());
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});
     return 1;

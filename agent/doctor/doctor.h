@@ -21,8 +21,8 @@ struct DoctorOptions {
   std::string sys_root = "/sys";
   // Load probe programs into the running kernel (prog/map types, the process-event program).
   bool probe_kernel = true;
-  // The features' own checks (agent/assembly/agent_parts.h: feature_node_checks()), run after
-  // the kernel probes, in this order; only with probe_kernel.
+  // The features' own checks (agent/assembly/agent_parts.h: AgentFeatures::node_checks()), run
+  // after the kernel probes, in this order; only with probe_kernel.
   std::vector<NodeChecks> feature_checks;
 };
 

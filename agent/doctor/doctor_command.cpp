@@ -123,7 +123,8 @@ int doctor_main(int argc, char** argv) {
   if (auto exit_code = cli::parse(app, argc, argv)) return *exit_code;
   if (!binaries.empty()) return binaries_main(binaries, json);
   options.probe_kernel = !no_kernel_probes;
-  options.feature_checks = feature_node_checks();
+  const AgentFeatures features;  // outlives run_doctor(), which runs their checks
+  options.feature_checks = features.node_checks();
   auto checks = run_doctor(options);
   if (json) {
     (void)std::printf("%s\n", to_json(checks).dump(2).c_str());

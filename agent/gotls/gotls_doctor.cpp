@@ -1,7 +1,6 @@
-#include "agent/gotls/gotls_doctor.h"
-
 #include <string>
 
+#include "agent/gotls/gotls_module.h"
 #include "agent/gotls/tls_probes.h"
 
 namespace sonde::agent {
@@ -40,7 +39,7 @@ Check http2_framing_check() {
 
 }  // namespace
 
-std::vector<Check> gotls_node_checks() {
+std::vector<Check> GoTlsModule::node_checks() const {
   return {register_writes_check(), http2_framing_check()};
 }
 

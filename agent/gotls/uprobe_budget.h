@@ -32,6 +32,20 @@
 
 namespace sonde::agent {
 
+// Go TLS binaries instrumented at once on a node, unless --max-go-tls-binaries says otherwise.
+// A node's pods (kubelet's default maxPods is 110) rarely run more distinct Go TLS binaries than
+// that; more is usually a tenant's churn of fresh builds, each costing attach and detach work
+// and descriptors: with uprobe_multi links 3 per binary, with single links 2 per site (a Go
+// binary has ~9 sites), so 128 binaries stay near 2,300 descriptors even then.
+inline constexpr size_t kDefaultMaxGoTlsBinaries = 128;
+
+// How long a Go TLS binary keeps its uprobes after its last process exits, unless
+// --go-tls-keep-probes-seconds says otherwise: long enough for a CronJob, a CI step or a CLI
+// tool run again minutes later to be counted from its first call. A kept binary holds its
+// descriptors and a slot of the binary bound, and gives them up first when a new binary needs
+// them; its probes cost nothing else, since no process runs the file.
+inline constexpr uint64_t kDefaultGoTlsKeepProbesSeconds = 600;
+
 // Node-wide bounds on what instrumenting Go TLS costs the agent. `fds`: null, no descriptor check.
 struct TlsMonitorBudget {
   size_t max_binaries = kDefaultMaxGoTlsBinaries;

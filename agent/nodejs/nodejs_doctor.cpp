@@ -1,11 +1,10 @@
-#include "agent/nodejs/nodejs_doctor.h"
-
 #include <unistd.h>
 
 #include <string>
 
 #include "agent/nodejs/libc_wait_hooks.h"
 #include "agent/nodejs/loop_probes.h"
+#include "agent/nodejs/nodejs_module.h"
 #include "agent/symbols/probe_target_cache.h"
 
 namespace sonde::agent {
@@ -51,7 +50,7 @@ Check event_loop_hook_check() {
 
 }  // namespace
 
-std::vector<Check> nodejs_node_checks() {
+std::vector<Check> NodejsModule::node_checks() const {
   return {event_loop_hook_check()};
 }
 

@@ -93,6 +93,12 @@ struct RuntimeServices {
   symbols::ProbeTargetCache& cache;  // the one probe-target cache of every feature
   const ProcReader& proc;
   const std::string& node;  // the `node` label
+
+  // RuntimeOptions::series_grace in nanoseconds, as the features' trackers take it.
+  uint64_t series_grace_ns() const {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(options.series_grace).count());
+  }
 };
 using PartsFactory = std::function<Result<RuntimeParts>(const RuntimeServices&)>;
 

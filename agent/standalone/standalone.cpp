@@ -9,7 +9,6 @@
 
 #include "agent/assembly/agent_flags.h"
 #include "agent/assembly/agent_parts.h"
-#include "agent/cpu/cpu_params.h"
 #include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
 #include "common/cli.h"
@@ -32,8 +31,10 @@ std::optional<int> parse_args(int argc, char** argv, Args& a) {
       "selects (every Node.js process when no config is given) and serves Prometheus metrics.",
       "sonde-agent --standalone"};
   app.add_option("--config", a.config_path, "agent config (YAML; see docs/configuration.md)");
-  add_agent_flags(app, a.agent, "the config's, else 127.0.0.1:9464", "the config's, else info");
-  return cli::parse(app, argc, argv);
+  add_agent_flags(app, a.agent, "the config's, else 127.0.0.1:9464", "the config's, else info",
+                  /*in_cluster=*/false);
+  if (auto exit_code = cli::parse(app, argc, argv)) return exit_code;
+  return check_agent_flags(a.agent, "sonde-agent --standalone");
 }
 
 bool selected_by(const AgentConfig& cfg, const ProcessInfo& p) {
@@ -92,24 +93,18 @@ int standalone_main(int argc, char** argv) {
   RuntimeOptions options;
   options.metrics_address = cfg.metrics_address;
   options.symbol_cache_entries = cfg.symbol_cache_entries;
-  FeatureOptions features;
-  apply_agent_flags(args->agent, options, features);
-  for (const auto& kind : instrumentation_kinds()) {
-    features.load[kind.id] = cfg.instrumentations[kind.id].has_value();
-  }
-  if (const auto& cpu = cfg.instrumentations[Instrumentation::kCpu]) {
-    const auto& p = cpu.as<CpuParams>();
-    features.cpu.frequency_hz = p.frequency_hz;
-    features.cpu.pyroscope = p.pyroscope;
-  }
-  // CPU profiles: the configured targets, and with none configured every process on the host.
-  features.cpu.all_processes = cfg.targets.empty();
+  apply_agent_flags(args->agent, options);
   if (!any_requested(cfg.instrumentations)) {
     log::warn("no instrumentation enabled in the config; serving self-metrics only");
   }
   ConfigSelector selector(cfg);
-  auto runtime =
-      AgentRuntime::start(options, selector, agent_parts(std::move(features)), real_clock());
+  // Each kind the config asks for loads, with its parameters; with no target configured,
+  // every process on the host is selected.
+  auto runtime = AgentRuntime::start(
+      options, selector,
+      args->agent.features.parts(
+          AgentMode{.config = cfg.instrumentations, .config_selects_all = cfg.targets.empty()}),
+      real_clock());
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});
     return 1;
