@@ -1,5 +1,6 @@
 #include "agent/assembly/agent_parts.h"
 
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "agent/cpu/cpu_module.h"
@@ -40,17 +41,30 @@ std::vector<NodeChecks> AgentFeatures::node_checks() const {
   return out;
 }
 
-PartsFactory AgentFeatures::parts(AgentMode mode,
-                                  std::function<void(const Stall&)> on_stall) const {
-  return [m = std::shared_ptr<const Modules>(modules_), mode = std::move(mode),
-          on_stall = std::move(on_stall)](const RuntimeServices& s) -> Result<RuntimeParts> {
+Status AgentFeatures::explain_binary(const std::string& path, std::string& text,
+                                     nlohmann::json& json) const {
+  text.clear();
+  std::vector<nlohmann::json> objects;
+  for (const FeatureModule* m : modules_->all()) {
+    if (!m->explains_binaries()) continue;
+    std::string lines;
+    RETURN_IF_ERROR(m->explain_binary(path, lines, objects.emplace_back()));
+    text += lines;
+  }
+  json = objects.size() == 1 ? std::move(objects.front()) : nlohmann::json(std::move(objects));
+  return ok_status();
+}
+
+PartsFactory AgentFeatures::parts(AgentMode mode) const {
+  return [m = std::shared_ptr<const Modules>(modules_),
+          mode = std::move(mode)](const RuntimeServices& s) -> Result<RuntimeParts> {
     RuntimeParts parts;
     ASSIGN_OR_RETURN(parts.events, ProcessEventSource::start(s.on_event));
     NodejsFeature* nodejs = nullptr;  // its wait hook and loops map
     // One copy of each binary's symbol tables for the stall recorder and the CPU profiler.
     auto binaries = std::make_shared<symbolize::SymbolizerCache>();
     if (mode.loads(Instrumentation::kNodejsEventLoop)) {
-      ASSIGN_OR_RETURN(auto f, m->nodejs.load(s, {.binaries = binaries, .on_stall = on_stall}));
+      ASSIGN_OR_RETURN(auto f, m->nodejs.load(s, mode, binaries));
       nodejs = f.get();
       parts.features.push_back(std::move(f));
     }

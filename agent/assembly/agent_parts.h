@@ -4,11 +4,11 @@
 // this is the one place that names them (and the order they start in).
 #pragma once
 
-#include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
 #include <vector>
 
-#include "agent/nodejs/stall_ring.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/feature_module.h"
 #include "common/result.h"
@@ -26,13 +26,16 @@ class AgentFeatures {
   // After parsing: the first feature's complaint about its flags ("pyroscope-url: ...").
   Status check_flags() const;
   // Every feature's checks for `sonde-agent doctor` (DoctorOptions::feature_checks), in start
-  // order.
+  // order; valid while this object lives.
   std::vector<NodeChecks> node_checks() const;
+  // `sonde-agent doctor --binary PATH`: what the features that explain binaries would do with
+  // the file (FeatureModule::explain_binary()): their lines, and their object (an array of
+  // their objects when several explain binaries). An error: the file cannot be read.
+  Status explain_binary(const std::string& path, std::string& text, nlohmann::json& json) const;
 
   // What AgentRuntime::start() builds the agent from: the kernel's process events and the
-  // features `mode` loads, in start order. `on_stall`: called for each long event-loop turn
-  // recorded (cluster mode: an Event on the pod), on the stall recorder's thread; may be empty.
-  PartsFactory parts(AgentMode mode, std::function<void(const Stall&)> on_stall = {}) const;
+  // features `mode` loads, in start order.
+  PartsFactory parts(AgentMode mode) const;
 
  private:
   struct Modules;

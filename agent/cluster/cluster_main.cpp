@@ -14,7 +14,6 @@
 #include "agent/cluster/policy_selector.h"
 #include "agent/cluster/route_access.h"
 #include "agent/cluster/selection_metrics.h"
-#include "agent/cluster/stall_events.h"
 #include "agent/doctor/doctor.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/health.h"
@@ -222,10 +221,6 @@ int cluster_main(int argc, char** argv) {
                {"pods_synced", pods.has_synced()}});
   }
 
-  // Before the runtime whose stall recorder posts to it, so it outlives it.
-  StallEvents stall_events(client, args->node_name,
-                           [&pods](const std::string& key) { return pods.get(key); });
-
   RuntimeOptions options;
   apply_agent_flags(args->agent, options);
   options.node_name = args->node_name;
@@ -235,20 +230,22 @@ int cluster_main(int argc, char** argv) {
       return metrics_access.check(r);
     };
   }
-  // Policies choose per container what is used: every feature loads (AgentMode).
-  auto runtime = AgentRuntime::start(
-      options, selector,
-      args->agent.features.parts(AgentMode{.in_cluster = true},
-                                 [&stall_events](const Stall& stall) { stall_events.post(stall); }),
-      real_clock());
+  // Policies choose per container what is used: every feature loads (AgentMode). The client
+  // and the pod informer outlive the runtime, whose features post Events on pods with them.
+  auto runtime =
+      AgentRuntime::start(options, selector,
+                          args->agent.features.parts(AgentMode{
+                              .in_cluster = true,
+                              .api = &client,
+                              .pod = [&pods](const std::string& key) { return pods.get(key); }}),
+                          real_clock());
   if (!runtime.ok()) {
     log::error("cannot start the agent", {{"error", runtime.error().message()}});
     return 1;
   }
   AgentRuntime& rt = **runtime;
   runtime_ptr.store(&rt);
-  rt.add_collector([&selector, &route_access, &metrics_access, &stall_events,
-                    node = args->node_name] {
+  rt.add_collector([&selector, &route_access, &metrics_access, node = args->node_name] {
     std::vector<prometheus::MetricFamily> out{policy_selection_family(selector.policies(), node)};
     auto by_result = [](prometheus::MetricFamily& family, const RouteAccess::Stats& st) {
       for (const auto& [result, n] : {std::pair{"allowed", st.allowed},
@@ -274,22 +271,9 @@ int cluster_main(int argc, char** argv) {
                                   "requests (decisions cached 10 s) and, with "
                                   "--metrics-authorization, /metrics (cached 2 minutes).");
     add_sample(reviews, {}, static_cast<double>(st.reviews + ms.reviews));
-    auto stalls = counter_family("sonde_agent_nodejs_stall_events_total",
-                                 "Kubernetes Events for Node.js stalls, by result: written, "
-                                 "rate_limited (one per pod per minute), failed, queue_full, "
-                                 "no_pod.");
-    const StallEvents::Stats se = stall_events.stats();
-    for (const auto& [result, n] : {std::pair{"written", se.written},
-                                    {"rate_limited", se.rate_limited},
-                                    {"failed", se.failed},
-                                    {"queue_full", se.queue_full},
-                                    {"no_pod", se.no_pod}}) {
-      add_sample(stalls, {{"result", result}}, static_cast<double>(n));
-    }
     out.push_back(std::move(requests));
     out.push_back(std::move(scrapes));
     out.push_back(std::move(reviews));
-    out.push_back(std::move(stalls));
     return out;
   });
 

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
 #include <vector>
 
 #include "agent/gotls/gotls_feature.h"
@@ -21,6 +23,10 @@ class GoTlsModule final : public FeatureModule {
   void add_flags(CLI::App& app, bool in_cluster) override;
   // Asks the running kernel's verifier (loads no program that stays).
   std::vector<Check> node_checks() const override;
+  // Its Go TLS plan: the Go version, where crypto/tls is, the probe sites or why none.
+  bool explains_binaries() const override { return true; }
+  Status explain_binary(const std::string& path, std::string& text,
+                        nlohmann::json& json) const override;
 
   // The feature, bounded as the flags say. In-cluster, it counts in the kernel only the cgroups
   // of selected processes (a container is what a policy selects; standalone targets may pick

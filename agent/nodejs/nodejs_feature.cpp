@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "agent/nodejs/nodejs_params.h"
+#include "agent/nodejs/stall_events.h"
 #include "common/log.h"
 
 namespace sonde::agent {
@@ -33,7 +34,8 @@ NodejsFeature::NodejsFeature(std::unique_ptr<LoopProbes> probes, symbols::ProbeT
                  : nullptr),
       monitor_(*probes_, cache, proc, grace_ns, real_clock(), hooks_.get()),
       node_(std::move(node)),
-      metrics_(metrics) {
+      metrics_(metrics),
+      stall_events_(std::move(stalls.events)) {
   // Loads nothing until a selection sets stallThresholdMs.
   StallRecorderOptions o;
   o.loops_map_fd = probes_->loops_map_fd();
@@ -41,10 +43,12 @@ NodejsFeature::NodejsFeature(std::unique_ptr<LoopProbes> probes, symbols::ProbeT
   o.events_map = probes_->stall_events_map();
   o.events_lost = [p = probes_.get()] { return p->stall_events_lost(); };
   o.proc_root = proc.root();
-  o.on_stall = std::move(stalls.on_stall);
+  if (stall_events_) o.on_stall = [e = stall_events_.get()](const Stall& s) { e->post(s); };
   o.binaries = std::move(stalls.binaries);
   stalls_ = std::make_unique<StallRecorder>(std::move(o));
 }
+
+NodejsFeature::~NodejsFeature() = default;
 
 FeatureResult NodejsFeature::instrument(const Candidate& c, const Selection& selection) {
   using State = ProcessOutcome::State;
@@ -240,6 +244,7 @@ void NodejsFeature::collect(std::vector<prometheus::MetricFamily>& out) {
   out.push_back(std::move(binaries));
   out.push_back(std::move(lost));
   stalls_->collect(out);
+  if (stall_events_) stall_events_->collect(out);
 }
 
 }  // namespace sonde::agent

@@ -26,21 +26,26 @@ namespace sonde::agent {
 // exporter names them (nodejs_eventloop_*), or both. The agent's own sonde_agent_nodejs_* always.
 enum class NodejsMetrics { kBoth, kSonde, kOtel };
 
+class StallEvents;  // stall_events.h, which brings the Kubernetes client: only where it is made
+
 class NodejsFeature final : public Feature {
  public:
   // What the stall recorder shares with the rest of the agent.
   struct Stalls {
     // Symbol tables, shared with the CPU profiler (ProfilerOptions::binaries); null: its own.
     std::shared_ptr<symbolize::SymbolizerCache> binaries;
-    std::function<void(const Stall&)> on_stall;  // cluster mode: an Event on the pod; may be empty
+    // Cluster mode: an Event on the pod of each stall (its counts among the feature's
+    // families); null: none.
+    std::unique_ptr<StallEvents> events;
   };
   // Loads the probes (the wait hook `source`); `node` is the metrics' node label.
   static Result<std::unique_ptr<NodejsFeature>> load(LoopProbes::WaitSource source,
                                                      symbols::ProbeTargetCache& cache,
                                                      const ProcReader& proc, uint64_t grace_ns,
-                                                     std::string node,
-                                                     NodejsMetrics metrics = NodejsMetrics::kBoth,
-                                                     Stalls stalls = {});
+                                                     std::string node, NodejsMetrics metrics,
+                                                     Stalls stalls);
+
+  ~NodejsFeature() override;
 
   Instrumentation kind() const override { return Instrumentation::kNodejsEventLoop; }
   const std::vector<std::string>& symbol_names() const override {
@@ -86,7 +91,8 @@ class NodejsFeature final : public Feature {
   EventLoopMonitor monitor_;              // after the probes and hooks it drives
   const std::string node_;
   const NodejsMetrics metrics_;
-  std::unique_ptr<StallRecorder> stalls_;  // after the probes whose maps it uses
+  std::unique_ptr<StallEvents> stall_events_;  // before the recorder that posts to it
+  std::unique_ptr<StallRecorder> stalls_;      // after the probes whose maps it uses
 };
 
 }  // namespace sonde::agent

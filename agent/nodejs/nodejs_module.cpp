@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "agent/nodejs/stall_events.h"
 #include "common/cli.h"
 
 namespace sonde::agent {
@@ -35,8 +36,13 @@ void NodejsModule::add_flags(CLI::App& app, bool /*in_cluster*/) {
       ->check(CLI::IsMember({"both", "sonde", "otel"}));
 }
 
-Result<std::unique_ptr<NodejsFeature>> NodejsModule::load(const RuntimeServices& s,
-                                                          NodejsFeature::Stalls stalls) const {
+Result<std::unique_ptr<NodejsFeature>> NodejsModule::load(
+    const RuntimeServices& s, const AgentMode& mode,
+    std::shared_ptr<symbolize::SymbolizerCache> binaries) const {
+  NodejsFeature::Stalls stalls{.binaries = std::move(binaries)};
+  if (mode.api != nullptr) {
+    stalls.events = std::make_unique<StallEvents>(*mode.api, s.node, mode.pod);
+  }
   return NodejsFeature::load(wait_source_, s.cache, s.proc, s.series_grace_ns(), s.node, metrics_,
                              std::move(stalls));
 }

@@ -10,6 +10,7 @@
 #include "agent/nodejs/nodejs_feature.h"
 #include "agent/runtime/agent_runtime.h"
 #include "agent/runtime/feature_module.h"
+#include "agent/symbolize/symbolizer_cache.h"
 
 namespace sonde::agent {
 
@@ -20,9 +21,12 @@ class NodejsModule final : public FeatureModule {
   // uprobes, attaches them to this process alone).
   std::vector<Check> node_checks() const override;
 
-  // The feature, with the wait hook and metric sets the flags chose.
-  Result<std::unique_ptr<NodejsFeature>> load(const RuntimeServices& s,
-                                              NodejsFeature::Stalls stalls) const;
+  // The feature, with the wait hook and metric sets the flags chose; in-cluster, its stalls
+  // are also Events on their pods (StallEvents). `binaries`: symbol tables shared with the CPU
+  // profiler.
+  Result<std::unique_ptr<NodejsFeature>> load(
+      const RuntimeServices& s, const AgentMode& mode,
+      std::shared_ptr<symbolize::SymbolizerCache> binaries) const;
 
  private:
   LoopProbes::WaitSource wait_source_ = LoopProbes::WaitSource::kAuto;

@@ -1,6 +1,8 @@
 // StallEvents: in cluster mode, a Kubernetes Event (Warning NodejsEventLoopStalled) on the pod of
-// each Node.js stall the agent records (agent/nodejs/stall_recorder.h), saying how long the loop
-// was blocked, what it ran, and where the stacks are (/debug/nodejs/stalls on this node).
+// each Node.js stall the agent records (stall_recorder.h), saying how long the loop was blocked,
+// what it ran, and where the stacks are (/debug/nodejs/stalls on this node). The feature makes
+// one when the agent runs in a cluster (AgentMode::api) and exports its counts
+// (sonde_agent_nodejs_stall_events_total).
 //
 // Bounded so a pod that stalls all the time costs the API server little:
 //  - per pod, at most kLimits.burst Event, then one per kLimits.refill (kube::EventRecorder's
@@ -20,8 +22,11 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "agent/metrics/metrics_server.h"
 #include "agent/nodejs/stall_ring.h"
+#include "agent/runtime/feature_module.h"
 #include "common/kube/event_recorder.h"
 
 namespace sonde::agent {
@@ -35,9 +40,6 @@ class StallEvents {
   static constexpr size_t kQueue = 64;
   static constexpr size_t kMaxMessageBytes = 1024;
   static constexpr const char* kReason = "NodejsEventLoopStalled";
-
-  // The pod `namespace/name` as the agent's pod informer has it, nullptr when unknown.
-  using PodLookup = std::function<std::shared_ptr<const kube::Json>(const std::string& key)>;
 
   StallEvents(kube::ApiClient& client, std::string node, PodLookup pods,
               const Clock& clock = real_clock());
@@ -59,6 +61,8 @@ class StallEvents {
     uint64_t no_pod = 0;
   };
   Stats stats() const;
+  // sonde_agent_nodejs_stall_events_total{result}, from stats().
+  void collect(std::vector<prometheus::MetricFamily>& out) const;
 
  private:
   void run();

@@ -1,6 +1,8 @@
-#include "agent/cluster/stall_events.h"
+#include "agent/nodejs/stall_events.h"
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <utility>
 
 namespace sonde::agent {
 
@@ -102,6 +104,22 @@ void StallEvents::run() {
 StallEvents::Stats StallEvents::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
+}
+
+void StallEvents::collect(std::vector<prometheus::MetricFamily>& out) const {
+  auto family = counter_family("sonde_agent_nodejs_stall_events_total",
+                               "Kubernetes Events for Node.js stalls, by result: written, "
+                               "rate_limited (one per pod per minute), failed, queue_full, "
+                               "no_pod.");
+  const Stats st = stats();
+  for (const auto& [result, n] : {std::pair{"written", st.written},
+                                  {"rate_limited", st.rate_limited},
+                                  {"failed", st.failed},
+                                  {"queue_full", st.queue_full},
+                                  {"no_pod", st.no_pod}}) {
+    add_sample(family, {{"result", result}}, static_cast<double>(n));
+  }
+  out.push_back(std::move(family));
 }
 
 }  // namespace sonde::agent
