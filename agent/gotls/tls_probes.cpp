@@ -483,10 +483,9 @@ TlsProbes::Counts TlsProbes::take(uint32_t tgid) {
   for_each_key<sonde_tls_request_key>(skel_->maps.requests, [&](const sonde_tls_request_key& k) {
     if (k.tgid == tgid) keys.push_back(k);
   });
-  for (auto& entry :
-       take_entries<sonde_tls_request_key, sonde_tls_request_stats>(skel_->maps.requests, keys)) {
-    out.requests.push_back(entry);
-  }
+  auto taken =
+      take_entries<sonde_tls_request_key, sonde_tls_request_stats>(skel_->maps.requests, keys);
+  out.requests.insert(out.requests.end(), taken.begin(), taken.end());
   const uint64_t now = monotonic_ns();
   delete_entries_of<GoroutineKey>(skel_->maps.reads, tgid);
   for (const auto& [k, x] : take_entries_of<ConnKey, Exchange>(skel_->maps.exchanges, tgid)) {

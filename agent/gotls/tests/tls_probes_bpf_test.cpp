@@ -405,16 +405,8 @@ void with_h2raw_client(TlsProbes& probes, int frames, int writes,
   const std::string go = std::string(dir) + "/go";
   ChildProcess client({SONDE_GOTLS_WORKLOAD, "h2raw", go, port, std::to_string(frames),
                        std::to_string(writes), std::to_string(pause_ms)});
-  // It prints nothing before the go-ahead: wait for its exec before reading what it runs.
-  const std::string workload = std::filesystem::canonical(SONDE_GOTLS_WORKLOAD).string();
-  for (int i = 0; i < 500; ++i) {
-    std::error_code ec;
-    if (std::filesystem::read_symlink("/proc/" + std::to_string(client.pid()) + "/exe", ec)
-            .string() == workload) {
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
+  // It prints nothing before the go-ahead; ChildProcess returned after its exec, so /proc shows
+  // what it runs.
   ProcReader proc;
   symbols::ProbeTargetCache cache;
   SharedUprobes uprobes;
