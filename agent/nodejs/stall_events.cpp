@@ -4,11 +4,21 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/kube/event_recorder.h"
+
 namespace sonde::agent {
+namespace {
+
+constexpr kube::EventLimits kLimits{.aggregate_window = std::chrono::minutes(10),
+                                    .burst = 1,
+                                    .refill = std::chrono::minutes(1),
+                                    .max_objects = 10000};
+
+}  // namespace
 
 StallEvents::StallEvents(kube::ApiClient& client, std::string node, PodLookup pods,
                          const Clock& clock)
-    : recorder_(client, "sonde-agent", node, clock, kLimits),
+    : recorder_(std::make_unique<kube::EventRecorder>(client, "sonde-agent", node, clock, kLimits)),
       node_(std::move(node)),
       pods_(std::move(pods)),
       thread_([this] { run(); }) {}
@@ -85,7 +95,7 @@ void StallEvents::run() {
       kube::Json object = *pod;
       object["apiVersion"] = "v1";
       object["kind"] = "Pod";
-      result = recorder_.record(object, {"Warning", kReason, message(stall, node_)}, &stop_);
+      result = recorder_->record(object, {"Warning", kReason, message(stall, node_)}, &stop_);
     }
     lock.lock();
     const std::string r = result;

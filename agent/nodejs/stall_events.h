@@ -5,8 +5,9 @@
 // (sonde_agent_nodejs_stall_events_total).
 //
 // Bounded so a pod that stalls all the time costs the API server little:
-//  - per pod, at most kLimits.burst Event, then one per kLimits.refill (kube::EventRecorder's
-//    token bucket; beyond it the stall is only in the ring and counted as rate_limited);
+//  - per pod, at most one Event, then one a minute (kube::EventRecorder's token bucket, with
+//    the limits in stall_events.cpp; beyond it the stall is only in the ring and counted as
+//    rate_limited);
 //  - post() never blocks the recorder's thread: stalls wait in a queue of kQueue for the writer
 //    thread; a full queue drops the stall's Event (queue_full);
 //  - a message is at most kMaxMessageBytes.
@@ -17,9 +18,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,16 +27,19 @@
 #include "agent/metrics/metrics_server.h"
 #include "agent/nodejs/stall_ring.h"
 #include "agent/runtime/feature_module.h"
-#include "common/kube/event_recorder.h"
+#include "common/clock.h"
+#include "common/kube/stop_signal.h"
+
+// The Kubernetes client stays in stall_events.cpp: what includes this header does not compile it.
+namespace sonde::kube {
+class ApiClient;
+class EventRecorder;
+}  // namespace sonde::kube
 
 namespace sonde::agent {
 
 class StallEvents {
  public:
-  static constexpr kube::EventLimits kLimits{.aggregate_window = std::chrono::minutes(10),
-                                             .burst = 1,
-                                             .refill = std::chrono::minutes(1),
-                                             .max_objects = 10000};
   static constexpr size_t kQueue = 64;
   static constexpr size_t kMaxMessageBytes = 1024;
   static constexpr const char* kReason = "NodejsEventLoopStalled";
@@ -67,7 +70,7 @@ class StallEvents {
  private:
   void run();
 
-  kube::EventRecorder recorder_;
+  std::unique_ptr<kube::EventRecorder> recorder_;
   const std::string node_;
   const PodLookup pods_;
   kube::StopSignal stop_;
