@@ -41,6 +41,7 @@ set -u
   --metrics-address "127.0.0.1:$port" >"$tmp/agent.log" 2>&1 &
 for _ in \$(seq 300); do curl -sf "http://127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.1; done
 echo "agent up" >"$tmp/agent.up"
+export BLOCKER_GO_FILE="$tmp/go"
 "$tmp/node-same" "$blocker" timer 5 200 0 >"$tmp/same.out" 2>&1 &
 same=\$!
 unshare --pid --fork "$tmp/node-nested" "$blocker" timer 5 200 0 >"$tmp/nested.out" 2>&1 &
@@ -54,6 +55,16 @@ ns_pid=$!
 wait_until 300 test -e "$tmp/agent.up" || { cat "$tmp/agent.log" "$tmp/doctor-ns.txt"; fail "the agent did not start inside the namespace"; }
 grep -E "pid namespace.*pid:\[[0-9]+\]" "$tmp/doctor-ns.txt" ||
   fail "doctor in a nested pid namespace does not say so: $(cat "$tmp/doctor-ns.txt")"
+# Each node blocks only once the agent instruments it: the nested one goes through unshare's
+# fork and exec first, and a block before the agent's probes are in is not seen.
+instrumented() {
+  curl -sf "http://127.0.0.1:$port/metrics" >"$tmp/metrics.txt" || return 1
+  grep -q "^container_nodejs_event_loops{.*container=\"node-$1\".*} 1\$" "$tmp/metrics.txt"
+}
+for w in same nested; do
+  wait_until 300 instrumented "$w" || fail "$w: not instrumented: $(tail -20 "$tmp/agent.log")"
+done
+touch "$tmp/go"
 wait_until 300 bash -c "[[ \$(grep -c exit '$tmp/exits' 2>/dev/null) == 2 ]]" ||
   fail "node workloads did not finish: $(cat "$tmp"/*.out)"
 grep -q "same exit 0" "$tmp/exits" && grep -q "nested exit 0" "$tmp/exits" ||

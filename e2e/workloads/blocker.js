@@ -142,9 +142,16 @@ if (!kinds[kind]) {
   process.exit(2);
 }
 // BLOCKER_START_DELAY_MS: a pause before blocking starts, so an agent can find the process
-// while its loop waits.
+// while its loop waits. BLOCKER_GO_FILE: before that pause, wait until this file exists (looked
+// for every 20 ms, the loop waiting in between), so a test can start the blocking once it saw
+// the agent instrument the process.
 const startDelay = Number(process.env.BLOCKER_START_DELAY_MS || 100);
-kinds[kind]((run) => setTimeout(() => {
-  console.log(`ready ${process.pid} elu_active_ms=${performance.eventLoopUtilization().active.toFixed(3)}`);
-  setTimeout(run, 0);
-}, startDelay));
+const goFile = process.env.BLOCKER_GO_FILE;
+kinds[kind]((run) => {
+  const begin = () => setTimeout(() => {
+    console.log(`ready ${process.pid} elu_active_ms=${performance.eventLoopUtilization().active.toFixed(3)}`);
+    setTimeout(run, 0);
+  }, startDelay);
+  if (!goFile) return begin();
+  const poll = setInterval(() => { if (fs.existsSync(goFile)) { clearInterval(poll); begin(); } }, 20);
+});
